@@ -1,0 +1,216 @@
+r"""The batched categorical-policy simulation loop.
+
+State: logits ``z`` of shape ``[runs, actions]`` on one device, one optimizer
+over that single tensor (torch's SGD/Adam/AdamW are elementwise, so this equals
+one optimizer per run). One step, for all runs at once:
+
+1. ``p = softmax(z)`` in float64; log metrics if due;
+2. draw ``N_r`` actions per run (:class:`~tailmiss.sim.sampler.CountSampler`);
+3. per-run advantages of a correct and an incorrect draw and the focal weight
+   from the correct count ``X`` (:mod:`tailmiss.objectives`);
+4. per-action weights ``w_i = c_i A(i)`` (or the distinct-action rewards for the
+   ``theory`` surrogate) and the surrogate's closed-form gradient, times
+   ``g / N``;
+5. one optimizer step (ascent).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from tailmiss import analytic, objectives
+from tailmiss.sim.config import SimConfig
+from tailmiss.sim.result import SimResult
+from tailmiss.sim.sampler import CountSampler
+
+__all__ = ["simulate", "initial_logits", "METRICS"]
+
+METRICS = (
+    "q_pos",
+    "retained_mass",
+    "entropy",
+    "anchor_prob",
+    "frac_correct_improved",
+    "worst_drop",
+    "q_u_pos",
+    "mu_hat",
+)
+"""Columns logged per run and step. ``q_u_pos`` (correct mass left unsampled)
+and ``mu_hat`` (X/N) describe the draws taken *at* that step, so they are NaN at
+the final step, where no draws follow."""
+
+
+def resolve_device(device) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
+    return dev
+
+
+def initial_logits(config: SimConfig) -> np.ndarray:
+    """Logits of the starting policy (float64, length ``num_actions``)."""
+    if config.init == "zero":
+        return np.zeros(config.num_actions)
+    z = np.full(config.num_actions, float(config.incorrect_logit))
+    z[: config.num_correct] = config.correct_logit
+    z[0] = config.anchor_logit
+    return z
+
+
+def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD([params], lr=config.lr, weight_decay=config.weight_decay)
+    cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    return cls([params], lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
+
+
+class _Metrics:
+    """Batched metric reductions against the initial policy (float64 sums)."""
+
+    def __init__(self, config: SimConfig, p0: torch.Tensor):
+        self.c = config.num_correct
+        self.p0_pos = p0[: self.c]
+        self.q0 = self.p0_pos.sum()
+        self.has_anchor = config.init == "seeded"
+
+    def __call__(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        pos = p[:, : self.c]
+        drop = (self.p0_pos - pos).clamp_(min=0).sum(1)
+        nan = torch.full_like(pos[:, 0], float("nan"))
+        return {
+            "q_pos": pos.sum(1),
+            "retained_mass": 1.0 - drop / self.q0,
+            "entropy": -torch.special.xlogy(p, p).sum(1),
+            "anchor_prob": pos[:, 0] if self.has_anchor else nan,
+            "frac_correct_improved": (pos > self.p0_pos).to(torch.float64).mean(1),
+            "worst_drop": (pos - self.p0_pos).min(1).values,
+        }
+
+
+def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult:
+    """Run every ``(group_size, gamma, seed)`` of ``config`` together as one tensor.
+
+    Parameters
+    ----------
+    config : SimConfig
+    device : str or torch.device, optional
+        Defaults to CUDA when available, else CPU.
+    progress : bool
+        Show a progress bar over steps.
+
+    Returns
+    -------
+    SimResult
+        Tidy history (one row per run and logged step) plus the config.
+    """
+    if not isinstance(config, SimConfig):
+        raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+    dev = resolve_device(device)
+    dtype = getattr(torch, config.dtype)
+    runs = config.runs()
+    num_runs, v, c = len(runs), config.num_actions, config.num_correct
+    n_list = [r[0] for r in runs]
+    group_size = torch.tensor(n_list, dtype=torch.float64, device=dev)
+    gamma = torch.tensor([r[1] for r in runs], dtype=torch.float64, device=dev)
+    sampler = CountSampler(n_list, [r[2] for r in runs], v, dev, config.max_draws_per_chunk)
+    surrogate = objectives.SURROGATES[config.surrogate]
+
+    z0 = torch.as_tensor(initial_logits(config), device=dev)
+    z = z0.to(dtype).expand(num_runs, v).clone().requires_grad_(True)
+    optimizer = _make_optimizer(config, z)
+    metrics = _Metrics(config, torch.softmax(z0, 0))
+    correct_row = torch.zeros(v, dtype=torch.bool, device=dev)
+    correct_row[:c] = True
+
+    log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
+    logged: list[dict[str, torch.Tensor]] = []
+    started = time.perf_counter()
+    bar = _progress(config, dev) if progress else None
+    try:
+        for step in range(config.steps + 1):
+            with torch.no_grad():
+                p = torch.softmax(z.detach().to(torch.float64), dim=1)
+                if step == config.steps:
+                    row = metrics(p)
+                    nan = torch.full_like(row["q_pos"], float("nan"))
+                    row.update(q_u_pos=nan, mu_hat=nan)
+                    logged.append(row)
+                    break
+                counts = sampler.counts(p, step)
+                n_correct = counts[:, :c].sum(1)
+                if step in log_steps:
+                    row = metrics(p)
+                    row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1)
+                    row["mu_hat"] = n_correct / group_size
+                    logged.append(row)
+                a_pos, a_neg = objectives.binary_group_advantages(
+                    n_correct,
+                    group_size,
+                    config.reward_correct,
+                    config.reward_incorrect,
+                    config.advantage,
+                    config.std_kind,
+                    config.adv_eps,
+                )
+                scale = objectives.focal_weight(n_correct, group_size, gamma) / group_size
+                draws = (counts > 0) if surrogate.distinct else counts
+                weights = draws.to(dtype) * torch.where(correct_row, a_pos[:, None], a_neg[:, None]).to(dtype)
+                ascent = surrogate.ascent(p.to(dtype), weights) * scale.to(dtype)[:, None]
+                z.grad = -ascent  # optimizers minimise
+            optimizer.step()
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    elapsed = time.perf_counter() - started
+    history = _tidy(runs, log_steps, logged)
+    meta = {
+        "device": str(dev),
+        "torch": torch.__version__,
+        "elapsed_s": round(elapsed, 3),
+        "action_updates_per_s": num_runs * v * config.steps / max(elapsed, 1e-9),
+        "initial": _initial_summary(config),
+    }
+    return SimResult(config=config, history=history, meta=meta)
+
+
+def _tidy(runs, log_steps, logged) -> pd.DataFrame:
+    num_runs = len(runs)
+    cols = {name: torch.stack([row[name] for row in logged]).cpu().numpy() for name in METRICS}  # (T, R)
+    steps = np.repeat(np.asarray(log_steps[: len(logged)]), num_runs)
+    frame = pd.DataFrame(
+        {
+            "run": np.tile(np.arange(num_runs), len(logged)),
+            "group_size": np.tile([r[0] for r in runs], len(logged)),
+            "gamma": np.tile([float(r[1]) for r in runs], len(logged)),
+            "seed": np.tile([r[2] for r in runs], len(logged)),
+            "step": steps,
+            **{name: cols[name].reshape(-1) for name in METRICS},
+        }
+    )
+    return frame.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+
+
+def _initial_summary(config: SimConfig) -> dict:
+    init = analytic.initial_distribution(
+        config.num_actions,
+        config.num_correct,
+        config.init,
+        config.anchor_logit,
+        config.correct_logit,
+        config.incorrect_logit,
+    )
+    return {"q_pos": init.q_pos, "tau_leaf": init.tau_leaf, "p_anchor": init.p_anchor, "entropy": init.entropy}
+
+
+def _progress(config: SimConfig, dev: torch.device):
+    from tailmiss._progress import ProgressBar
+
+    return ProgressBar(total=config.steps, description=f"{config.name}: {config.num_runs} runs on {dev}")

@@ -1,0 +1,63 @@
+"""The one result format: a tidy history, the config that produced it and run metadata."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tailmiss.io import atomic_dir
+from tailmiss.sim.config import SimConfig
+
+__all__ = ["SimResult"]
+
+
+@dataclass
+class SimResult:
+    """Output of :func:`tailmiss.sim.simulate`.
+
+    Attributes
+    ----------
+    config : SimConfig
+    history : pandas.DataFrame
+        One row per run and logged step: ``run, group_size, gamma, seed, step``
+        and the metrics of :data:`tailmiss.sim.engine.METRICS`.
+    meta : dict
+        Device, torch version, wall time, throughput, initial-policy summary.
+    """
+
+    config: SimConfig
+    history: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def final(self) -> pd.DataFrame:
+        """History rows at the last step, one per run."""
+        return self.history[self.history["step"] == self.config.steps].reset_index(drop=True)
+
+    def seed_mean(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Mean over seeds per ``(group_size, gamma, step)`` of ``frame`` (default: history)."""
+        frame = self.history if frame is None else frame
+        return frame.drop(columns=["run", "seed"]).groupby(["group_size", "gamma", "step"], as_index=False).mean()
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically."""
+        path = Path(path)
+        with atomic_dir(path) as tmp:
+            self.config.to_toml(tmp / "config.toml")
+            self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
+            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> SimResult:
+        path = Path(path)
+        for name in ("config.toml", "history.csv", "meta.json"):
+            if not (path / name).is_file():
+                raise ValueError(f"{str(path)!r} is not a saved SimResult: {name} is missing")
+        config = SimConfig.from_toml(path / "config.toml")
+        history = pd.read_csv(path / "history.csv")
+        meta = json.loads((path / "meta.json").read_text())
+        return cls(config=config, history=history, meta=meta)

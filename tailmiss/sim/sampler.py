@@ -1,0 +1,99 @@
+r"""Batched multinomial draws with counter-based randomness.
+
+Each run's draws are a pure function of ``(seed, step, draw index)``: the
+uniforms come from a stateless integer hash, not from a shared generator
+stream. A run therefore sees the same draws whether it is simulated alone or
+inside a sweep of a thousand runs, on the CPU or on a GPU, and runs that share a
+seed share their uniforms (common random numbers across ``N`` and ``γ``, which
+sharpens comparisons between them).
+
+Sampling is exact inverse-CDF sampling: the float64 CDFs of all rows are laid
+end to end with row ``r`` shifted by ``r``, every draw searches that one sorted
+array with ``searchsorted`` and ``bincount`` turns the hits into a ``[runs,
+actions]`` count matrix. Draws are processed in chunks so that group sizes up
+to 2^17 per run fit in memory.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["CountSampler", "hash_uniform"]
+
+_M32 = 0xFFFFFFFF
+_MUL = 0x45D9F3B  # < 2^27, so (x < 2^32) * _MUL stays below 2^63 in int64
+_SALT_HI, _SALT_LO, _SALT_STEP = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """Avalanche hash of 32-bit values held in int64 (two multiply-xorshift rounds)."""
+    x = (((x >> 16) ^ x) * _MUL) & _M32
+    x = (((x >> 16) ^ x) * _MUL) & _M32
+    return (x >> 16) ^ x
+
+
+def _keys(seed: torch.Tensor, index: torch.Tensor, salt: int) -> torch.Tensor:
+    return _mix32(_mix32((index & _M32) ^ salt) ^ _mix32(seed & _M32))
+
+
+def _from_keys(key_hi: torch.Tensor, key_lo: torch.Tensor, step: int) -> torch.Tensor:
+    s = _mix32(torch.tensor(step & _M32, dtype=torch.int64, device=key_hi.device) ^ _SALT_STEP)
+    hi = _mix32(_mix32(key_hi ^ s))
+    lo = _mix32(_mix32(key_lo ^ s))
+    # 32 + 21 bits -> a float64 uniform on [0, 1) with full 53-bit resolution
+    return ((hi << 21) | (lo >> 11)).to(torch.float64) * (2.0**-53)
+
+
+def hash_uniform(seed: torch.Tensor, index: torch.Tensor, step: int) -> torch.Tensor:
+    """Uniform on ``[0, 1)`` determined by ``(seed, index, step)`` alone."""
+    seed, index = torch.broadcast_tensors(seed.to(torch.int64), index.to(torch.int64))
+    return _from_keys(_keys(seed, index, _SALT_HI), _keys(seed, index, _SALT_LO), step)
+
+
+class CountSampler:
+    """Draw ``group_sizes[r]`` i.i.d. actions for every row ``r`` of a probability matrix.
+
+    Parameters
+    ----------
+    group_sizes, seeds : sequence of int
+        Per run (row).
+    num_actions : int
+    device : torch.device
+    max_draws_per_chunk : int
+        Draws searched at once.
+    """
+
+    def __init__(self, group_sizes, seeds, num_actions: int, device, max_draws_per_chunk: int = 2**22):
+        self.device = torch.device(device)
+        n = torch.as_tensor(list(group_sizes), dtype=torch.int64)
+        if n.ndim != 1 or torch.any(n < 1):
+            raise ValueError(f"group_sizes must be positive integers, got {list(group_sizes)!r}")
+        self.num_rows = n.numel()
+        self.num_actions = int(num_actions)
+        self.group_sizes = n.to(self.device)
+        rows = torch.repeat_interleave(torch.arange(self.num_rows), n)
+        starts = torch.cumsum(n, 0) - n
+        index = torch.arange(int(n.sum())) - starts[rows]
+        seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[rows]
+        self._rows = rows.to(self.device)
+        self._row_offset = rows.to(torch.float64).to(self.device)
+        self._key_hi = _keys(seed_t, index, _SALT_HI).to(self.device)
+        self._key_lo = _keys(seed_t, index, _SALT_LO).to(self.device)
+        self.chunk = int(max_draws_per_chunk)
+
+    def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
+        """Draw counts ``[rows, actions]`` (int64) from float64 ``probs`` at ``step``."""
+        if probs.shape != (self.num_rows, self.num_actions):
+            raise ValueError(f"probs must have shape {(self.num_rows, self.num_actions)}, got {tuple(probs.shape)}")
+        cdf = torch.cumsum(probs.to(torch.float64), dim=1)
+        cdf /= cdf[:, -1:].clone()
+        cdf[:, -1] = 1.0  # a uniform below 1 can never fall past a row's end
+        cdf += torch.arange(self.num_rows, device=cdf.device, dtype=torch.float64)[:, None]
+        flat = cdf.view(-1)
+        total = torch.zeros(self.num_rows * self.num_actions, dtype=torch.int64, device=self.device)
+        for lo in range(0, self._rows.numel(), self.chunk):
+            hi = lo + self.chunk
+            u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
+            idx = torch.searchsorted(flat, self._row_offset[lo:hi] + u, right=True)
+            total += torch.bincount(idx.clamp_(max=flat.numel() - 1), minlength=flat.numel())
+        return total.view(self.num_rows, self.num_actions)
