@@ -11,7 +11,7 @@ import numpy as np
 
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray) -> object:
-    return arr[bad].flat[0] if arr.ndim else arr.item()
+    return arr[bad].flat[0].item() if arr.ndim else arr.item()
 
 
 def as_float(name: str, value) -> np.ndarray:
@@ -55,3 +55,13 @@ def check_nonnegative(name: str, value) -> np.ndarray:
     if bad.any():
         raise ValueError(f"{name} must be finite and >= 0, got {_first_bad(arr, bad)!r}")
     return arr
+
+
+def check_not_above(name: str, value: np.ndarray, bound_name: str, bound: np.ndarray) -> None:
+    """Raise unless ``value <= bound`` elementwise (both already broadcast)."""
+    bad = value > bound
+    if bad.any():
+        raise ValueError(
+            f"{name} must not exceed {bound_name}, got {name}={value[bad].flat[0].item()!r} "
+            f"with {bound_name}={bound[bad].flat[0].item()!r}"
+        )

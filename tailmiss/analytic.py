@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from tailmiss._checks import as_float, check_integer, check_interval, check_nonnegative
+from tailmiss._checks import as_float, check_integer, check_interval, check_nonnegative, check_not_above
 
 __all__ = [
     "active_probability",
@@ -106,9 +106,8 @@ def _check_mu_tau(mu_pos, tau):
     mu, tau_arr = np.broadcast_arrays(mu, tau_arr)
     bad = tau_arr >= mu
     if bad.any():
-        raise ValueError(
-            f"tau must be smaller than mu_pos, got tau={tau_arr[bad].flat[0]!r} with mu_pos={mu[bad].flat[0]!r}"
-        )
+        tau_bad, mu_bad = tau_arr[bad].flat[0].item(), mu[bad].flat[0].item()
+        raise ValueError(f"tau must be smaller than mu_pos, got tau={tau_bad!r} with mu_pos={mu_bad!r}")
     return mu, tau_arr
 
 
@@ -253,7 +252,7 @@ def _check_probs(probs) -> np.ndarray:
     total = p.sum(axis=-1)
     bad = np.abs(total - 1.0) > 1e-6
     if bad.any():
-        raise ValueError(f"probs must sum to 1 along the last axis, got a sum of {total[bad].flat[0]!r}")
+        raise ValueError(f"probs must sum to 1 along the last axis, got a sum of {total[bad].flat[0].item()!r}")
     return p
 
 
@@ -528,9 +527,7 @@ def expected_sampled_mass(probs, correct, n, k) -> SampledMass:
     n_arr = check_integer("n", n, 1)
     k_arr = check_integer("k", k, 0)
     n_arr, k_arr = np.broadcast_arrays(n_arr, k_arr)
-    if np.any(k_arr > n_arr):
-        bad = k_arr > n_arr
-        raise ValueError(f"k must not exceed n, got k={k_arr[bad].flat[0]!r} with n={n_arr[bad].flat[0]!r}")
+    check_not_above("k", k_arr, "n", n_arr)
     q_pos = np.sum(p * pos, axis=-1, keepdims=True)
     q_neg = 1.0 - q_pos
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -689,12 +686,8 @@ def pass_at_k(n, c, k):
     c_arr = check_integer("c", c, 0)
     k_arr = check_integer("k", k, 1)
     n_arr, c_arr, k_arr = np.broadcast_arrays(n_arr, c_arr, k_arr)
-    if np.any(c_arr > n_arr):
-        bad = c_arr > n_arr
-        raise ValueError(f"c must not exceed n, got c={c_arr[bad].flat[0]!r} with n={n_arr[bad].flat[0]!r}")
-    if np.any(k_arr > n_arr):
-        bad = k_arr > n_arr
-        raise ValueError(f"k must not exceed n, got k={k_arr[bad].flat[0]!r} with n={n_arr[bad].flat[0]!r}")
+    check_not_above("c", c_arr, "n", n_arr)
+    check_not_above("k", k_arr, "n", n_arr)
     nf, cf, kf = (a.astype(np.float64) for a in (n_arr, c_arr, k_arr))
     certain = nf - cf < kf
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -214,3 +214,20 @@ def _progress(config: SimConfig, dev: torch.device):
     from tailmiss._progress import ProgressBar
 
     return ProgressBar(total=config.steps, description=f"{config.name}: {config.num_runs} runs on {dev}")
+
+
+def run_cached(config: SimConfig, cache_root, device=None, progress: bool = True) -> SimResult:
+    """Load ``cache_root/<config.name>`` if it holds a result of exactly ``config``; otherwise simulate and save it."""
+    from pathlib import Path
+
+    path = Path(cache_root) / config.name
+    if (path / "config.toml").is_file():
+        try:
+            cached = SimResult.load(path)
+        except ValueError:
+            cached = None
+        if cached is not None and cached.config == config:
+            return cached
+    result = simulate(config, device=device, progress=progress)
+    result.save(path)
+    return result

@@ -76,24 +76,50 @@ class CountSampler:
         index = torch.arange(int(n.sum())) - starts[rows]
         seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[rows]
         self._rows = rows.to(self.device)
+        self.rows = self._rows  # row of each draw
         self._row_offset = rows.to(torch.float64).to(self.device)
         self._key_hi = _keys(seed_t, index, _SALT_HI).to(self.device)
         self._key_lo = _keys(seed_t, index, _SALT_LO).to(self.device)
         self.chunk = int(max_draws_per_chunk)
 
-    def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
-        """Draw counts ``[rows, actions]`` (int64) from float64 ``probs`` at ``step``."""
-        if probs.shape != (self.num_rows, self.num_actions):
-            raise ValueError(f"probs must have shape {(self.num_rows, self.num_actions)}, got {tuple(probs.shape)}")
+    def _check(self, probs: torch.Tensor) -> bool:
+        shared = probs.shape == (1, self.num_actions)
+        if not shared and probs.shape != (self.num_rows, self.num_actions):
+            raise ValueError(
+                f"probs must have shape {(self.num_rows, self.num_actions)} or (1, {self.num_actions}), "
+                f"got {tuple(probs.shape)}"
+            )
+        return shared
+
+    def _flat_indices(self, probs: torch.Tensor, step: int):
+        """Yield, chunk by chunk, ``row * num_actions + action`` of every draw."""
+        shared = self._check(probs)
         cdf = torch.cumsum(probs.to(torch.float64), dim=1)
         cdf /= cdf[:, -1:].clone()
         cdf[:, -1] = 1.0  # a uniform below 1 can never fall past a row's end
-        cdf += torch.arange(self.num_rows, device=cdf.device, dtype=torch.float64)[:, None]
+        if not shared:
+            cdf += torch.arange(self.num_rows, device=cdf.device, dtype=torch.float64)[:, None]
         flat = cdf.view(-1)
-        total = torch.zeros(self.num_rows * self.num_actions, dtype=torch.int64, device=self.device)
         for lo in range(0, self._rows.numel(), self.chunk):
             hi = lo + self.chunk
             u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
-            idx = torch.searchsorted(flat, self._row_offset[lo:hi] + u, right=True)
-            total += torch.bincount(idx.clamp_(max=flat.numel() - 1), minlength=flat.numel())
+            query = u if shared else self._row_offset[lo:hi] + u
+            idx = torch.searchsorted(flat, query, right=True).clamp_(max=flat.numel() - 1)
+            yield idx + self._rows[lo:hi] * self.num_actions if shared else idx
+
+    def indices(self, probs: torch.Tensor, step: int) -> torch.Tensor:
+        """Action index of every draw (int64, rows' draws contiguous, row order).
+
+        ``probs`` is ``[rows, actions]`` float64, or ``[1, actions]`` when every
+        row draws from the same distribution (then no per-row CDF is built).
+        """
+        flat = torch.cat(list(self._flat_indices(probs, step)))
+        return flat - self._rows * self.num_actions
+
+    def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
+        """Draw counts ``[rows, actions]`` (int64) at ``step``; ``probs`` as in :meth:`indices`."""
+        size = self.num_rows * self.num_actions
+        total = torch.zeros(size, dtype=torch.int64, device=self.device)
+        for idx in self._flat_indices(probs, step):
+            total += torch.bincount(idx, minlength=size)
         return total.view(self.num_rows, self.num_actions)

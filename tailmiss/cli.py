@@ -1,0 +1,261 @@
+"""The ``tailmiss`` command line: one sub-app per area (analytic, sim, figures) plus ``repro``.
+
+Bad input never shows a traceback: it prints one line ``Error: ...`` on stderr
+and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+__all__ = ["app", "main"]
+
+
+class _OneLineErrors(TyperGroup):
+    """Turn usage errors and ``ValueError`` into one line on stderr and exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except (ValueError, FileNotFoundError) as exc:
+            _fail(str(exc), 2)
+        except Exception as exc:
+            # click (older typer) and typer's vendored click raise look-alike classes: match by shape
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                ctx = getattr(exc, "ctx", None)
+                typer.echo(ctx.get_help() if ctx is not None else str(exc))
+                sys.exit(0)
+            if isinstance(exc, typer.Abort) or type(exc).__name__ == "Abort":
+                _fail("aborted", 1)
+            if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+                _fail(exc.format_message(), exc.exit_code)
+            raise
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo("Error: " + " ".join(str(message).split()), err=True)
+    sys.exit(code)
+
+
+app = typer.Typer(
+    cls=_OneLineErrors,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Tail-miss in group-relative RL: closed forms, simulations and the F-GRPO paper's figures.",
+)
+analytic_app = typer.Typer(no_args_is_help=True, help="Closed forms of F-GRPO / BroRL.")
+sim_app = typer.Typer(no_args_is_help=True, help="Batched categorical-policy simulator.")
+figures_app = typer.Typer(no_args_is_help=True, help="Render the paper's figures.")
+app.add_typer(analytic_app, name="analytic")
+app.add_typer(sim_app, name="sim")
+app.add_typer(figures_app, name="figures")
+
+_out = Console()
+
+
+def _print_table(title: str, columns: list[str], rows: list[list], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([dict(zip(columns, r)) for r in rows], indent=2))
+        return
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    _out.print(table)
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+# --- analytic ---------------------------------------------------------------------
+
+
+@analytic_app.command("tail-miss")
+def tail_miss_cmd(
+    mu_pos: Annotated[float, typer.Option(help="Probability that one rollout is correct.")],
+    tau: Annotated[float, typer.Option(help="Mass of the rare-correct subset E (0 < tau < mu_pos).")],
+    n: Annotated[list[int], typer.Option("-n", "--n", help="Group size; repeat for several.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Lemma 3.1: probability that a group is active yet misses E, with the active probability."""
+    from tailmiss import analytic
+
+    miss = analytic.tail_miss_probability(mu_pos, tau, n)
+    active = analytic.active_probability(mu_pos, n)
+    rows = [[int(k), float(a), float(m)] for k, a, m in zip(n, active, miss)]
+    _print_table(f"Lemma 3.1, mu_pos={mu_pos:g}, tau={tau:g}", ["N", "active", "tail_miss"], rows, as_json)
+
+
+@analytic_app.command("peak")
+def peak_cmd(
+    mu_pos: Annotated[float, typer.Option(help="Probability that one rollout is correct.")],
+    rho: Annotated[float | None, typer.Option(help="tau / mu_pos (give rho or tau).")] = None,
+    tau: Annotated[float | None, typer.Option(help="Rare-correct mass (give rho or tau).")] = None,
+    n_max: Annotated[int, typer.Option(help="Largest group size searched.")] = 10**7,
+    as_json: JsonOpt = False,
+) -> None:
+    """Exact integer argmax N* of Lemma 3.1 and the best power of two."""
+    from tailmiss import analytic
+
+    if (rho is None) == (tau is None):
+        raise ValueError("give exactly one of --rho and --tau")
+    if tau is None:
+        if not 0 < rho < 1:
+            raise ValueError(f"rho must lie in (0, 1), got {rho!r}")
+        tau = rho * mu_pos
+    n_star, peak = analytic.tail_miss_peak(mu_pos, tau, n_max=n_max)
+    grid = [2**k for k in range(0, max(1, n_max).bit_length())]
+    n_pow2, peak_pow2 = analytic.tail_miss_peak(mu_pos, tau, grid=grid)
+    rows = [["integer", int(n_star), float(peak)], ["power of two", int(n_pow2), float(peak_pow2)]]
+    _print_table(f"Tail-miss peak, mu_pos={mu_pos:g}, tau={tau:g}", ["grid", "N*", "peak"], rows, as_json)
+
+
+@analytic_app.command("pass-at-k")
+def pass_at_k_cmd(
+    n: Annotated[int, typer.Option("-n", help="Samples per problem.")],
+    c: Annotated[int, typer.Option("-c", help="Correct samples.")],
+    k: Annotated[list[int], typer.Option("-k", help="k; repeat for several.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Unbiased pass@k estimate (Chen et al. 2021)."""
+    from tailmiss import analytic
+
+    values = analytic.pass_at_k(n, c, k)
+    _print_table(f"pass@k, n={n}, c={c}", ["k", "pass@k"], [[int(a), float(b)] for a, b in zip(k, values)], as_json)
+
+
+# --- sim ----------------------------------------------------------------------------
+
+
+@sim_app.command("presets")
+def presets_cmd() -> None:
+    """List the named simulation setups."""
+    from tailmiss.sim import PRESETS
+
+    rows = [
+        [name, c.num_runs, c.steps, c.surrogate, c.optimizer, f"{c.lr:g}", ",".join(map(str, c.group_sizes))]
+        for name, c in PRESETS.items()
+    ]
+    _print_table("Presets", ["name", "runs", "steps", "surrogate", "optimizer", "lr", "group sizes"], rows, False)
+
+
+@sim_app.command("run")
+def sim_run_cmd(
+    preset: Annotated[str | None, typer.Option(help="Named setup (see `tailmiss sim presets`).")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML file with a [sim] table instead of a preset.")] = None,
+    quick: Annotated[bool, typer.Option(help="Use the preset's quick variant.")] = False,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda if available).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Result folder (default runs/sim/<name>).")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Run a simulation sweep, save it, and print the final metrics (mean over seeds)."""
+    from tailmiss.sim import SimConfig, quick_name, simulate
+    from tailmiss.sim import preset as get_preset
+
+    if (preset is None) == (config is None):
+        raise ValueError("give exactly one of --preset and --config")
+    if preset is not None:
+        cfg = get_preset(quick_name(preset) if quick else preset)
+    else:
+        cfg = SimConfig.from_toml(config)
+    result = simulate(cfg, device=device, progress=progress)
+    path = result.save(out or Path("runs/sim") / cfg.name)
+    final = result.seed_mean(result.final)
+    rows = [
+        [int(r.group_size), float(r.gamma), float(r.q_pos), float(r.retained_mass), float(r.entropy)]
+        for r in final.itertuples()
+    ]
+    _print_table(
+        f"{cfg.name}: step {cfg.steps}, mean of {len(cfg.seeds)} seed(s)",
+        ["N", "gamma", "Q_pos", "M_ret", "entropy"],
+        rows,
+        False,
+    )
+    typer.echo(f"saved {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
+
+
+# --- figures ------------------------------------------------------------------------
+
+
+@figures_app.command("list")
+def figures_list_cmd() -> None:
+    """List the registered figures."""
+    from tailmiss.figures import FIGURES
+
+    rows = [[s.name, s.paper_ref, "yes" if s.simulated else "no", s.description] for s in FIGURES.values()]
+    table = Table(title="Figures")
+    for col in ("name", "paper", "simulated", "content"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    _out.print(table)
+
+
+@figures_app.command("make")
+def figures_make_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Figure names (see `tailmiss figures list`).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Render every registered figure.")] = False,
+    quick: Annotated[bool, typer.Option(help="Quick simulations (minutes on a CPU).")] = False,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default figures/, or runs/quick/figures).")] = None,
+    cache: Annotated[Path, typer.Option(help="Simulation cache folder.")] = Path("runs/sim"),
+    device: Annotated[str | None, typer.Option(help="Device for simulated figures.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Render figures to PNG and PDF."""
+    from tailmiss.figures import FIGURES, Context, make
+
+    if all_ == bool(names):
+        raise ValueError("give figure names or --all (not both)")
+    selected = list(FIGURES) if all_ else list(names)
+    out = out or (Path("runs/quick/figures") if quick else Path("figures"))
+    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress)
+    for path in make(selected, out, ctx):
+        typer.echo(f"wrote {path}")
+
+
+# --- reproduction report ----------------------------------------------------------------
+
+
+@app.command("repro")
+def repro_cmd(
+    quick: Annotated[bool, typer.Option(help="Quick simulations; writes under runs/quick/ by default.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Report path (default paper_repro.md, quick: runs/quick/).")] = None,
+    figures: Annotated[bool, typer.Option(help="Also render every figure beside the report.")] = True,
+    cache: Annotated[Path, typer.Option(help="Simulation cache folder.")] = Path("runs/sim"),
+    device: Annotated[str | None, typer.Option(help="Device for simulations.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
+    from tailmiss.figures import FIGURES, Context, make
+    from tailmiss.repro import write_report
+
+    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress)
+    out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
+    if figures:
+        fig_dir = out.parent / "figures"
+        for path in make(list(FIGURES), fig_dir, ctx):
+            typer.echo(f"wrote {path}")
+    write_report(out, ctx)
+    typer.echo(f"wrote {out}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Figure registry: one function pair per figure, compute separate from plot.
+
+Each :class:`FigureSpec` has ``data(ctx) -> DataFrame`` (may run or load a
+cached simulation under ``ctx.cache_dir``) and ``plot(frame) -> Figure`` (pure
+plotting), so restyling never reruns a simulation. :func:`make` renders PNG and
+PDF atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tailmiss.io import atomic_write
+
+__all__ = ["FigureSpec", "Context", "FIGURES", "register", "make", "figure_data"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where and how figure data is computed."""
+
+    quick: bool = False
+    cache_dir: Path = Path("runs/sim")
+    device: str | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    paper_ref: str
+    description: str
+    data: Callable[[Context], pd.DataFrame]
+    plot: Callable[[pd.DataFrame], object]
+    simulated: bool = False
+
+
+FIGURES: dict[str, FigureSpec] = {}
+
+
+def register(spec: FigureSpec) -> FigureSpec:
+    if spec.name in FIGURES:
+        raise ValueError(f"figure {spec.name!r} is registered twice")
+    FIGURES[spec.name] = spec
+    return spec
+
+
+def _resolve(names: Iterable[str]) -> list[FigureSpec]:
+    names = list(names)
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"unknown figure(s) {', '.join(map(repr, unknown))}; known: {', '.join(FIGURES)}")
+    return [FIGURES[n] for n in names]
+
+
+def figure_data(name: str, ctx: Context | None = None) -> pd.DataFrame:
+    """The tidy data behind figure ``name``."""
+    (spec,) = _resolve([name])
+    return spec.data(ctx or Context())
+
+
+def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | None = None) -> list[Path]:
+    """Render the named figures to ``out_dir/<name>.png`` and ``.pdf``; return the written paths."""
+    import matplotlib.pyplot as plt
+
+    from tailmiss.figures.style import paper_style
+
+    ctx = ctx or Context()
+    specs = _resolve(names)
+    out_dir = Path(out_dir)
+    written = []
+    for spec in specs:
+        frame = spec.data(ctx)
+        with paper_style():
+            fig = spec.plot(frame)
+            for ext in ("png", "pdf"):
+                path = out_dir / f"{spec.name}.{ext}"
+                with atomic_write(path, "wb") as fh:
+                    fig.savefig(fh, format=ext)
+                written.append(path)
+            plt.close(fig)
+    return written
+
+
+# registration side effects: the figure modules add themselves to FIGURES
+from tailmiss.figures import simulation, theory  # noqa: E402,F401

@@ -1,0 +1,159 @@
+"""Simulation figures: F-GRPO Fig. 2 (both surrogate readings) and BroRL Fig. 3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tailmiss.figures import Context, FigureSpec, register
+from tailmiss.figures.style import GAMMA_STYLE, palette
+
+FIG2_CURVE_NS = (2, 256, 8192, 131072)
+ZONE_THRESHOLD = 0.5
+"""Zone II (concentration) = group sizes whose final γ = 0 retained mass is below this (spec §8 default)."""
+
+
+def simulated_means(preset_name: str, ctx: Context) -> pd.DataFrame:
+    """Seed-mean history of a preset (its quick variant in quick mode), run or loaded from the cache."""
+    from tailmiss.sim import preset, quick_name
+    from tailmiss.sim.engine import run_cached
+
+    config = preset(quick_name(preset_name) if ctx.quick else preset_name)
+    result = run_cached(config, ctx.cache_dir, device=ctx.device, progress=ctx.progress)
+    frame = result.seed_mean()
+    frame["final_step"] = config.steps
+    frame["preset"] = config.name
+    frame["num_seeds"] = len(config.seeds)
+    return frame
+
+
+def concentration_zone(final: pd.DataFrame, threshold: float = ZONE_THRESHOLD) -> tuple[float, float] | None:
+    """Group-size interval of zone II from final γ = 0 retained mass, bounds at geometric midpoints.
+
+    ``final`` has one row per group size (γ = 0) with ``group_size`` and
+    ``retained_mass``. Returns ``None`` when no group size falls below ``threshold``.
+    """
+    final = final.sort_values("group_size")
+    ns = final["group_size"].to_numpy(dtype=float)
+    low = final["retained_mass"].to_numpy() < threshold
+    if not low.any():
+        return None
+    first, last = np.flatnonzero(low)[[0, -1]]
+    lo = np.sqrt(ns[first - 1] * ns[first]) if first > 0 else ns[first]
+    hi = np.sqrt(ns[last] * ns[last + 1]) if last + 1 < ns.size else ns[last]
+    return float(lo), float(hi)
+
+
+def _fig2_plot(frame: pd.DataFrame, title: str):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    final_step = int(frame["final_step"].iloc[0])
+    ns = [n for n in FIG2_CURVE_NS if n in set(frame["group_size"])]
+    colors = dict(zip(ns, palette(len(ns))))
+    for ax, metric, label in ((axes[0], "q_pos", r"$Q_{pos}$"), (axes[1], "retained_mass", r"$M_{ret}$")):
+        for n in ns:
+            for gamma, sub in frame[frame["group_size"] == n].groupby("gamma"):
+                ax.plot(
+                    sub["step"],
+                    sub[metric],
+                    GAMMA_STYLE.get(gamma, "-."),
+                    color=colors[n],
+                    label=f"N = {n}" if gamma == 0 else None,
+                )
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.set_xlim(0, final_step)
+    axes[0].set_title("(a) correct mass")
+    axes[1].set_title("(b) retained correct mass")
+    axes[1].set_ylim(-0.02, 1.02)
+    axes[0].legend(loc="lower right", title="solid γ=0, dashed γ=1")
+
+    ax = axes[2]
+    final = frame[frame["step"] == final_step]
+    for metric, color, label in (("q_pos", "C0", r"$Q_{pos}$"), ("retained_mass", "C3", r"$M_{ret}$")):
+        for gamma, sub in final.groupby("gamma"):
+            ax.plot(
+                sub["group_size"],
+                sub[metric],
+                GAMMA_STYLE.get(gamma, "-."),
+                marker="o",
+                ms=3,
+                color=color,
+                label=f"{label}, γ = {gamma:g}",
+            )
+    zone = concentration_zone(final[final["gamma"] == 0])
+    ns_all = np.sort(final["group_size"].unique())
+    ax.set_xscale("log")
+    ax.set_xlim(ns_all[0] / 1.3, ns_all[-1] * 1.3)
+    if zone is not None:
+        lo, hi = zone
+        ax.axvspan(lo, hi, color="0.85", zorder=0)
+        for text, x in (("I", np.sqrt(ns_all[0] * lo)), ("II", np.sqrt(lo * hi)), ("III", np.sqrt(hi * ns_all[-1]))):
+            ax.text(x, 1.04, text, ha="center", va="bottom", fontsize=11, fontweight="bold")
+    ax.set_ylim(-0.02, 1.12)
+    ax.set_xlabel("group size N")
+    ax.set_title(f"(c) step {final_step}", pad=16)
+    ax.legend(loc="center left", fontsize=7)
+    seeds = int(frame["num_seeds"].iloc[0])
+    fig.suptitle(f"{title} — preset {frame['preset'].iloc[0]}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
+    fig.tight_layout()
+    return fig
+
+
+register(
+    FigureSpec(
+        "fig2",
+        "F-GRPO Fig. 2",
+        "categorical simulation, log-prob surrogate + Adam (reproduces the paper); zone II shaded where final "
+        "M_ret < 0.5",
+        lambda ctx: simulated_means("fgrpo-fig2", ctx),
+        lambda frame: _fig2_plot(frame, "F-GRPO Fig. 2, log-prob surrogate + Adam"),
+        simulated=True,
+    )
+)
+register(
+    FigureSpec(
+        "fig2-prob",
+        "F-GRPO Fig. 2 (literal reading)",
+        "same sweep with App. J's probability surrogate + AdamW (does not reproduce the paper)",
+        lambda ctx: simulated_means("fgrpo-fig2-prob", ctx),
+        lambda frame: _fig2_plot(frame, "F-GRPO Fig. 2, probability surrogate + AdamW"),
+        simulated=True,
+    )
+)
+
+
+def _brorl_plot(frame: pd.DataFrame):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    ns = sorted(frame["group_size"].unique())
+    panels = (
+        ("q_pos", 1.0, r"$Q_{pos}$", "(a) correct mass"),
+        ("frac_correct_improved", 100.0, "% correct actions improved", "(b) improved correct actions"),
+        ("worst_drop", 1.0, r"min$_{i\in\mathcal{P}}$ $(p_i(t) - p_i(0))$", "(c) worst drop"),
+    )
+    for ax, (metric, scale, ylabel, title) in zip(axes, panels):
+        for color, n in zip(palette(len(ns)), ns):
+            sub = frame[(frame["group_size"] == n) & (frame["gamma"] == 0)]
+            ax.plot(sub["step"], sub[metric] * scale, color=color, label=f"N = {n}")
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    axes[0].legend(loc="upper left")
+    fig.suptitle(f"BroRL Fig. 3 — preset {frame['preset'].iloc[0]} (probability surrogate + AdamW, lr 1e-3)", y=1.03)
+    fig.tight_layout()
+    return fig
+
+
+register(
+    FigureSpec(
+        "brorl-fig3",
+        "BroRL Fig. 3",
+        "BroRL preset: Q_pos, % improved and worst drop vs step",
+        lambda ctx: simulated_means("brorl-fig3", ctx),
+        _brorl_plot,
+        simulated=True,
+    )
+)
