@@ -38,7 +38,7 @@ def check_interval(name: str, value, lo: float, hi: float, *, lo_open: bool, hi_
 
 
 def check_integer(name: str, value, minimum: int) -> np.ndarray:
-    """Check that ``value`` is integer-valued and ``>= minimum``; return int64 (or float64 if huge)."""
+    """Check that ``value`` is integer-valued and ``>= minimum``; return it as int64."""
     arr = as_float(name, value)
     bad = ~np.isfinite(arr) | (arr != np.round(arr))
     if bad.any():

@@ -268,9 +268,10 @@ def _check_mask(name: str, mask, shape) -> np.ndarray:
 
 
 def _check_rewards(r_c, r_w) -> tuple[np.ndarray, np.ndarray]:
-    r_c, r_w = as_float("r_c", r_c), as_float("r_w", r_w)
-    if np.any(r_c <= r_w):
-        raise ValueError(f"r_c must exceed r_w, got r_c={r_c!r}, r_w={r_w!r}")
+    r_c, r_w = np.broadcast_arrays(as_float("r_c", r_c), as_float("r_w", r_w))
+    bad = r_c <= r_w
+    if bad.any():
+        raise ValueError(f"r_c must exceed r_w, got r_c={r_c[bad].flat[0].item()!r}, r_w={r_w[bad].flat[0].item()!r}")
     return r_c, r_w
 
 
@@ -406,9 +407,15 @@ def unsampled_correct_change(probs, correct, sampled, r_c=1.0, r_w=-1.0, eta=1.0
 # ---------------------------------------------------------------------------
 
 
+def _hit_probability(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """``1 - (1 - q)^k`` in log space (k up to 1e6, q tiny); exact 0 for k = 0 and 1 for q = 1, k > 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = -np.expm1(k * np.log1p(-np.minimum(q, 1.0)))
+    return np.where(k == 0, 0.0, out)
+
+
 def _miss_probability(p: np.ndarray, n: np.ndarray) -> np.ndarray:
-    # (1 - p)^n in log space: n can be 1e6 and p tiny
-    return np.exp(n[..., None] * np.log1p(-np.minimum(p, 1.0)))
+    return 1.0 - _hit_probability(p, n[..., None])
 
 
 def _expectation_inputs(probs, n, mask):
@@ -534,8 +541,7 @@ def expected_sampled_mass(probs, correct, n, k) -> SampledMass:
         qp = np.where(pos, p / q_pos, 0.0)
         qn = np.where(~pos, p / q_neg, 0.0)
     kf, rest = k_arr.astype(float)[..., None], (n_arr - k_arr).astype(float)[..., None]
-    hit_pos = -np.expm1(kf * np.log1p(-np.minimum(qp, 1.0)))  # 1 - (1-q)^k without cancellation
-    hit_neg = -np.expm1(rest * np.log1p(-np.minimum(qn, 1.0)))
+    hit_pos, hit_neg = _hit_probability(qp, kf), _hit_probability(qn, rest)
     return SampledMass(np.sum(p * pos * hit_pos, axis=-1), np.sum(p * ~pos * hit_neg, axis=-1))
 
 
@@ -660,6 +666,21 @@ def lr_matched_scale(gamma):
 # ---------------------------------------------------------------------------
 
 
+_PASS_AT_K_MAX_TERMS = 50_000_000
+
+
+def _log_binomial_ratio(n, c, k, terms):
+    """Sum of ``log1p(-x)`` over the factors of ``C(n-c, k) / C(n, k)``, ``terms`` factors per element."""
+    owner = np.repeat(np.arange(n.size), terms)
+    j = np.arange(terms.sum()) - np.repeat(np.cumsum(terms) - terms, terms)
+    use_c = c <= k  # factors 1 - k/i for i = n-c+1..n; else 1 - c/(n-j) for j = 0..k-1
+    i = n[owner] - j
+    x = np.where(use_c[owner], k[owner] / i, c[owner] / i)
+    sums = np.zeros(n.size)
+    np.add.at(sums, owner, np.log1p(-x))
+    return sums
+
+
 def pass_at_k(n, c, k):
     r"""Unbiased pass@k estimate from ``n`` samples of which ``c`` are correct.
 
@@ -668,10 +689,11 @@ def pass_at_k(n, c, k):
         \widehat{\text{pass@}k} = 1 - \binom{n-c}{k} \Big/ \binom{n}{k}
             = 1 - \prod_{i=n-c+1}^{n} \Big(1 - \frac{k}{i}\Big)
 
-    equal to 1 when ``n - c < k``. The binomial ratio is evaluated through
-    ``betaln`` in log space and closed with ``-expm1``, so neither the
-    factorials nor ``1 - ratio`` lose digits. Average the result over problems
-    for a benchmark score.
+    equal to 1 when ``n - c < k``. The product (over ``min(c, k)`` factors) is
+    summed as ``log1p`` terms and closed with ``-expm1``, so neither the
+    factorials nor ``1 - ratio`` lose digits; only beyond 5e7 factors in one
+    call does it fall back to ``betaln`` (about 1e-11 absolute error). Average
+    the result over problems for a benchmark score.
 
     Parameters
     ----------
@@ -688,16 +710,23 @@ def pass_at_k(n, c, k):
     n_arr, c_arr, k_arr = np.broadcast_arrays(n_arr, c_arr, k_arr)
     check_not_above("c", c_arr, "n", n_arr)
     check_not_above("k", k_arr, "n", n_arr)
-    nf, cf, kf = (a.astype(np.float64) for a in (n_arr, c_arr, k_arr))
+    shape = n_arr.shape
+    nf, cf, kf = (a.astype(np.float64).ravel() for a in (n_arr, c_arr, k_arr))
     certain = nf - cf < kf
-    with np.errstate(invalid="ignore", divide="ignore"):
-        # log C(n-c, k) - log C(n, k), with C(a, k) = 1 / ((a + 1) B(k + 1, a - k + 1))
-        log_ratio = (
-            special.betaln(kf + 1.0, nf - kf + 1.0)
-            - special.betaln(kf + 1.0, nf - cf - kf + 1.0)
-            - np.log1p(-cf / (nf + 1.0))
+    log_ratio = np.zeros(nf.size)
+    todo = np.flatnonzero(~certain & (cf > 0))
+    # C(n-c, k) / C(n, k) = prod_{j<k} (1 - c/(n-j)) = prod_{i=n-c+1}^{n} (1 - k/i): take the shorter product
+    terms = np.minimum(cf[todo], kf[todo]).astype(np.int64)
+    if terms.sum() <= _PASS_AT_K_MAX_TERMS:
+        log_ratio[todo] = _log_binomial_ratio(nf[todo], cf[todo], kf[todo], terms)
+    else:  # astronomically long products: betaln, accurate to ~1e-11 absolute
+        t = todo
+        log_ratio[t] = (
+            special.betaln(kf[t] + 1.0, nf[t] - kf[t] + 1.0)
+            - special.betaln(kf[t] + 1.0, nf[t] - cf[t] - kf[t] + 1.0)
+            - np.log1p(-cf[t] / (nf[t] + 1.0))
         )
-        out = np.where(certain, 1.0, -np.expm1(np.where(certain, 0.0, log_ratio)))
+    out = np.where(certain, 1.0, -np.expm1(log_ratio)).reshape(shape)
     out = np.clip(out, 0.0, 1.0) + 0.0  # + 0.0 turns -0.0 into 0.0
     return out if out.ndim else float(out)
 
@@ -747,7 +776,7 @@ class InitialDistribution(NamedTuple):
         """Probability of one non-anchor correct action (the rare-correct τ)."""
         leaf = np.flatnonzero(self.correct)
         leaf = leaf[leaf != self.anchor] if self.anchor is not None else leaf
-        return float(self.probs[leaf[0]])
+        return float(self.probs[leaf[0]]) if leaf.size else float("nan")
 
     @property
     def p_incorrect(self) -> float:

@@ -4,7 +4,7 @@ State: logits ``z`` of shape ``[runs, actions]`` on one device, one optimizer
 over that single tensor (torch's SGD/Adam/AdamW are elementwise, so this equals
 one optimizer per run). One step, for all runs at once:
 
-1. ``p = softmax(z)`` in float64; log metrics if due;
+1. ``p = softmax(z)`` (float64 accumulation for the CDF and metric sums); log metrics if due;
 2. draw ``N_r`` actions per run (:class:`~tailmiss.sim.sampler.CountSampler`);
 3. per-run advantages of a correct and an incorrect draw and the focal weight
    from the correct count ``X`` (:mod:`tailmiss.objectives`);
@@ -65,31 +65,43 @@ def initial_logits(config: SimConfig) -> np.ndarray:
 
 def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Optimizer:
     if config.optimizer == "sgd":
-        return torch.optim.SGD([params], lr=config.lr, weight_decay=config.weight_decay)
-    cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
-    return cls([params], lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
+        cls, kwargs = torch.optim.SGD, {"lr": config.lr, "weight_decay": config.weight_decay}
+    else:
+        cls = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+        kwargs = {"lr": config.lr, "betas": config.betas, "eps": config.eps, "weight_decay": config.weight_decay}
+    try:  # the fused kernels make one pass over the state instead of several
+        return cls([params], fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return cls([params], **kwargs)
 
 
 class _Metrics:
-    """Batched metric reductions against the initial policy (float64 sums)."""
+    """Batched metric reductions against the initial policy, accumulated in float64.
 
-    def __init__(self, config: SimConfig, p0: torch.Tensor):
+    The reference ``p0`` is the first row of the first policy the loop computes,
+    so step 0 compares the policy with itself bit for bit (no rounding noise in
+    ``frac_correct_improved`` or ``worst_drop``).
+    """
+
+    def __init__(self, config: SimConfig):
         self.c = config.num_correct
-        self.p0_pos = p0[: self.c]
-        self.q0 = self.p0_pos.sum()
         self.has_anchor = config.init == "seeded"
+        self.p0_pos: torch.Tensor | None = None
 
     def __call__(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         pos = p[:, : self.c]
-        drop = (self.p0_pos - pos).clamp_(min=0).sum(1)
-        nan = torch.full_like(pos[:, 0], float("nan"))
+        if self.p0_pos is None:
+            self.p0_pos = pos[0].clone()
+            self.q0 = self.p0_pos.sum(dtype=torch.float64)
+        drop = (self.p0_pos - pos).clamp_(min=0).sum(1, dtype=torch.float64)
+        p64 = p.to(torch.float64)
         return {
-            "q_pos": pos.sum(1),
+            "q_pos": pos.sum(1, dtype=torch.float64),
             "retained_mass": 1.0 - drop / self.q0,
-            "entropy": -torch.special.xlogy(p, p).sum(1),
-            "anchor_prob": pos[:, 0] if self.has_anchor else nan,
+            "entropy": -torch.special.xlogy(p64, p64).sum(1),
+            "anchor_prob": p64[:, 0] if self.has_anchor else torch.full_like(p64[:, 0], float("nan")),
             "frac_correct_improved": (pos > self.p0_pos).to(torch.float64).mean(1),
-            "worst_drop": (pos - self.p0_pos).min(1).values,
+            "worst_drop": (pos - self.p0_pos).min(1).values.to(torch.float64),
         }
 
 
@@ -124,9 +136,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
     z0 = torch.as_tensor(initial_logits(config), device=dev)
     z = z0.to(dtype).expand(num_runs, v).clone().requires_grad_(True)
     optimizer = _make_optimizer(config, z)
-    metrics = _Metrics(config, torch.softmax(z0, 0))
-    correct_row = torch.zeros(v, dtype=torch.bool, device=dev)
-    correct_row[:c] = True
+    metrics = _Metrics(config)
 
     log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
     logged: list[dict[str, torch.Tensor]] = []
@@ -135,7 +145,8 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
     try:
         for step in range(config.steps + 1):
             with torch.no_grad():
-                p = torch.softmax(z.detach().to(torch.float64), dim=1)
+                # probabilities in the logit dtype; the sampler's CDF and all metric sums accumulate in float64
+                p = torch.softmax(z.detach(), dim=1)
                 if step == config.steps:
                     row = metrics(p)
                     nan = torch.full_like(row["q_pos"], float("nan"))
@@ -146,7 +157,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                 n_correct = counts[:, :c].sum(1)
                 if step in log_steps:
                     row = metrics(p)
-                    row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1)
+                    row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
                     row["mu_hat"] = n_correct / group_size
                     logged.append(row)
                 a_pos, a_neg = objectives.binary_group_advantages(
@@ -160,9 +171,12 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                 )
                 scale = objectives.focal_weight(n_correct, group_size, gamma) / group_size
                 draws = (counts > 0) if surrogate.distinct else counts
-                weights = draws.to(dtype) * torch.where(correct_row, a_pos[:, None], a_neg[:, None]).to(dtype)
-                ascent = surrogate.ascent(p.to(dtype), weights) * scale.to(dtype)[:, None]
-                z.grad = -ascent  # optimizers minimise
+                weights = draws.to(dtype)  # correct actions are the first c columns
+                weights[:, :c] *= a_pos.to(dtype)[:, None]
+                weights[:, c:] *= a_neg.to(dtype)[:, None]
+                ascent = surrogate.ascent(p, weights)
+                ascent *= (-scale).to(dtype)[:, None]  # optimizers minimise: grad = -(g/N) dJ/dz
+                z.grad = ascent
             optimizer.step()
             if bar is not None:
                 bar.update(1)

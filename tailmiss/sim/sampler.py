@@ -94,7 +94,7 @@ class CountSampler:
     def _flat_indices(self, probs: torch.Tensor, step: int):
         """Yield, chunk by chunk, ``row * num_actions + action`` of every draw."""
         shared = self._check(probs)
-        cdf = torch.cumsum(probs.to(torch.float64), dim=1)
+        cdf = torch.cumsum(probs, dim=1, dtype=torch.float64)
         cdf /= cdf[:, -1:].clone()
         cdf[:, -1] = 1.0  # a uniform below 1 can never fall past a row's end
         if not shared:
@@ -110,7 +110,8 @@ class CountSampler:
     def indices(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Action index of every draw (int64, rows' draws contiguous, row order).
 
-        ``probs`` is ``[rows, actions]`` float64, or ``[1, actions]`` when every
+        ``probs`` is ``[rows, actions]`` (any float dtype; the CDF is
+        accumulated in float64), or ``[1, actions]`` when every
         row draws from the same distribution (then no per-row CDF is built).
         """
         flat = torch.cat(list(self._flat_indices(probs, step)))
