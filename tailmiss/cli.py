@@ -152,6 +152,18 @@ def presets_cmd() -> None:
     _print_table("Presets", ["name", "runs", "steps", "surrogate", "optimizer", "lr", "group sizes"], rows, False)
 
 
+@sim_app.command("export-presets")
+def export_presets_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for the TOML files.")] = Path("experiments"),
+) -> None:
+    """Write every preset as <out>/<name>.toml (editable starting points for --config)."""
+    from tailmiss.sim import PRESETS
+
+    for name, cfg in PRESETS.items():
+        cfg.to_toml(out / f"{name}.toml")
+        typer.echo(f"wrote {out / f'{name}.toml'}")
+
+
 @sim_app.command("run")
 def sim_run_cmd(
     preset: Annotated[str | None, typer.Option(help="Named setup (see `tailmiss sim presets`).")] = None,

@@ -175,7 +175,7 @@ def focal_weight(n_correct: torch.Tensor, group_size: torch.Tensor, gamma) -> to
 
 def _logprob_ascent(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     # d/dz_i sum_j w_j log p_{a_j} = w_i - p_i * sum_k w_k
-    return weights - probs * weights.sum(dim=-1, keepdim=True)
+    return torch.addcmul(weights, probs, weights.sum(dim=-1, keepdim=True), value=-1.0)
 
 
 def _prob_ascent(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -169,14 +169,13 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                     config.std_kind,
                     config.adv_eps,
                 )
-                scale = objectives.focal_weight(n_correct, group_size, gamma) / group_size
+                # the surrogates are linear in the weights, so -g/N (optimizers minimise) folds into them
+                scale = -objectives.focal_weight(n_correct, group_size, gamma) / group_size
                 draws = (counts > 0) if surrogate.distinct else counts
                 weights = draws.to(dtype)  # correct actions are the first c columns
-                weights[:, :c] *= a_pos.to(dtype)[:, None]
-                weights[:, c:] *= a_neg.to(dtype)[:, None]
-                ascent = surrogate.ascent(p, weights)
-                ascent *= (-scale).to(dtype)[:, None]  # optimizers minimise: grad = -(g/N) dJ/dz
-                z.grad = ascent
+                weights[:, :c] *= (a_pos * scale).to(dtype)[:, None]
+                weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
+                z.grad = surrogate.ascent(p, weights)
             optimizer.step()
             if bar is not None:
                 bar.update(1)

@@ -28,7 +28,7 @@ _FGRPO = SimConfig(
     log_every=10,
 )
 _FGRPO_QUICK = _FGRPO.replace(
-    name="fgrpo-fig2-quick", group_sizes=(2, 16, 256, 8192, 131072), seeds=(0,), steps=300, log_every=10
+    name="fgrpo-fig2-quick", group_sizes=(2, 16, 256, 8192, 131072), seeds=(0,), steps=1000, log_every=20
 )
 _BRORL = SimConfig(
     name="brorl-fig3",

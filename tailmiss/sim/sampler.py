@@ -7,10 +7,11 @@ inside a sweep of a thousand runs, on the CPU or on a GPU, and runs that share a
 seed share their uniforms (common random numbers across ``N`` and ``γ``, which
 sharpens comparisons between them).
 
-Sampling is exact inverse-CDF sampling: the float64 CDFs of all rows are laid
-end to end with row ``r`` shifted by ``r``, every draw searches that one sorted
-array with ``searchsorted`` and ``bincount`` turns the hits into a ``[runs,
-actions]`` count matrix. Draws are processed in chunks so that group sizes up
+Sampling is exact inverse-CDF sampling: one float64 cumulative sum runs over
+all rows laid end to end (row ``r`` occupies ``[S_r, S_{r+1})``), each draw of
+row ``r`` searches that one sorted array for ``S_r + u (S_{r+1} - S_r)`` with
+``searchsorted``, and ``bincount`` turns the hits into a ``[runs, actions]``
+count matrix. Draws are processed in chunks so that group sizes up
 to 2^17 per run fit in memory.
 """
 
@@ -77,7 +78,6 @@ class CountSampler:
         seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[rows]
         self._rows = rows.to(self.device)
         self.rows = self._rows  # row of each draw
-        self._row_offset = rows.to(torch.float64).to(self.device)
         self._key_hi = _keys(seed_t, index, _SALT_HI).to(self.device)
         self._key_lo = _keys(seed_t, index, _SALT_LO).to(self.device)
         self.chunk = int(max_draws_per_chunk)
@@ -94,18 +94,19 @@ class CountSampler:
     def _flat_indices(self, probs: torch.Tensor, step: int):
         """Yield, chunk by chunk, ``row * num_actions + action`` of every draw."""
         shared = self._check(probs)
-        cdf = torch.cumsum(probs, dim=1, dtype=torch.float64)
-        cdf /= cdf[:, -1:].clone()
-        cdf[:, -1] = 1.0  # a uniform below 1 can never fall past a row's end
-        if not shared:
-            cdf += torch.arange(self.num_rows, device=cdf.device, dtype=torch.float64)[:, None]
-        flat = cdf.view(-1)
+        v = self.num_actions
+        # one float64 scan over all rows laid end to end: row r spans [ends[r-1], ends[r])
+        flat = torch.cumsum(probs.reshape(-1), dim=0, dtype=torch.float64)
+        ends = flat[v - 1 :: v]
+        starts = torch.cat([ends.new_zeros(1), ends[:-1]])
+        inner = torch.nextafter(ends, torch.zeros_like(ends))  # largest query strictly inside each row
         for lo in range(0, self._rows.numel(), self.chunk):
             hi = lo + self.chunk
             u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
-            query = u if shared else self._row_offset[lo:hi] + u
-            idx = torch.searchsorted(flat, query, right=True).clamp_(max=flat.numel() - 1)
-            yield idx + self._rows[lo:hi] * self.num_actions if shared else idx
+            r = torch.zeros_like(self._rows[lo:hi]) if shared else self._rows[lo:hi]
+            query = torch.minimum(torch.addcmul(starts[r], u, ends[r] - starts[r]), inner[r])
+            idx = torch.searchsorted(flat, query, right=True)
+            yield idx + self._rows[lo:hi] * v if shared else idx
 
     def indices(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Action index of every draw (int64, rows' draws contiguous, row order).
@@ -120,7 +121,8 @@ class CountSampler:
     def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Draw counts ``[rows, actions]`` (int64) at ``step``; ``probs`` as in :meth:`indices`."""
         size = self.num_rows * self.num_actions
-        total = torch.zeros(size, dtype=torch.int64, device=self.device)
+        total = None
         for idx in self._flat_indices(probs, step):
-            total += torch.bincount(idx, minlength=size)
+            hits = torch.bincount(idx, minlength=size)
+            total = hits if total is None else total.add_(hits)
         return total.view(self.num_rows, self.num_actions)
