@@ -16,7 +16,7 @@ All functions are pure: tensors in, tensors out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
@@ -247,8 +247,9 @@ class LossConfig:
     aggregation: str = "token-mean"
 
     def __post_init__(self) -> None:
-        if self.clip_low < 0 or self.clip_high < 0:
-            raise ValueError(f"clip bounds must be >= 0, got ({self.clip_low}, {self.clip_high})")
+        for name in ("clip_low", "clip_high"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError(f"dual_clip must exceed 1, got {self.dual_clip}")
         _check_choice("cispo_clip_mode", self.cispo_clip_mode, ("relative", "absolute"))
@@ -259,8 +260,10 @@ def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str) -> torch.T
     mask = mask.to(per_token.dtype)
     if how == "token-mean":
         return (per_token * mask).sum() / mask.sum().clamp(min=1)
-    per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-    return per_seq.mean()
+    lengths = mask.sum(-1)
+    per_seq = (per_token * mask).sum(-1) / lengths.clamp(min=1)
+    nonempty = lengths > 0  # a sequence without response tokens carries no loss and no weight
+    return per_seq[nonempty].sum() / nonempty.sum().clamp(min=1)
 
 
 def _clipped_pg_loss(logp, old_logp, adv, mask, cfg: LossConfig) -> torch.Tensor:
@@ -323,6 +326,9 @@ def policy_loss(
     """
     _check_choice("name", name, tuple(POLICY_LOSSES))
     entry = POLICY_LOSSES[name]
+    unknown = sorted(set(overrides) - {f.name for f in fields(LossConfig)})
+    if unknown:
+        raise ValueError(f"unknown LossConfig field(s) {', '.join(map(repr, unknown))}")
     cfg = replace(config or entry.defaults, **overrides)
     if logp.shape != old_logp.shape or logp.shape != mask.shape:
         raise ValueError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,15 @@ __all__ = ["SimConfig", "OPTIMIZERS", "DTYPES"]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DTYPES = ("float32", "float64")
+
+
+def _plain(value):
+    """numpy scalars -> Python int/float (so np.arange(4) works as seeds and TOML can store them)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def _choice(name, value, choices):
@@ -102,7 +112,9 @@ class SimConfig:
             value = getattr(self, axis)
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 raise ValueError(f"{axis} must be a list, got {value!r}")
-            object.__setattr__(self, axis, tuple(value))
+            object.__setattr__(self, axis, tuple(_plain(v) for v in value))
+        for name in ("num_actions", "num_correct", "steps", "log_every", "max_draws_per_chunk"):
+            object.__setattr__(self, name, _plain(getattr(self, name)))
         _positive("num_actions", self.num_actions, integer=True)
         _positive("num_correct", self.num_correct, integer=True)
         if self.num_actions < 2 or self.num_correct >= self.num_actions:

@@ -13,6 +13,9 @@ from tailmiss.sim.config import SimConfig
 
 __all__ = ["SimResult"]
 
+# CSV drops the decimal point of whole floats (gamma 1.0 -> "1"): restore the column types on load
+_HISTORY_DTYPES = {"run": "int64", "group_size": "int64", "gamma": "float64", "seed": "int64", "step": "int64"}
+
 
 @dataclass
 class SimResult:
@@ -58,6 +61,6 @@ class SimResult:
             if not (path / name).is_file():
                 raise ValueError(f"{str(path)!r} is not a saved SimResult: {name} is missing")
         config = SimConfig.from_toml(path / "config.toml")
-        history = pd.read_csv(path / "history.csv")
+        history = pd.read_csv(path / "history.csv", dtype=_HISTORY_DTYPES)
         meta = json.loads((path / "meta.json").read_text())
         return cls(config=config, history=history, meta=meta)
