@@ -45,7 +45,7 @@ def check_integer(name: str, value, minimum: int) -> np.ndarray:
         raise ValueError(f"{name} must be a whole number, got {_first_bad(arr, bad)!r}")
     bad = arr < minimum
     if bad.any():
-        raise ValueError(f"{name} must be >= {minimum}, got {_first_bad(arr, bad)!r}")
+        raise ValueError(f"{name} must be >= {minimum}, got {int(_first_bad(arr, bad))!r}")
     return arr.astype(np.int64)
 
 

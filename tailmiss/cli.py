@@ -25,7 +25,7 @@ class _OneLineErrors(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
-        except (ValueError, FileNotFoundError) as exc:
+        except (ValueError, OSError) as exc:
             _fail(str(exc), 2)
         except Exception as exc:
             # click (older typer) and typer's vendored click raise look-alike classes: match by shape
@@ -70,8 +70,8 @@ def _print_table(title: str, columns: list[str], rows: list[list], as_json: bool
         typer.echo(json.dumps([dict(zip(columns, r)) for r in rows], indent=2))
         return
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col, justify="right")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
     _out.print(table)

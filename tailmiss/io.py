@@ -27,6 +27,12 @@ import tomli_w
 __all__ = ["atomic_write", "atomic_dir", "read_toml", "write_toml", "dataclass_from_mapping", "dataclass_to_mapping"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[typing.IO]:
     """Open a temporary file beside ``path``; move it onto ``path`` only if the block succeeds."""
@@ -36,6 +42,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[typing.IO
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a finished file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -51,6 +58,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             os.replace(path, old / "x")

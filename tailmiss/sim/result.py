@@ -13,6 +13,7 @@ from tailmiss.sim.config import SimConfig
 
 __all__ = ["SimResult"]
 
+_FILES = ("config.toml", "history.csv", "meta.json")
 # CSV drops the decimal point of whole floats (gamma 1.0 -> "1"): restore the column types on load
 _HISTORY_DTYPES = {"run": "int64", "group_size": "int64", "gamma": "float64", "seed": "int64", "step": "int64"}
 
@@ -46,8 +47,14 @@ class SimResult:
         return frame.drop(columns=["run", "seed"]).groupby(["group_size", "gamma", "step"], as_index=False).mean()
 
     def save(self, path: str | Path) -> Path:
-        """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically."""
+        """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically.
+
+        An existing ``path`` is replaced only if it is an earlier result folder
+        (those three files and nothing else); anything else raises ``ValueError``.
+        """
         path = Path(path)
+        if path.exists() and not (path.is_dir() and {p.name for p in path.iterdir()} <= set(_FILES)):
+            raise ValueError(f"refusing to replace {str(path)!r}: it is not an earlier SimResult folder")
         with atomic_dir(path) as tmp:
             self.config.to_toml(tmp / "config.toml")
             self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
@@ -57,7 +64,7 @@ class SimResult:
     @classmethod
     def load(cls, path: str | Path) -> SimResult:
         path = Path(path)
-        for name in ("config.toml", "history.csv", "meta.json"):
+        for name in _FILES:
             if not (path / name).is_file():
                 raise ValueError(f"{str(path)!r} is not a saved SimResult: {name} is missing")
         config = SimConfig.from_toml(path / "config.toml")

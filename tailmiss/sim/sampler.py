@@ -104,7 +104,8 @@ class CountSampler:
             hi = lo + self.chunk
             u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
             r = torch.zeros_like(self._rows[lo:hi]) if shared else self._rows[lo:hi]
-            query = torch.minimum(torch.addcmul(starts[r], u, ends[r] - starts[r]), inner[r])
+            lo_edge, hi_edge = starts.index_select(0, r), ends.index_select(0, r)
+            query = torch.minimum(torch.addcmul(lo_edge, u, hi_edge - lo_edge), inner.index_select(0, r))
             idx = torch.searchsorted(flat, query, right=True)
             yield idx + self._rows[lo:hi] * v if shared else idx
 

@@ -1,0 +1,168 @@
+"""Tests of the reproduction report (:mod:`tailmiss.repro`).
+
+The simulation section runs the quick presets; their cache folder is the one
+``test_figures.py`` uses (``tmp_path_factory.getbasetemp()`` is shared by the
+whole session), so a full run simulates each quick preset once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tailmiss.figures import Context
+from tailmiss.repro import render_report, simulation_section, theory_section, write_report
+from tailmiss.sim import preset
+
+REPORT = Path(__file__).parents[1] / "paper_repro.md"
+THEORY_ITEMS = ("Fig. 1(a)", "Fig. 3", "Fig. 5", "Fig. 4", "App. N")
+
+
+@pytest.fixture(scope="session")
+def quick_ctx(tmp_path_factory) -> Context:
+    cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
+    cache.mkdir(exist_ok=True)
+    return Context(quick=True, cache_dir=cache, progress=False)
+
+
+@pytest.fixture(scope="module")
+def quick_report(quick_ctx) -> str:
+    return render_report(quick_ctx)
+
+
+def _rows(markdown: str) -> list[list[str]]:
+    """Cells of every table row (header and separator included), split on unescaped ``|``."""
+    return [
+        [c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+        for line in markdown.splitlines()
+        if line.startswith("|")
+    ]
+
+
+def _row(markdown: str, first: str, second: str | None = None) -> str:
+    """The table line whose first cell is ``first`` (and second cell ``second``, when given)."""
+    hits = [
+        line
+        for line in markdown.splitlines()
+        if line.startswith(f"| {first} |") and (second is None or line.startswith(f"| {first} | {second} |"))
+    ]
+    assert len(hits) == 1, (first, second, hits)
+    return hits[0]
+
+
+# --- theory section ------------------------------------------------------------------------
+
+
+def test_theory_section_is_deterministic():
+    assert theory_section() == theory_section()
+
+
+def test_theory_section_rows():
+    text = theory_section()
+    assert text.startswith("## Theory")
+    for item in THEORY_ITEMS:
+        _row(text, item)
+
+
+def test_every_theory_claim_reproduced():
+    text = theory_section()
+    assert "**no**" not in text
+    for item in ("Fig. 1(a)", "Fig. 3", "Fig. 5"):
+        assert _row(text, item).rstrip().rstrip("|").split("|")[-2].strip().endswith("yes"), item
+
+
+def test_theory_section_numbers():
+    text = theory_section()
+    assert "N*=8 (0.953)" in _row(text, "Fig. 3")  # `tailmiss analytic peak --mu-pos 0.5 --rho 0.01`
+    assert "0.000259" in _row(text, "Fig. 5")
+    assert "6.79e-07" in _row(text, "App. N")
+
+
+def test_theory_table_rows_have_header_width():
+    rows = _rows(theory_section())
+    widths = {len(r) for r in rows}
+    assert widths == {len(rows[0])}, [(r[0], len(r)) for r in rows if len(r) != len(rows[0])]
+
+
+def test_committed_report_contains_theory_section():
+    if not REPORT.is_file():
+        pytest.skip(f"{REPORT.name} is not generated yet (run `tailmiss repro`)")
+    assert theory_section() in REPORT.read_text(encoding="utf-8"), (
+        f"{REPORT.name} has drifted from the code: regenerate it with `tailmiss repro`"
+    )
+
+
+# --- simulation section (quick presets) --------------------------------------------------------
+
+
+def test_quick_report_structure(quick_report):
+    assert quick_report.startswith("# paper_repro")
+    assert "`tailmiss repro --quick`" in quick_report
+    assert theory_section() in quick_report
+    assert "## Simulation" in quick_report
+    assert quick_report.index("## Theory") < quick_report.index("## Simulation")
+    for preset_name in ("fgrpo-fig2-quick", "fgrpo-fig2-prob-quick", "brorl-fig3-quick"):
+        assert f"`{preset_name}`" in quick_report
+
+
+def test_quick_report_fig2_variants(quick_report):
+    for label in ("Fig. 2, log-prob + Adam", "Fig. 2, prob + AdamW"):
+        for claim in (
+            "Q_pos rises for every N",
+            "M_ret is non-monotone in N, lowest at intermediate N",
+            "γ = 1 lifts M_ret, mostly in zone II",
+        ):
+            _row(quick_report, label, claim)
+        _row(quick_report, label, f"N = {max(preset('fgrpo-fig2-quick').group_sizes)} keeps M_ret ≈ 1 throughout")
+
+
+def test_quick_report_brorl_rows(quick_report):
+    for claim in (
+        "larger N raises Q_pos faster",
+        "worst drops vanish at large N",
+        "larger N improves more correct actions",
+    ):
+        row = _row(quick_report, "BroRL Fig. 3", claim)
+        for n in preset("brorl-fig3-quick").group_sizes:
+            assert f"{n}: " in row, (claim, n)
+
+
+def test_quick_logprob_q_pos_rises(quick_report):
+    row = _row(quick_report, "Fig. 2, log-prob + Adam", "Q_pos rises for every N")
+    assert row.rstrip().endswith(": yes |"), row
+
+
+def test_quick_final_values_table(quick_report):
+    start = quick_report.index("Final values, `fgrpo-fig2-quick`")
+    table = quick_report[start:].split("\n\n")[1]
+    rows = _rows(table)
+    assert rows[0] == ["N", "Q_pos γ=0", "Q_pos γ=1", "M_ret γ=0", "M_ret γ=1", "entropy γ=0", "entropy γ=1"]
+    assert [r[0] for r in rows[2:]] == [str(n) for n in sorted(preset("fgrpo-fig2-quick").group_sizes)]
+    for r in rows[2:]:
+        assert len(r) == len(rows[0])
+        for cell in r[1:]:
+            assert re.fullmatch(r"\d+\.\d{3}", cell), cell
+
+
+def test_simulation_section_uses_cache(quick_ctx, monkeypatch):
+    """After the quick report, the section is rebuilt from the cache without simulating."""
+    from tailmiss.sim import engine
+
+    simulation_section(quick_ctx)  # make sure the cache is filled
+
+    def _no_simulate(*args, **kwargs):
+        raise AssertionError("simulation_section re-simulated a cached preset")
+
+    monkeypatch.setattr(engine, "simulate", _no_simulate)
+    assert simulation_section(quick_ctx) == simulation_section(quick_ctx)
+
+
+def test_write_report(quick_ctx, tmp_path, quick_report):
+    path = write_report(tmp_path / "sub" / "paper_repro.md", quick_ctx)
+    assert path == tmp_path / "sub" / "paper_repro.md"
+    text = path.read_text(encoding="utf-8")
+    assert theory_section() in text
+    assert f"`{tmp_path / 'sub' / 'figures'}/`" in text
+    assert [p.name for p in path.parent.iterdir()] == ["paper_repro.md"]
