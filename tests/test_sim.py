@@ -563,9 +563,12 @@ def test_save_load_round_trip_keeps_dtypes(tmp_path, small_result):
 def test_save_replaces_existing_directory_atomically(tmp_path, small_result):
     target = tmp_path / "res"
     target.mkdir()
-    (target / "stale.txt").write_text("old")
-    small_result.save(target)
-    assert not (target / "stale.txt").exists()
+    (target / "notes.txt").write_text("not a result")
+    with pytest.raises(ValueError, match="refusing to replace"):
+        small_result.save(target)  # a folder holding anything else is never replaced
+    assert (target / "notes.txt").read_text() == "not a result"
+    (target / "notes.txt").unlink()
+    small_result.save(target)  # an empty folder is fine
     small_result.save(target)  # again over a complete result
     assert sorted(p.name for p in target.iterdir()) == ["config.toml", "history.csv", "meta.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["res"]  # no .tmp / .old folders left behind

@@ -8,11 +8,13 @@ seed share their uniforms (common random numbers across ``N`` and ``γ``, which
 sharpens comparisons between them).
 
 Sampling is exact inverse-CDF sampling: one float64 cumulative sum runs over
-all rows laid end to end (row ``r`` occupies ``[S_r, S_{r+1})``), each draw of
-row ``r`` searches that one sorted array for ``S_r + u (S_{r+1} - S_r)`` with
+all rows laid end to end (row ``r`` occupies ``[C_r, C_{r+1})``), each draw of
+row ``r`` searches that one sorted array for ``C_r + u (C_{r+1} - C_r)`` with
 ``searchsorted``, and ``bincount`` turns the hits into a ``[runs, actions]``
-count matrix. Draws are processed in chunks so that group sizes up
-to 2^17 per run fit in memory.
+count matrix. The uniforms of a row come out sorted (order statistics from
+exponential spacings), so the searches sweep the CDF in order. Draws are
+processed in chunks of whole rows so that group sizes up to 2^17 per run fit in
+memory.
 """
 
 from __future__ import annotations
@@ -52,7 +54,14 @@ def hash_uniform(seed: torch.Tensor, index: torch.Tensor, step: int) -> torch.Te
 
 
 class CountSampler:
-    """Draw ``group_sizes[r]`` i.i.d. actions for every row ``r`` of a probability matrix.
+    r"""Draw ``group_sizes[r]`` i.i.d. actions for every row ``r`` of a probability matrix.
+
+    Each row's ``N`` uniforms are produced already sorted, as order statistics
+    from ``N + 1`` hashed exponentials (:math:`U_{(k)} = S_k / S_{N+1}`,
+    :math:`S_k = E_1 + \dots + E_k`), so every query of the inverse-CDF search
+    arrives in increasing order and walks the CDF array front to back instead
+    of jumping at random through it. The law is exactly that of ``N`` i.i.d.
+    draws (the draws of a row are exchangeable; their order carries nothing).
 
     Parameters
     ----------
@@ -61,7 +70,7 @@ class CountSampler:
     num_actions : int
     device : torch.device
     max_draws_per_chunk : int
-        Draws searched at once.
+        Draws handled at once; chunks hold whole rows (a larger row is a chunk of its own).
     """
 
     def __init__(self, group_sizes, seeds, num_actions: int, device, max_draws_per_chunk: int = 2**22):
@@ -72,15 +81,27 @@ class CountSampler:
         self.num_rows = n.numel()
         self.num_actions = int(num_actions)
         self.group_sizes = n.to(self.device)
-        rows = torch.repeat_interleave(torch.arange(self.num_rows), n)
-        starts = torch.cumsum(n, 0) - n
-        index = torch.arange(int(n.sum())) - starts[rows]
-        seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[rows]
-        self._rows = rows.to(self.device)
-        self.rows = self._rows  # row of each draw
-        self._key_hi = _keys(seed_t, index, _SALT_HI).to(self.device)
-        self._key_lo = _keys(seed_t, index, _SALT_LO).to(self.device)
-        self.chunk = int(max_draws_per_chunk)
+        # draws plus one normaliser exponential per row, rows end to end
+        ext = n + 1
+        ext_rows = torch.repeat_interleave(torch.arange(self.num_rows), ext)
+        ext_start = torch.cumsum(ext, 0) - ext
+        ext_index = torch.arange(int(ext.sum())) - ext_start[ext_rows]
+        seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[ext_rows]
+        self._key_hi = _keys(seed_t, ext_index, _SALT_HI).to(self.device)
+        self._key_lo = _keys(seed_t, ext_index, _SALT_LO).to(self.device)
+        self._ext_rows = ext_rows.to(self.device)
+        self._ext_pos = (ext_index + 1).to(torch.float64).to(self.device)  # k of S_k
+        self._is_draw = (ext_index < n[ext_rows]).to(self.device)
+        self.rows = torch.repeat_interleave(torch.arange(self.num_rows), n).to(self.device)  # row of each draw
+        self._draw_start = (torch.cumsum(n, 0) - n).tolist()
+        # chunks of whole rows: (first row, first ext position, end ext position)
+        self._chunks = []
+        first, begin = 0, 0
+        for r, end in enumerate(torch.cumsum(ext, 0).tolist()):
+            if end - begin > max_draws_per_chunk and r > first:
+                self._chunks.append((first, begin, int(ext_start[r])))
+                first, begin = r, int(ext_start[r])
+        self._chunks.append((first, begin, int(ext.sum())))
 
     def _check(self, probs: torch.Tensor) -> bool:
         shared = probs.shape == (1, self.num_actions)
@@ -91,8 +112,25 @@ class CountSampler:
             )
         return shared
 
+    def _sorted_uniforms(self, lo: int, hi: int, step: int) -> torch.Tensor:
+        """Sorted uniforms of the draws of ext positions ``lo:hi`` (whole rows), row by row."""
+        u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
+        # centred exponentials keep the running sum O(sqrt(draws)), so float64 keeps ~1e-13 absolute precision
+        c = torch.cumsum(-torch.log1p(-u) - 1.0, 0)
+        rows = self._ext_rows[lo:hi]
+        is_last = torch.ones_like(rows, dtype=torch.bool)
+        is_last[:-1] = rows[1:] != rows[:-1]
+        row_end = c[is_last]
+        row_base = torch.cat([c.new_zeros(1), row_end[:-1]])
+        rel = rows - rows[0]
+        # S_k = (c_k - c_before_row) + k: the sum of the row's first k exponentials, means restored
+        s = c - row_base.index_select(0, rel) + self._ext_pos[lo:hi]
+        total = s[is_last]
+        keep = self._is_draw[lo:hi]
+        return (s[keep] / total.index_select(0, rel[keep])).clamp_(max=1.0 - 2.0**-53)
+
     def _flat_indices(self, probs: torch.Tensor, step: int):
-        """Yield, chunk by chunk, ``row * num_actions + action`` of every draw."""
+        """Yield, chunk by chunk, ``row * num_actions + action`` of every draw (rows in order)."""
         shared = self._check(probs)
         v = self.num_actions
         # one float64 scan over all rows laid end to end: row r spans [ends[r-1], ends[r])
@@ -100,14 +138,15 @@ class CountSampler:
         ends = flat[v - 1 :: v]
         starts = torch.cat([ends.new_zeros(1), ends[:-1]])
         inner = torch.nextafter(ends, torch.zeros_like(ends))  # largest query strictly inside each row
-        for lo in range(0, self._rows.numel(), self.chunk):
-            hi = lo + self.chunk
-            u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
-            r = torch.zeros_like(self._rows[lo:hi]) if shared else self._rows[lo:hi]
+        for row_lo, lo, hi in self._chunks:
+            u = self._sorted_uniforms(lo, hi, step)
+            first = self._draw_start[row_lo]
+            draw_rows = self.rows[first : first + u.numel()]
+            r = torch.zeros_like(draw_rows) if shared else draw_rows
             lo_edge, hi_edge = starts.index_select(0, r), ends.index_select(0, r)
             query = torch.minimum(torch.addcmul(lo_edge, u, hi_edge - lo_edge), inner.index_select(0, r))
             idx = torch.searchsorted(flat, query, right=True)
-            yield idx + self._rows[lo:hi] * v if shared else idx
+            yield idx + draw_rows * v if shared else idx
 
     def indices(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Action index of every draw (int64, rows' draws contiguous, row order).
@@ -117,7 +156,7 @@ class CountSampler:
         row draws from the same distribution (then no per-row CDF is built).
         """
         flat = torch.cat(list(self._flat_indices(probs, step)))
-        return flat - self._rows * self.num_actions
+        return flat - self.rows * self.num_actions
 
     def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Draw counts ``[rows, actions]`` (int64) at ``step``; ``probs`` as in :meth:`indices`."""
