@@ -142,6 +142,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
     metrics = _Metrics(config)
 
     log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
+    log_at = set(log_steps)
     logged: list[dict[str, torch.Tensor]] = []
     started = time.perf_counter()
     bar = _progress(config, dev) if progress else None
@@ -158,7 +159,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                     break
                 counts = sampler.counts(p, step)
                 n_correct = counts[:, :c].sum(1)
-                if step in log_steps:
+                if step in log_at:
                     row = metrics(p)
                     row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
                     row["mu_hat"] = n_correct / group_size

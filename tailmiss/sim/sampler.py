@@ -19,6 +19,8 @@ memory.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 __all__ = ["CountSampler", "hash_uniform"]
@@ -53,6 +55,18 @@ def hash_uniform(seed: torch.Tensor, index: torch.Tensor, step: int) -> torch.Te
     return _from_keys(_keys(seed, index, _SALT_HI), _keys(seed, index, _SALT_LO), step)
 
 
+class _Chunk(NamedTuple):
+    lo: int  # first and end position among all rows' N + 1 exponentials
+    hi: int
+    draw_lo: int  # first and end draw
+    draw_hi: int
+    ext_pos: torch.Tensor  # k (1-based) of each position within its row
+    rel: torch.Tensor  # row of each position, relative to the chunk's first row
+    last: torch.Tensor  # position of each row's normaliser (its last exponential)
+    keep: torch.Tensor  # positions that are draws
+    draw_rel: torch.Tensor  # rel of each draw
+
+
 class CountSampler:
     r"""Draw ``group_sizes[r]`` i.i.d. actions for every row ``r`` of a probability matrix.
 
@@ -79,6 +93,8 @@ class CountSampler:
         if n.ndim != 1 or torch.any(n < 1):
             raise ValueError(f"group_sizes must be positive integers, got {list(group_sizes)!r}")
         self.num_rows = n.numel()
+        if len(list(seeds)) != self.num_rows:
+            raise ValueError(f"seeds must have one entry per row ({self.num_rows}), got {len(list(seeds))}")
         self.num_actions = int(num_actions)
         self.group_sizes = n.to(self.device)
         # draws plus one normaliser exponential per row, rows end to end
@@ -89,19 +105,35 @@ class CountSampler:
         seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[ext_rows]
         self._key_hi = _keys(seed_t, ext_index, _SALT_HI).to(self.device)
         self._key_lo = _keys(seed_t, ext_index, _SALT_LO).to(self.device)
-        self._ext_rows = ext_rows.to(self.device)
-        self._ext_pos = (ext_index + 1).to(torch.float64).to(self.device)  # k of S_k
-        self._is_draw = (ext_index < n[ext_rows]).to(self.device)
+        ext_pos = (ext_index + 1).to(torch.float64)  # k of S_k within the row
+        is_draw = ext_index < n[ext_rows]
         self.rows = torch.repeat_interleave(torch.arange(self.num_rows), n).to(self.device)  # row of each draw
-        self._draw_start = (torch.cumsum(n, 0) - n).tolist()
-        # chunks of whole rows: (first row, first ext position, end ext position)
-        self._chunks = []
-        first, begin = 0, 0
+        draw_start = torch.cumsum(n, 0) - n
+        # chunks of whole rows; all index tensors precomputed, so a step does no mask-to-index syncs on a GPU
+        self._chunks: list[_Chunk] = []
+        bounds, first = [], 0
         for r, end in enumerate(torch.cumsum(ext, 0).tolist()):
-            if end - begin > max_draws_per_chunk and r > first:
-                self._chunks.append((first, begin, int(ext_start[r])))
-                first, begin = r, int(ext_start[r])
-        self._chunks.append((first, begin, int(ext.sum())))
+            if end - int(ext_start[first]) > max_draws_per_chunk and r > first:
+                bounds.append((first, r))
+                first = r
+        bounds.append((first, self.num_rows))
+        for r0, r1 in bounds:
+            lo, hi = int(ext_start[r0]), int(ext_start[r1 - 1] + ext[r1 - 1])
+            rel = ext_rows[lo:hi] - r0
+            keep = torch.nonzero(is_draw[lo:hi]).squeeze(1)
+            self._chunks.append(
+                _Chunk(
+                    lo=lo,
+                    hi=hi,
+                    draw_lo=int(draw_start[r0]),
+                    draw_hi=int(draw_start[r1 - 1] + n[r1 - 1]),
+                    ext_pos=ext_pos[lo:hi].to(self.device),
+                    rel=rel.to(self.device),
+                    last=(torch.cumsum(ext[r0:r1], 0) - 1).to(self.device),
+                    keep=keep.to(self.device),
+                    draw_rel=rel[keep].to(self.device),
+                )
+            )
 
     def _check(self, probs: torch.Tensor) -> bool:
         shared = probs.shape == (1, self.num_actions)
@@ -112,22 +144,18 @@ class CountSampler:
             )
         return shared
 
-    def _sorted_uniforms(self, lo: int, hi: int, step: int) -> torch.Tensor:
-        """Sorted uniforms of the draws of ext positions ``lo:hi`` (whole rows), row by row."""
-        u = _from_keys(self._key_hi[lo:hi], self._key_lo[lo:hi], step)
+    def _sorted_uniforms(self, chunk: _Chunk, step: int) -> torch.Tensor:
+        """Sorted uniforms of the draws of ``chunk`` (whole rows), row by row."""
+        u = _from_keys(self._key_hi[chunk.lo : chunk.hi], self._key_lo[chunk.lo : chunk.hi], step)
         # centred exponentials keep the running sum O(sqrt(draws)), so float64 keeps ~1e-13 absolute precision
         c = torch.cumsum(-torch.log1p(-u) - 1.0, 0)
-        rows = self._ext_rows[lo:hi]
-        is_last = torch.ones_like(rows, dtype=torch.bool)
-        is_last[:-1] = rows[1:] != rows[:-1]
-        row_end = c[is_last]
+        row_end = c.index_select(0, chunk.last)
         row_base = torch.cat([c.new_zeros(1), row_end[:-1]])
-        rel = rows - rows[0]
         # S_k = (c_k - c_before_row) + k: the sum of the row's first k exponentials, means restored
-        s = c - row_base.index_select(0, rel) + self._ext_pos[lo:hi]
-        total = s[is_last]
-        keep = self._is_draw[lo:hi]
-        return (s[keep] / total.index_select(0, rel[keep])).clamp_(max=1.0 - 2.0**-53)
+        s = c - row_base.index_select(0, chunk.rel) + chunk.ext_pos
+        total = s.index_select(0, chunk.last)
+        u_sorted = s.index_select(0, chunk.keep) / total.index_select(0, chunk.draw_rel)
+        return u_sorted.clamp_(max=1.0 - 2.0**-53)
 
     def _flat_indices(self, probs: torch.Tensor, step: int):
         """Yield, chunk by chunk, ``row * num_actions + action`` of every draw (rows in order)."""
@@ -138,10 +166,9 @@ class CountSampler:
         ends = flat[v - 1 :: v]
         starts = torch.cat([ends.new_zeros(1), ends[:-1]])
         inner = torch.nextafter(ends, torch.zeros_like(ends))  # largest query strictly inside each row
-        for row_lo, lo, hi in self._chunks:
-            u = self._sorted_uniforms(lo, hi, step)
-            first = self._draw_start[row_lo]
-            draw_rows = self.rows[first : first + u.numel()]
+        for chunk in self._chunks:
+            u = self._sorted_uniforms(chunk, step)
+            draw_rows = self.rows[chunk.draw_lo : chunk.draw_hi]
             r = torch.zeros_like(draw_rows) if shared else draw_rows
             lo_edge, hi_edge = starts.index_select(0, r), ends.index_select(0, r)
             query = torch.minimum(torch.addcmul(lo_edge, u, hi_edge - lo_edge), inner.index_select(0, r))
