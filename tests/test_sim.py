@@ -650,3 +650,15 @@ def test_fgrpo_fig2_concentration_zone_at_paper_length():
     assert final.loc[(256, 1.0), "retained_mass"] > final.loc[(256, 0.0), "retained_mass"]  # reference: ~0.14
     assert (final["q_pos"] > 0.63008).all()
     assert final.loc[(256, 0.0), "entropy"] < 1.0
+
+
+def test_logged_metrics_do_not_hold_the_policy_matrix():
+    # every logged value must own a [runs]-sized buffer: a view into p would keep one
+    # [runs, actions] matrix alive per logged step (gigabytes over a paper sweep)
+    from tailmiss.sim.engine import _Metrics
+
+    for dtype in (torch.float32, torch.float64):
+        config = SimConfig(num_actions=400, num_correct=40, group_sizes=(2, 4), gammas=(0.0,), seeds=(0,))
+        p = torch.softmax(torch.randn(2, 400, dtype=dtype), 1)
+        for name, value in _Metrics(config)(p).items():
+            assert value.untyped_storage().nbytes() <= 2 * 8, name

@@ -102,7 +102,8 @@ class _Metrics:
             "q_pos": pos.sum(1, dtype=torch.float64),
             "retained_mass": 1.0 - drop / self.q0,
             "entropy": -torch.special.xlogy(p64, p64).sum(1),
-            "anchor_prob": p64[:, 0] if self.has_anchor else torch.full_like(p64[:, 0], float("nan")),
+            # clone: a column view would keep the whole [runs, actions] matrix alive in the log
+            "anchor_prob": p64[:, 0].clone() if self.has_anchor else torch.full_like(p64[:, 0], float("nan")),
             "frac_correct_improved": (pos > self.p0_pos).to(torch.float64).mean(1),
             "worst_drop": (pos - self.p0_pos).min(1).values.to(torch.float64),
         }
