@@ -14,7 +14,7 @@ Action-updates per second = runs × actions × steps / wall time.
 
 Usage::
 
-    python benchmarks/sim_throughput.py                    # reduced CPU sweep
+    python benchmarks/sim_throughput.py                    # reduced sweep: 17 N x 2 gamma x 1 seed x 10 steps
     python benchmarks/sim_throughput.py --device cuda --full   # the whole fgrpo-fig2 sweep
 """
 
@@ -79,9 +79,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--full", action="store_true", help="the whole fgrpo-fig2 sweep (17 N x 2 gamma x 4 seeds)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per run (default: 1000 full, 20 reduced)")
-    parser.add_argument("--group-sizes", type=int, nargs="+", default=[2, 16, 256, 2048, 16384])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--steps", type=int, default=None, help="steps per run (default: 1000 full, 10 reduced)")
+    parser.add_argument("--group-sizes", type=int, nargs="+", default=None, help="default: the preset's 2..2^17")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="reduced sweep seeds")
     parser.add_argument("--actions", type=int, default=128_000)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
@@ -89,9 +89,9 @@ def main() -> None:
 
     device = torch.device(args.device)
     config = preset("fgrpo-fig2").replace(num_actions=args.actions)
-    if not args.full:
-        config = config.replace(group_sizes=args.group_sizes, seeds=args.seeds)
-    config = config.replace(steps=args.steps or (1000 if args.full else 20))
+    if not args.full:  # reduced: every group size and both gammas, fewer seeds and steps
+        config = config.replace(group_sizes=args.group_sizes or config.group_sizes, seeds=args.seeds)
+    config = config.replace(steps=args.steps or (1000 if args.full else 10))
     updates = config.num_runs * config.num_actions * config.steps
 
     simulate(config.replace(steps=2), device=device, progress=False)  # warm-up (allocator, kernels)

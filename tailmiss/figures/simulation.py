@@ -67,7 +67,7 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     axes[0].set_title("(a) correct mass")
     axes[1].set_title("(b) retained correct mass")
     axes[1].set_ylim(-0.02, 1.02)
-    axes[0].legend(loc="lower right", title="solid γ=0, dashed γ=1")
+    axes[1].legend(loc="lower left", title="solid γ=0, dashed γ=1")
 
     ax = axes[2]
     final = frame[frame["step"] == final_step]
@@ -94,7 +94,7 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     ax.set_ylim(-0.02, 1.12)
     ax.set_xlabel("group size N")
     ax.set_title(f"(c) step {final_step}", pad=16)
-    ax.legend(loc="center left", fontsize=7)
+    ax.legend(loc="lower left", fontsize=7)
     seeds = int(frame["num_seeds"].iloc[0])
     fig.suptitle(f"{title} — preset {frame['preset'].iloc[0]}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
     fig.tight_layout()
