@@ -202,7 +202,9 @@ def simulation_section(ctx: Context) -> str:
         "App. J names no optimizer and its surrogate reads like (1/N)Σ r̃ p. Both readings run below "
         f"(`{fig2['preset'].iloc[0]}`: log-prob surrogate + Adam; `{prob['preset'].iloc[0]}`: probability "
         "surrogate + AdamW). Figures: `fig2.png` and `fig2-prob.png`, made by "
-        "`tailmiss figures make fig2 fig2-prob`.\n"
+        "`tailmiss figures make fig2 fig2-prob`. The log-prob reading reproduces every claim; the literal "
+        "reading contradicts them (Q_pos falls at small N and M_ret collapses even at the largest N), so its "
+        "**no** cells are the finding, not a regression.\n"
     )
     rows = _fig2_rows("Fig. 2, log-prob + Adam", c_log) + _fig2_rows("Fig. 2, prob + AdamW", c_prob)
     parts.append(_table(["setup", "paper", "ours"], rows) + "\n")

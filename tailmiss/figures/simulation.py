@@ -67,7 +67,15 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     axes[0].set_title("(a) correct mass")
     axes[1].set_title("(b) retained correct mass")
     axes[1].set_ylim(-0.02, 1.02)
-    axes[1].legend(loc="lower left", title="solid γ=0, dashed γ=1")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.36, 0.0),
+        ncol=len(ns) + 1,
+        title="solid γ = 0, dashed γ = 1",
+    )
 
     ax = axes[2]
     final = frame[frame["step"] == final_step]
@@ -89,12 +97,17 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     if zone is not None:
         lo, hi = zone
         ax.axvspan(lo, hi, color="0.85", zorder=0)
-        for text, x in (("I", np.sqrt(ns_all[0] * lo)), ("II", np.sqrt(lo * hi)), ("III", np.sqrt(hi * ns_all[-1]))):
+        labels = [("II", np.sqrt(lo * hi))]
+        if lo > ns_all[0]:
+            labels.append(("I", np.sqrt(ns_all[0] * lo)))
+        if hi < ns_all[-1]:
+            labels.append(("III", np.sqrt(hi * ns_all[-1])))
+        for text, x in labels:
             ax.text(x, 1.04, text, ha="center", va="bottom", fontsize=11, fontweight="bold")
     ax.set_ylim(-0.02, 1.12)
     ax.set_xlabel("group size N")
     ax.set_title(f"(c) step {final_step}", pad=16)
-    ax.legend(loc="lower left", fontsize=7)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     seeds = int(frame["num_seeds"].iloc[0])
     fig.suptitle(f"{title} — preset {frame['preset'].iloc[0]}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
     fig.tight_layout()
@@ -141,7 +154,8 @@ def _brorl_plot(frame: pd.DataFrame):
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-    axes[0].legend(loc="upper left")
+    axes[0].legend(loc="lower left")
+    axes[2].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     fig.suptitle(f"BroRL Fig. 3 — preset {frame['preset'].iloc[0]} (probability surrogate + AdamW, lr 1e-3)", y=1.03)
     fig.tight_layout()
     return fig
