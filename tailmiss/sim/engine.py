@@ -27,7 +27,7 @@ from tailmiss.sim.config import SimConfig
 from tailmiss.sim.result import SimResult
 from tailmiss.sim.sampler import CountSampler
 
-__all__ = ["simulate", "initial_logits", "METRICS"]
+__all__ = ["simulate", "initial_logits", "realised_mass_balance", "METRICS"]
 
 METRICS = (
     "q_pos",
@@ -38,10 +38,45 @@ METRICS = (
     "worst_drop",
     "q_u_pos",
     "mu_hat",
+    "mb_sampled_correct",
+    "mb_sampled_incorrect",
+    "mb_unsampled",
 )
-"""Columns logged per run and step. ``q_u_pos`` (correct mass left unsampled)
-and ``mu_hat`` (X/N) describe the draws taken *at* that step, so they are NaN at
-the final step, where no draws follow."""
+"""Columns logged per run and step. The last five describe the draws taken *at*
+that step, so they are NaN at the final step, where no draws follow: ``q_u_pos``
+(correct mass left unsampled), ``mu_hat`` (X/N) and the three terms of BroRL's
+mass balance (Eq. 17) for those draws, per unit step prefactor, with the
+config's rewards (:func:`realised_mass_balance`)."""
+_DRAW_METRICS = METRICS[6:]
+
+
+def realised_mass_balance(p: torch.Tensor, counts: torch.Tensor, num_correct: int, r_c: float, r_w: float):
+    r"""BroRL Eq. 17 terms of each row's realised draws, per unit :math:`\eta/N`.
+
+    Rows of ``p`` are policies whose first ``num_correct`` actions are correct;
+    ``counts > 0`` marks the distinct sampled actions. Returns float64 tensors
+    ``(sampled_correct, sampled_incorrect, unsampled)``; same formula as
+    :func:`tailmiss.analytic.mass_balance`, batched on the device.
+    """
+    c = num_correct
+    sampled = counts > 0
+    p2 = p.to(torch.float64).square()
+    q_pos = p[:, :c].sum(1, dtype=torch.float64)
+    q_neg = 1.0 - q_pos
+
+    def masked_sum(values, lo, hi, mask):
+        return (values[:, lo:hi] * mask[:, lo:hi]).sum(1, dtype=torch.float64)
+
+    v = p.shape[1]
+    p_pos, p_neg = masked_sum(p, 0, c, sampled), masked_sum(p, c, v, sampled)
+    a2, b2 = masked_sum(p2, 0, c, sampled), masked_sum(p2, c, v, sampled)
+    u_pos2, u_neg2 = masked_sum(p2, 0, c, ~sampled), masked_sum(p2, c, v, ~sampled)
+    s_r = r_c * p_pos + r_w * p_neg
+    return (
+        (r_c - s_r) * q_neg * a2,
+        (s_r - r_w) * q_pos * b2,
+        s_r * (q_pos * u_neg2 - q_neg * u_pos2),
+    )
 
 
 def resolve_device(device) -> torch.device:
@@ -154,8 +189,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                 p = torch.softmax(z.detach(), dim=1)
                 if step == config.steps:
                     row = metrics(p)
-                    nan = torch.full_like(row["q_pos"], float("nan"))
-                    row.update(q_u_pos=nan, mu_hat=nan)
+                    row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
                     logged.append(row)
                     break
                 counts = sampler.counts(p, step)
@@ -164,6 +198,8 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                     row = metrics(p)
                     row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
                     row["mu_hat"] = n_correct / group_size
+                    terms = realised_mass_balance(p, counts, c, config.reward_correct, config.reward_incorrect)
+                    row.update(zip(("mb_sampled_correct", "mb_sampled_incorrect", "mb_unsampled"), terms))
                     logged.append(row)
                 a_pos, a_neg = objectives.binary_group_advantages(
                     n_correct,
