@@ -17,6 +17,8 @@ class InitialDistribution(NamedTuple):
     correct: np.ndarray
     anchor: int | None
     """Index of the anchor action (seeded init) or ``None``."""
+    logits: np.ndarray
+    """The logits ``z`` with ``probs = softmax(z)`` (what the simulator starts from)."""
 
     @property
     def q_pos(self) -> float:
@@ -83,4 +85,4 @@ def initial_distribution(
     else:
         raise ValueError(f"init must be 'seeded' or 'zero', got {init!r}")
     probs = special.softmax(z)
-    return InitialDistribution(probs, correct, anchor)
+    return InitialDistribution(probs, correct, anchor, z)

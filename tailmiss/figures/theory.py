@@ -148,9 +148,10 @@ register(
 def fig5_data(ctx: Context) -> pd.DataFrame:
     from tailmiss.sim import preset
     from tailmiss.sim.diagnostics import empirical_tail_miss
+    from tailmiss.sim.engine import initial_policy
 
     config = preset("fgrpo-fig2")
-    init = analytic.initial_distribution(config.num_actions, config.num_correct)
+    init = initial_policy(config)
     dense = np.unique(np.round(2 ** np.linspace(0, FIG5_MAX_EXP, 600)).astype(np.int64))
     rows = [
         pd.DataFrame(

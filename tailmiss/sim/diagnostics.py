@@ -8,7 +8,7 @@ import torch
 
 from tailmiss import analytic
 from tailmiss.sim.config import SimConfig
-from tailmiss.sim.engine import initial_logits, resolve_device
+from tailmiss.sim.engine import initial_policy, resolve_device
 from tailmiss.sim.sampler import CountSampler
 
 __all__ = ["empirical_tail_miss"]
@@ -56,10 +56,8 @@ def empirical_tail_miss(
         raise ValueError(f"empirical_tail_miss needs the seeded init (leaves beside the anchor), got {config.init!r}")
     dev = resolve_device(device)
     v, c = config.num_actions, config.num_correct
-    p0 = torch.softmax(torch.as_tensor(initial_logits(config), device=dev), 0)[None, :]
-    init = analytic.initial_distribution(
-        v, c, config.init, config.anchor_logit, config.correct_logit, config.incorrect_logit
-    )
+    init = initial_policy(config)
+    p0 = torch.softmax(torch.as_tensor(init.logits, device=dev), 0)[None, :]
     records = []
     for n in group_sizes:
         groups = max(16, min(num_groups, draw_budget // int(n)))

@@ -93,12 +93,19 @@ def resolve_device(device) -> torch.device:
 
 def initial_logits(config: SimConfig) -> np.ndarray:
     """Logits of the starting policy (float64, length ``num_actions``)."""
-    if config.init == "zero":
-        return np.zeros(config.num_actions)
-    z = np.full(config.num_actions, float(config.incorrect_logit))
-    z[: config.num_correct] = config.correct_logit
-    z[0] = config.anchor_logit
-    return z
+    return initial_policy(config).logits
+
+
+def initial_policy(config: SimConfig) -> analytic.InitialDistribution:
+    """The starting policy of ``config`` as :func:`tailmiss.analytic.initial_distribution` builds it."""
+    return analytic.initial_distribution(
+        config.num_actions,
+        config.num_correct,
+        config.init,
+        config.anchor_logit,
+        config.correct_logit,
+        config.incorrect_logit,
+    )
 
 
 def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Optimizer:
@@ -253,14 +260,7 @@ def _tidy(runs, log_steps, logged) -> pd.DataFrame:
 
 
 def _initial_summary(config: SimConfig) -> dict:
-    init = analytic.initial_distribution(
-        config.num_actions,
-        config.num_correct,
-        config.init,
-        config.anchor_logit,
-        config.correct_logit,
-        config.incorrect_logit,
-    )
+    init = initial_policy(config)
     return {"q_pos": init.q_pos, "tau_leaf": init.tau_leaf, "p_anchor": init.p_anchor, "entropy": init.entropy}
 
 
