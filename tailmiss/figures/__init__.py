@@ -79,8 +79,10 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
             fig = spec.plot(frame)
             for ext in ("png", "pdf"):
                 path = out_dir / f"{spec.name}.{ext}"
+                # no creation date in the PDF: re-rendering unchanged data gives identical files
+                metadata = {"CreationDate": None} if ext == "pdf" else None
                 with atomic_write(path, "wb") as fh:
-                    fig.savefig(fh, format=ext)
+                    fig.savefig(fh, format=ext, metadata=metadata)
                 written.append(path)
             plt.close(fig)
     return written
