@@ -96,7 +96,6 @@ class CountSampler:
         if len(list(seeds)) != self.num_rows:
             raise ValueError(f"seeds must have one entry per row ({self.num_rows}), got {len(list(seeds))}")
         self.num_actions = int(num_actions)
-        self.group_sizes = n.to(self.device)
         # draws plus one normaliser exponential per row, rows end to end
         ext = n + 1
         ext_rows = torch.repeat_interleave(torch.arange(self.num_rows), ext)
