@@ -60,7 +60,7 @@ def realised_mass_balance(p: torch.Tensor, counts: torch.Tensor, num_correct: in
     """
     c = num_correct
     sampled = counts > 0
-    p2 = p.to(torch.float64).square()
+    p2 = p.square()  # masked sums below accumulate in float64
     q_pos = p[:, :c].sum(1, dtype=torch.float64)
     q_neg = 1.0 - q_pos
 
