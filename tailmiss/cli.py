@@ -1,4 +1,4 @@
-"""The ``tailmiss`` command line: one sub-app per area (analytic, sim, figures) plus ``repro``.
+"""The ``tailmiss`` command line: one sub-app per area (analytic, sim, llm, figures) plus ``repro``.
 
 Bad input never shows a traceback: it prints one line ``Error: ...`` on stderr
 and exits with code 2.
@@ -58,8 +58,10 @@ app = typer.Typer(
 analytic_app = typer.Typer(no_args_is_help=True, help="Closed forms of F-GRPO / BroRL.")
 sim_app = typer.Typer(no_args_is_help=True, help="Batched categorical-policy simulator.")
 figures_app = typer.Typer(no_args_is_help=True, help="Render the paper's figures.")
+llm_app = typer.Typer(no_args_is_help=True, help="Small transformer: SFT, group-relative RL, evaluation.")
 app.add_typer(analytic_app, name="analytic")
 app.add_typer(sim_app, name="sim")
+app.add_typer(llm_app, name="llm")
 app.add_typer(figures_app, name="figures")
 
 _out = Console()
@@ -197,6 +199,118 @@ def sim_run_cmd(
         False,
     )
     typer.echo(f"saved {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
+
+
+# --- llm ------------------------------------------------------------------------------
+
+PresetOpt = Annotated[str | None, typer.Option(help="Named setup (see `tailmiss llm presets`).")]
+ConfigOpt = Annotated[Path | None, typer.Option(help="TOML file with an [sft] or [rl] table instead of a preset.")]
+QuickOpt = Annotated[bool, typer.Option(help="Use the preset's quick variant.")]
+DeviceOpt = Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda if available).")]
+ResumeOpt = Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")]
+ProgressOpt = Annotated[bool, typer.Option(help="Show a progress bar.")]
+
+
+@llm_app.command("presets")
+def llm_presets_cmd() -> None:
+    """List the named SFT and RL setups."""
+    from tailmiss.llm import LLM_PRESETS, SFTConfig
+
+    rows = []
+    for name, c in LLM_PRESETS.items():
+        if isinstance(c, SFTConfig):
+            rows.append([name, "sft", c.task.name, c.steps, f"batch {c.batch_size}", f"{c.lr:g}"])
+        else:
+            what = f"{c.method} γ={c.gamma:g} N={c.group_size} B={c.prompts_per_step}"
+            rows.append([name, "rl", "(from --init)", c.steps, what, f"{c.lr:g}"])
+    _print_table("LLM presets", ["name", "kind", "task", "steps", "setup", "lr"], rows, False)
+
+
+@llm_app.command("export-presets")
+def llm_export_presets_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for the TOML files.")] = Path("experiments"),
+) -> None:
+    """Write every LLM preset as <out>/<name>.toml (editable starting points for --config)."""
+    from tailmiss.llm import LLM_PRESETS
+
+    for name, cfg in LLM_PRESETS.items():
+        cfg.to_toml(out / f"{name}.toml")
+        typer.echo(f"wrote {out / f'{name}.toml'}")
+
+
+def _echo_last_row(path: Path, columns: list[str]) -> None:
+    import pandas as pd
+
+    history = pd.read_csv(path / "history.csv")
+    last = history.iloc[-1]
+    shown = [f"{c}={last[c]:.4g}" for c in columns if c in history and pd.notna(last[c])]
+    typer.echo(f"saved {path} (step {int(last['step'])}{': ' + ', '.join(shown) if shown else ''})")
+
+
+@llm_app.command("sft")
+def llm_sft_cmd(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    quick: QuickOpt = False,
+    device: DeviceOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/llm/<name>).")] = None,
+    resume: ResumeOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Train a model from scratch on the task's SFT data; write config, history, meta and a checkpoint."""
+    from tailmiss.llm import SFTConfig, train_sft
+    from tailmiss.llm.cli_support import resolve_config
+
+    cfg = resolve_config(preset, config, quick, SFTConfig)
+    path = train_sft(cfg, out or Path("runs/llm") / cfg.name, device=device, resume=resume, progress=progress)
+    _echo_last_row(path, ["mu_pos", "off_format", "pass_at_1"])
+
+
+@llm_app.command("train")
+def llm_train_cmd(
+    init: Annotated[Path, typer.Option(help="SFT run folder to start from.")],
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    quick: QuickOpt = False,
+    device: DeviceOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/llm/<name>).")] = None,
+    resume: ResumeOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Group-relative RL (GRPO / DAPO / CISPO / Dr. GRPO, focal weight γ) from an SFT run."""
+    from tailmiss.llm import RLConfig, train_rl
+    from tailmiss.llm.cli_support import resolve_config
+
+    cfg = resolve_config(preset, config, quick, RLConfig)
+    path = train_rl(cfg, init, out or Path("runs/llm") / cfg.name, device=device, resume=resume, progress=progress)
+    _echo_last_row(path, ["mu_pos", "retained_mass", "dnll_rare", "pass_at_1"])
+
+
+@llm_app.command("eval")
+def llm_eval_cmd(
+    run: Annotated[Path, typer.Option(help="Run folder (SFT or RL).")],
+    samples: Annotated[int, typer.Option(help="Samples per prompt for the unbiased pass@k (k up to 256).")] = 256,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    device: DeviceOpt = None,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """pass@k of a run on its evaluation prompts; exact answer-mass metrics for enumerable tasks."""
+    from tailmiss.llm.cli_support import evaluate_run
+
+    result = evaluate_run(run, samples, device=device, seed=seed, progress=progress and not as_json)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    exact = result.get("exact_pass_at_k", {})
+    rows = [[int(k), v, exact.get(k, float("nan"))] for k, v in result["pass_at_k"].items()]
+    title = f"{result['run']}: step {result['step']}, {result['prompts']} {result['split']} prompts"
+    _print_table(title, ["k", "pass@k (sampled)", "pass@k (exact)"], rows, False)
+    if "mu_pos" in result:
+        typer.echo(
+            f"mu_pos={result['mu_pos']:.4f} retained_mass={result['retained_mass']:.4f} "
+            f"dnll_rare={result['dnll_rare']:.4f} off_format={result['off_format']:.2e}"
+        )
 
 
 # --- figures ------------------------------------------------------------------------

@@ -7,16 +7,19 @@ step, so the losses live in registries keyed by name with one signature each:
 
 * :data:`SURROGATES`: gradients of the categorical-policy surrogates (the
   simulator works with per-action draw weights and closed-form gradients);
-* :data:`POLICY_LOSSES`: token-level GRPO / DAPO / CISPO losses for sequence
-  models (``logp, old_logp, adv, mask -> loss``).
+* :data:`POLICY_LOSSES`: token-level GRPO / DAPO / CISPO / Dr. GRPO losses for
+  sequence models (``logp, old_logp, adv, mask -> loss``), each with its paper
+  settings and advantage mode.
 
 All functions are pure: tensors in, tensors out.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
+from typing import NamedTuple
 
 import torch
 
@@ -28,9 +31,13 @@ __all__ = [
     "focal_weight",
     "Surrogate",
     "SURROGATES",
+    "AGGREGATIONS",
+    "CISPO_CLIP_MODES",
     "LossConfig",
     "PolicyLoss",
     "POLICY_LOSSES",
+    "PolicyLossOutput",
+    "resolve_loss_config",
     "policy_loss",
 ]
 
@@ -77,7 +84,8 @@ def group_advantages(rewards: torch.Tensor, mode: str = "std", std: str = "besse
 
     References
     ----------
-    F-GRPO Eq. 3; spec §4.1 (std type and ε are unspecified by the paper).
+    F-GRPO Eq. 3. The paper fixes neither the std type nor ε; the defaults
+    (Bessel's, ε = 1e-6) are verl's.
     """
     _check_choice("mode", mode, ADVANTAGE_MODES)
     _check_choice("std", std, STD_KINDS)
@@ -230,75 +238,217 @@ SURROGATES: dict[str, Surrogate] = {
 # Token-level policy losses (sequence models)
 # ---------------------------------------------------------------------------
 
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "token-sum-norm")
+"""Reductions of per-token losses to one scalar; see :func:`policy_loss`."""
+CISPO_CLIP_MODES = ("relative", "absolute")
+
 
 @dataclass(frozen=True)
 class LossConfig:
-    """Clip and aggregation settings of a token-level policy loss.
+    r"""Clip and aggregation settings of a token-level policy loss.
 
-    ``clip_low``/``clip_high`` are PPO's ε_low/ε_high (GRPO 0.2/0.2, DAPO
-    0.2/0.28) or CISPO's IS-weight bounds (1.0/5.0). ``dual_clip`` is verl's
-    constant c for negative advantages (off when ``None``).
+    Every field defaults to ``None``: "the method's own default", filled in from
+    :attr:`PolicyLoss.defaults` by :func:`resolve_loss_config`.
+
+    Attributes
+    ----------
+    clip_low, clip_high : float, optional
+        PPO's :math:`\epsilon_{low}, \epsilon_{high}` (GRPO 0.2/0.2, DAPO's
+        clip-higher 0.2/0.28) or CISPO's IS-weight bounds (1.0/5.0).
+    dual_clip : float, optional
+        verl's dual-clip constant :math:`c > 1` for negative advantages. No method
+        uses it by default, so ``None`` resolves to "off".
+    cispo_clip_mode : {"relative", "absolute"}, optional
+        CISPO's IS weight :math:`\mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})`
+        or :math:`\min(r, \epsilon_{high})`; see :func:`policy_loss`.
+    aggregation : {"token-mean", "seq-mean-token-mean", "token-sum-norm"}, optional
+        See :func:`policy_loss`.
+    norm_length : int, optional
+        The constant :math:`L` of ``"token-sum-norm"`` (the maximum generation
+        length); ``None`` takes the mask's last dimension. The other aggregations
+        ignore it.
     """
 
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    clip_low: float | None = None
+    clip_high: float | None = None
     dual_clip: float | None = None
-    cispo_clip_mode: str = "relative"
-    aggregation: str = "token-mean"
+    cispo_clip_mode: str | None = None
+    aggregation: str | None = None
+    norm_length: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("clip_low", "clip_high"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ValueError(f"dual_clip must exceed 1, got {self.dual_clip}")
-        _check_choice("cispo_clip_mode", self.cispo_clip_mode, ("relative", "absolute"))
-        _check_choice("aggregation", self.aggregation, ("token-mean", "seq-mean-token-mean"))
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+        if self.dual_clip is not None and not self.dual_clip > 1:
+            raise ValueError(f"dual_clip must exceed 1, got {self.dual_clip!r}")
+        if self.cispo_clip_mode is not None:
+            _check_choice("cispo_clip_mode", self.cispo_clip_mode, CISPO_CLIP_MODES)
+        if self.aggregation is not None:
+            _check_choice("aggregation", self.aggregation, AGGREGATIONS)
+        n = self.norm_length
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1):
+            raise ValueError(f"norm_length must be a positive integer, got {n!r}")
 
 
-def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    mask = mask.to(per_token.dtype)
-    if how == "token-mean":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
-    lengths = mask.sum(-1)
-    per_seq = (per_token * mask).sum(-1) / lengths.clamp(min=1)
-    nonempty = lengths > 0  # a sequence without response tokens carries no loss and no weight
-    return per_seq[nonempty].sum() / nonempty.sum().clamp(min=1)
+_CONFIG_FIELDS = tuple(f.name for f in fields(LossConfig))
 
 
-def _clipped_pg_loss(logp, old_logp, adv, mask, cfg: LossConfig) -> torch.Tensor:
-    r"""PPO-clip loss, :math:`-\min(r A, \mathrm{clip}(r, 1-\epsilon_l, 1+\epsilon_h) A)` (F-GRPO Eq. 14)."""
+def _ppo_clip_loss(logp, old_logp, adv, cfg: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""PPO-clip loss per token (F-GRPO Eq. 14; DAPO's clip-higher when :math:`\epsilon_{high} > \epsilon_{low}`).
+
+    .. math::
+
+        \ell_t = -\min\big(r_t A,\ \mathrm{clip}(r_t, 1-\epsilon_{low}, 1+\epsilon_{high})\, A\big),
+        \qquad r_t = \exp(\log\pi_\theta(o_t) - \log\pi_{old}(o_t))
+
+    and with dual clip :math:`\ell_t \leftarrow \min(\ell_t, -cA)` where :math:`A < 0`.
+    The clip changes the objective, and zeroes the token's gradient, where
+    :math:`A > 0, r_t > 1+\epsilon_{high}` or :math:`A < 0, r_t < 1-\epsilon_{low}`,
+    and with dual clip also where :math:`A < 0, r_t > c`.
+    """
     ratio = torch.exp(logp - old_logp)
     pg_obj = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * adv)
+    clipped = ((adv > 0) & (ratio > 1 + cfg.clip_high)) | ((adv < 0) & (ratio < 1 - cfg.clip_low))
     if cfg.dual_clip is not None:
         pg_obj = torch.where(adv < 0, torch.maximum(pg_obj, cfg.dual_clip * adv), pg_obj)
-    return _aggregate(-pg_obj, mask, cfg.aggregation)
+        clipped = clipped | ((adv < 0) & (ratio > cfg.dual_clip))
+    return -pg_obj, clipped
 
 
-def _cispo_loss(logp, old_logp, adv, mask, cfg: LossConfig) -> torch.Tensor:
-    r"""CISPO: :math:`-\mathrm{sg}(\hat r)\, A \log\pi` with clipped IS weight (F-GRPO Eqs. 15-16)."""
+def _cispo_loss(logp, old_logp, adv, cfg: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""CISPO loss per token (MiniMax-M1 (CISPO); F-GRPO Eqs. 15-16).
+
+    .. math::
+
+        \ell_t = -\mathrm{sg}(\hat r_t)\, A \log\pi_\theta(o_t), \qquad
+        \hat r_t = \mathrm{clip}\big(r_t, \max(0, 1-\epsilon_{low}), 1+\epsilon_{high}\big)
+
+    in ``"relative"`` mode (the defaults 1.0/5.0 give :math:`[0, 6]`), or
+    :math:`\hat r_t = \min(r_t, \epsilon_{high})` in ``"absolute"`` mode (TRL; no
+    floor). The weight is detached, so a clipped token keeps its gradient
+    :math:`-\hat r_t A \nabla\log\pi_\theta`; it counts as clipped where
+    :math:`\hat r_t \ne r_t`. ``dual_clip`` does not apply.
+    """
     ratio = torch.exp(logp - old_logp).detach()
     if cfg.cispo_clip_mode == "relative":
         is_weight = ratio.clamp(max(0.0, 1 - cfg.clip_low), 1 + cfg.clip_high)
     else:
         is_weight = ratio.clamp(max=cfg.clip_high)
-    return _aggregate(-is_weight * adv * logp, mask, cfg.aggregation)
+    return -is_weight * adv * logp, is_weight != ratio
 
 
 @dataclass(frozen=True)
 class PolicyLoss:
-    """A registered token-level loss with its paper defaults."""
+    """A registered token-level loss with its paper settings.
+
+    Attributes
+    ----------
+    name : str
+    fn : callable
+        ``fn(logp, old_logp, adv, config) -> (per_token_loss, clipped)``, both of
+        shape (B, T); ``clipped`` (bool) marks the tokens whose objective (PPO-clip)
+        or IS weight (CISPO) the clip changed.
+    defaults : LossConfig
+        Fully resolved: only ``dual_clip`` (off) and ``norm_length`` (the mask
+        width) may be ``None``.
+    advantage : str
+        The method's advantage mode, one of :data:`ADVANTAGE_MODES`.
+    """
 
     name: str
-    fn: Callable[..., torch.Tensor]
-    defaults: LossConfig = field(default_factory=LossConfig)
+    fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    defaults: LossConfig
+    advantage: str
+
+    def __post_init__(self) -> None:
+        required = ("clip_low", "clip_high", "cispo_clip_mode", "aggregation")
+        unset = [k for k in required if getattr(self.defaults, k) is None]
+        if unset:
+            raise ValueError(f"defaults of {self.name!r} must set {', '.join(unset)}")
+        _check_choice("advantage", self.advantage, ADVANTAGE_MODES)
+
+
+def _paper(clip_low: float, clip_high: float, aggregation: str = "token-mean") -> LossConfig:
+    return LossConfig(clip_low, clip_high, dual_clip=None, cispo_clip_mode="relative", aggregation=aggregation)
 
 
 POLICY_LOSSES: dict[str, PolicyLoss] = {
-    "grpo": PolicyLoss("grpo", _clipped_pg_loss, LossConfig(0.2, 0.2)),
-    "dapo": PolicyLoss("dapo", _clipped_pg_loss, LossConfig(0.2, 0.28)),
-    "cispo": PolicyLoss("cispo", _cispo_loss, LossConfig(1.0, 5.0)),
+    p.name: p
+    for p in (
+        PolicyLoss("grpo", _ppo_clip_loss, _paper(0.2, 0.2), advantage="std"),  # F-GRPO Eq. 14
+        PolicyLoss("dapo", _ppo_clip_loss, _paper(0.2, 0.28), advantage="std"),  # DAPO clip-higher
+        PolicyLoss("cispo", _cispo_loss, _paper(1.0, 5.0), advantage="std"),  # MiniMax-M1 (CISPO)
+        # Dr. GRPO (Liu et al. 2025): A = R - mean(R), no per-sequence 1/|o_i|
+        PolicyLoss("drgrpo", _ppo_clip_loss, _paper(0.2, 0.2, "token-sum-norm"), advantage="mean"),
+    )
 }
+
+
+def resolve_loss_config(name: str, config: LossConfig | None = None, **overrides) -> LossConfig:
+    """The settings that ``policy_loss(name, ..., config, **overrides)`` runs with.
+
+    The method's :attr:`PolicyLoss.defaults`, updated by the fields of ``config``
+    that are not ``None``, then by ``overrides``. An override of ``None`` restores
+    the method's default (for ``dual_clip``: off).
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, unknown override names (named in the message) or
+        a bad value (naming the field).
+    """
+    _check_choice("name", name, tuple(POLICY_LOSSES))
+    unknown = sorted(set(overrides) - set(_CONFIG_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown LossConfig field(s) {', '.join(map(repr, unknown))}")
+    if config is not None and not isinstance(config, LossConfig):
+        raise TypeError(f"config must be a LossConfig, got {type(config).__name__}")
+    defaults = POLICY_LOSSES[name].defaults
+    chosen = {}
+    for key in _CONFIG_FIELDS:
+        if config is not None and getattr(config, key) is not None:
+            chosen[key] = getattr(config, key)
+    for key, value in overrides.items():
+        chosen[key] = getattr(defaults, key) if value is None else value
+    return replace(defaults, **chosen)
+
+
+def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, norm_length: int | None = None) -> torch.Tensor:
+    mask = mask.to(per_token.dtype)
+    masked = per_token * mask
+    if how == "token-mean":
+        return masked.sum() / mask.sum().clamp(min=1)
+    if how == "token-sum-norm":
+        length = mask.shape[-1] if norm_length is None else norm_length
+        return masked.sum() / max(mask.shape[0] * length, 1)
+    lengths = mask.sum(-1)
+    per_seq = masked.sum(-1) / lengths.clamp(min=1)
+    nonempty = lengths > 0  # a sequence without response tokens carries no loss and no weight
+    return torch.where(nonempty, per_seq, 0.0).sum() / nonempty.sum().clamp(min=1)
+
+
+def _check_shapes(logp, old_logp, adv, mask) -> None:
+    if logp.ndim != 2 or logp.shape != old_logp.shape or logp.shape != mask.shape:
+        raise ValueError(
+            f"logp, old_logp and mask must share a 2-D shape (B, T), got {tuple(logp.shape)}, "
+            f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
+        )
+    b, t = logp.shape
+    if adv.ndim != 2 or adv.shape[0] != b or adv.shape[1] not in (1, t):
+        raise ValueError(f"adv must have shape (B, 1) = ({b}, 1) or (B, T) = ({b}, {t}), got {tuple(adv.shape)}")
+
+
+class PolicyLossOutput(NamedTuple):
+    """A loss with its diagnostics, from ``policy_loss(..., return_stats=True)``.
+
+    ``clip_fraction`` and ``approx_kl`` are detached scalars; see :func:`policy_loss`.
+    """
+
+    loss: torch.Tensor
+    clip_fraction: torch.Tensor
+    approx_kl: torch.Tensor
 
 
 def policy_loss(
@@ -308,31 +458,61 @@ def policy_loss(
     adv: torch.Tensor,
     mask: torch.Tensor,
     config: LossConfig | None = None,
+    *,
+    return_stats: bool = False,
     **overrides,
-) -> torch.Tensor:
-    """Evaluate a registered token-level loss.
+) -> torch.Tensor | PolicyLossOutput:
+    r"""Evaluate a registered token-level loss.
+
+    The method's per-token losses :math:`\ell_{i,t}` (:data:`POLICY_LOSSES`) are
+    reduced over the mask :math:`m_{i,t}` by ``aggregation``:
+
+    * ``"token-mean"``: :math:`\sum_{i,t} m\ell \,/\, \sum_{i,t} m` (DAPO's token-level loss);
+    * ``"seq-mean-token-mean"``: the mean over sequences with response tokens of
+      :math:`\sum_t m\ell / \sum_t m` (GRPO's per-sequence :math:`1/|o_i|`);
+    * ``"token-sum-norm"``: :math:`\sum_{i,t} m\ell \,/\, (B L)` with the constant
+      :math:`L` = ``norm_length`` or T. Dr. GRPO (Liu et al. 2025) drops the
+      per-sequence :math:`1/|o_i|`; dividing by :math:`B L_{max}` is TRL's
+      ``dr_grpo``, while verl's ``seq-mean-token-sum-norm`` divides by
+      :math:`L_{max}` only (a factor B larger).
 
     Parameters
     ----------
-    name : {"grpo", "dapo", "cispo"}
+    name : {"grpo", "dapo", "cispo", "drgrpo"}
     logp, old_logp : Tensor, shape (B, T)
         Token log-probabilities under the current and the sampling policy.
     adv : Tensor, shape (B, 1) or (B, T)
         Advantages (already multiplied by the focal weight), broadcast over tokens.
     mask : Tensor, shape (B, T)
-        1 on response tokens.
+        1 on response tokens, 0 on padding.
     config : LossConfig, optional
-        Defaults to the method's paper settings; ``overrides`` replace fields.
+        Fields left ``None`` take the method's defaults; ``overrides`` replace
+        fields (see :func:`resolve_loss_config`).
+    return_stats : bool
+        Also return the clip fraction and the approximate KL.
+
+    Returns
+    -------
+    Tensor or PolicyLossOutput
+        The scalar loss; with ``return_stats``, ``(loss, clip_fraction, approx_kl)``:
+
+        * ``clip_fraction``: the share of response tokens whose objective the
+          clip changed (PPO-clip, dual clip included) or whose IS weight was
+          clipped (CISPO);
+        * ``approx_kl``: the token mean of the k3 estimator of
+          :math:`\mathrm{KL}(\pi_{old}\|\pi_\theta)`, :math:`(r - 1) - \log r`.
+
+        Both are detached, and 0 without response tokens.
     """
-    _check_choice("name", name, tuple(POLICY_LOSSES))
-    entry = POLICY_LOSSES[name]
-    unknown = sorted(set(overrides) - {f.name for f in fields(LossConfig)})
-    if unknown:
-        raise ValueError(f"unknown LossConfig field(s) {', '.join(map(repr, unknown))}")
-    cfg = replace(config or entry.defaults, **overrides)
-    if logp.shape != old_logp.shape or logp.shape != mask.shape:
-        raise ValueError(
-            f"logp, old_logp and mask must share a shape, got {tuple(logp.shape)}, "
-            f"{tuple(old_logp.shape)}, {tuple(mask.shape)}"
-        )
-    return entry.fn(logp, old_logp, adv, mask, cfg)
+    cfg = resolve_loss_config(name, config, **overrides)
+    _check_shapes(logp, old_logp, adv, mask)
+    per_token, clipped = POLICY_LOSSES[name].fn(logp, old_logp, adv, cfg)
+    loss = _aggregate(per_token, mask, cfg.aggregation, cfg.norm_length)
+    if not return_stats:
+        return loss
+    with torch.no_grad():
+        stat_dtype = torch.promote_types(per_token.dtype, torch.float32)  # bf16 counts are inexact past 256
+        log_ratio = (logp - old_logp).to(stat_dtype)
+        approx_kl = torch.expm1(log_ratio) - log_ratio  # expm1 keeps r - 1 accurate near r = 1, where the terms cancel
+        clip_fraction = _aggregate(clipped.to(stat_dtype), mask, "token-mean")
+        return PolicyLossOutput(loss, clip_fraction, _aggregate(approx_kl, mask, "token-mean"))

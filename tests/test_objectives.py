@@ -6,7 +6,9 @@ checked against torch autograd of the explicit objectives in float64.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,10 +23,13 @@ from tailmiss.objectives import (
     STD_KINDS,
     SURROGATES,
     LossConfig,
+    PolicyLoss,
+    PolicyLossOutput,
     binary_group_advantages,
     focal_weight,
     group_advantages,
     policy_loss,
+    resolve_loss_config,
 )
 
 F64 = torch.float64
@@ -370,14 +375,46 @@ def _ones(shape):
 
 
 def test_policy_loss_registry_defaults():
-    assert set(POLICY_LOSSES) == {"grpo", "dapo", "cispo"}
-    assert (POLICY_LOSSES["grpo"].defaults.clip_low, POLICY_LOSSES["grpo"].defaults.clip_high) == (0.2, 0.2)
-    assert (POLICY_LOSSES["dapo"].defaults.clip_low, POLICY_LOSSES["dapo"].defaults.clip_high) == (0.2, 0.28)
-    assert (POLICY_LOSSES["cispo"].defaults.clip_low, POLICY_LOSSES["cispo"].defaults.clip_high) == (1.0, 5.0)
-    for entry in POLICY_LOSSES.values():
-        assert entry.defaults.dual_clip is None
-        assert entry.defaults.aggregation == "token-mean"
-        assert entry.defaults.cispo_clip_mode == "relative"
+    # (clip_low, clip_high, aggregation, advantage) of each method's paper settings
+    expected = {
+        "grpo": (0.2, 0.2, "token-mean", "std"),
+        "dapo": (0.2, 0.28, "token-mean", "std"),
+        "cispo": (1.0, 5.0, "token-mean", "std"),
+        "drgrpo": (0.2, 0.2, "token-sum-norm", "mean"),
+    }
+    assert set(POLICY_LOSSES) == set(expected)
+    for name, entry in POLICY_LOSSES.items():
+        d = entry.defaults
+        assert entry.name == name
+        assert isinstance(d, LossConfig)
+        assert (d.clip_low, d.clip_high, d.aggregation, entry.advantage) == expected[name]
+        assert entry.advantage in ADVANTAGE_MODES
+        assert d.dual_clip is None  # off
+        assert d.norm_length is None  # the mask width
+        assert d.cispo_clip_mode == "relative"
+    # Dr. GRPO is GRPO's PPO-clip with another aggregation and advantage
+    assert POLICY_LOSSES["drgrpo"].fn is POLICY_LOSSES["grpo"].fn
+
+
+def test_drgrpo_advantage_mode_is_mean_centring():
+    r = _t([[1.0, 0.0, 0.0, 1.0, 1.0]])
+    adv = group_advantages(r, mode=POLICY_LOSSES["drgrpo"].advantage)
+    torch.testing.assert_close(adv, _t([[0.4, -0.6, -0.6, 0.4, 0.4]]), rtol=0, atol=1e-15)
+
+
+def test_policy_loss_entry_requires_resolved_defaults_and_known_advantage():
+    fn = POLICY_LOSSES["grpo"].fn
+    with pytest.raises(ValueError, match="aggregation"):
+        PolicyLoss("x", fn, LossConfig(0.2, 0.2, cispo_clip_mode="relative"), advantage="std")
+    with pytest.raises(ValueError, match="advantage"):
+        PolicyLoss("x", fn, POLICY_LOSSES["grpo"].defaults, advantage="rank")
+
+
+def test_loss_config_fields_default_to_none():
+    assert all(getattr(LossConfig(), f.name) is None for f in dataclasses.fields(LossConfig))
+    for name, entry in POLICY_LOSSES.items():
+        assert resolve_loss_config(name) == entry.defaults
+        assert resolve_loss_config(name, LossConfig()) == entry.defaults
 
 
 @pytest.mark.parametrize("name", ["grpo", "dapo"])
@@ -465,7 +502,7 @@ def test_cispo_relative_floor_with_small_clip_low():
     assert loss.item() == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean"])
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "token-sum-norm"])
 def test_cispo_gradient_is_detached_clipped_ratio(aggregation):
     gen = torch.Generator().manual_seed(3)
     b, t = 4, 6
@@ -480,6 +517,8 @@ def test_cispo_gradient_is_detached_clipped_ratio(aggregation):
     assert (r_hat == 6.0).any() and ((r_hat > 0) & (r_hat < 6)).any()
     if aggregation == "token-mean":
         denom = mask.sum()
+    elif aggregation == "token-sum-norm":
+        denom = b * t
     else:
         denom = b * mask.sum(1, keepdim=True)
     expected = -r_hat * adv * mask / denom
@@ -517,6 +556,11 @@ def test_policy_loss_explicit_config_and_overrides():
         ({"dual_clip": 0.5}, "dual_clip"),
         ({"cispo_clip_mode": "both"}, "cispo_clip_mode"),
         ({"aggregation": "seq-sum"}, "aggregation"),
+        ({"aggregation": "seq-mean-token-sum-norm"}, "aggregation"),
+        ({"norm_length": 0}, "norm_length"),
+        ({"norm_length": -3}, "norm_length"),
+        ({"norm_length": 2.5}, "norm_length"),
+        ({"norm_length": True}, "norm_length"),
     ],
 )
 def test_loss_config_rejects_bad_values(kwargs, field):
@@ -567,3 +611,314 @@ def test_unknown_override_is_a_value_error():
     x = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="'clip'"):
         policy_loss("grpo", x, x, torch.ones(1, 1), torch.ones(1, 2), clip=0.3)
+
+
+# ---------------------------------------------------------------------------
+# Config resolution: a partial config keeps the method's defaults
+# ---------------------------------------------------------------------------
+
+
+def test_partial_config_keeps_cispo_clip_bounds():
+    # regression: a config that sets only the aggregation used to bring GRPO's 0.2/0.2 into CISPO
+    cfg = LossConfig(aggregation="seq-mean-token-mean")
+    resolved = resolve_loss_config("cispo", cfg)
+    assert (resolved.clip_low, resolved.clip_high) == (1.0, 5.0)
+    assert resolved.aggregation == "seq-mean-token-mean"
+    # r = 5.5 lies inside CISPO's [0, 6], so its weight is 5.5 (0.2/0.2 would make it 1.2)
+    old = torch.zeros(1, 1, dtype=F64)
+    logp = torch.log(_t([[5.5]]))
+    out = policy_loss("cispo", logp, old, _t([[-1.5]]), _ones((1, 1)), config=cfg, return_stats=True)
+    assert out.loss.item() == pytest.approx(-5.5 * -1.5 * math.log(5.5), rel=1e-12)
+    assert out.clip_fraction.item() == 0.0
+
+
+def test_partial_config_keeps_dapo_clip_higher():
+    cfg = LossConfig(aggregation="seq-mean-token-mean")
+    assert resolve_loss_config("dapo", cfg).clip_high == 0.28
+    # r = 1.25, A = 2: inside DAPO's 1.28, so the objective is 2.5 (GRPO's 1.2 would give 2.4)
+    loss = policy_loss("dapo", torch.log(_t([[1.25]])), torch.zeros(1, 1, dtype=F64), _t([[2.0]]), _ones((1, 1)), cfg)
+    assert loss.item() == pytest.approx(-2.5, rel=1e-12)
+
+
+def test_overrides_win_over_config_and_none_restores_the_default():
+    cfg = LossConfig(clip_high=0.1, dual_clip=3.0, norm_length=7)
+    assert resolve_loss_config("dapo", cfg).clip_high == 0.1
+    assert resolve_loss_config("dapo", cfg, clip_high=0.3).clip_high == 0.3
+    assert resolve_loss_config("dapo", cfg, clip_high=None).clip_high == 0.28
+    assert resolve_loss_config("grpo", cfg).dual_clip == 3.0
+    assert resolve_loss_config("grpo", cfg, dual_clip=None).dual_clip is None
+    resolved = resolve_loss_config("drgrpo", cfg, clip_low=0.1)
+    assert (resolved.clip_low, resolved.clip_high, resolved.norm_length) == (0.1, 0.1, 7)
+    assert resolved.aggregation == "token-sum-norm"
+
+
+def test_resolve_loss_config_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="'clip'"):
+        resolve_loss_config("grpo", clip=0.3)
+    with pytest.raises(ValueError, match="name"):
+        resolve_loss_config("ppo")
+    with pytest.raises(ValueError, match="clip_high"):
+        resolve_loss_config("grpo", clip_high=-0.5)
+    with pytest.raises(TypeError, match="LossConfig"):
+        resolve_loss_config("grpo", {"clip_high": 0.3})
+
+
+# ---------------------------------------------------------------------------
+# Golden values on a 2 x 3 batch
+# ---------------------------------------------------------------------------
+
+# ratios r = p / p_old = [[1.5, 0.5, 1.25], [0.7, 7.0, 1.1]]; the last token of row 2 is padding
+_P_OLD = [[0.4, 0.6, 0.2], [0.5, 0.1, 0.3]]
+_P = [[0.6, 0.3, 0.25], [0.35, 0.7, 0.33]]
+_MASK = [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]
+_ADV = [[2.0], [-1.0]]
+_VALID_R = [1.5, 0.5, 1.25, 0.7, 7.0]
+_K3 = sum((r - 1) - math.log(r) for r in _VALID_R) / 5
+
+# PPO-clip objectives of the five response tokens, min(rA, clip(r)A):
+# GRPO 0.2/0.2: r = 1.5 and 1.25 clip to 1.2 * 2; r = 0.5 keeps 0.5 * 2 (< 0.8 * 2);
+# r = 0.7 clips to 0.8 * -1; r = 7 keeps 7 * -1 (< 1.2 * -1)
+_GRPO_OBJ = 1.2 * 2 + 0.5 * 2 + 1.2 * 2 + 0.8 * -1 + 7.0 * -1  # = -2.0, 3 of 5 clipped
+# DAPO 0.2/0.28: r = 1.25 is now inside, r = 1.5 clips to 1.28 * 2
+_DAPO_OBJ = 1.28 * 2 + 0.5 * 2 + 1.25 * 2 + 0.8 * -1 + 7.0 * -1  # = -1.74, 2 of 5 clipped
+# dual clip c = 3 also binds at r = 7, A = -1: max(-7, 3 * -1) = -3
+_DUAL_OBJ = 1.2 * 2 + 0.5 * 2 + 1.2 * 2 + 0.8 * -1 + 3.0 * -1  # = 2.0, 4 of 5 clipped
+# asymmetric bounds 0.4/0.2: r = 0.7 is now above 1 - 0.4 and keeps 0.7 * -1
+_LOW_04_OBJ = 1.2 * 2 + 0.5 * 2 + 1.2 * 2 + 0.7 * -1 + 7.0 * -1  # = -1.9, 2 of 5 clipped
+# CISPO relative [0, 6]: only r = 7 is clipped (to 6); the objective is w A log p
+_CISPO_OBJ = (
+    1.5 * 2 * math.log(0.6)
+    + 0.5 * 2 * math.log(0.3)
+    + 1.25 * 2 * math.log(0.25)
+    + 0.7 * -1 * math.log(0.35)
+    + 6.0 * -1 * math.log(0.7)
+)
+# CISPO absolute: min(r, 5), r = 7 -> 5
+_CISPO_ABS_OBJ = _CISPO_OBJ - 6.0 * -1 * math.log(0.7) + 5.0 * -1 * math.log(0.7)
+
+
+def _golden_inputs(requires_grad=False):
+    logp = torch.log(_t(_P)).requires_grad_(requires_grad)
+    return logp, torch.log(_t(_P_OLD)), _t(_ADV), _t(_MASK)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "loss", "clip_fraction"),
+    [
+        ("grpo", {}, -_GRPO_OBJ / 5, 3 / 5),
+        ("dapo", {}, -_DAPO_OBJ / 5, 2 / 5),
+        ("cispo", {}, -_CISPO_OBJ / 5, 1 / 5),
+        ("drgrpo", {}, -_GRPO_OBJ / (2 * 3), 3 / 5),  # sum over B * L = 2 * 3
+        ("grpo", {"dual_clip": 3.0}, -_DUAL_OBJ / 5, 4 / 5),
+        ("grpo", {"clip_low": 0.4}, -_LOW_04_OBJ / 5, 2 / 5),
+        ("cispo", {"cispo_clip_mode": "absolute"}, -_CISPO_ABS_OBJ / 5, 1 / 5),
+        # per-sequence means: row 1 -(2.4 + 1 + 2.4) / 3, row 2 -(-0.8 - 7) / 2
+        ("grpo", {"aggregation": "seq-mean-token-mean"}, (-(2.4 + 1.0 + 2.4) / 3 + (0.8 + 7.0) / 2) / 2, 3 / 5),
+        ("drgrpo", {"norm_length": 10}, -_GRPO_OBJ / (2 * 10), 3 / 5),
+    ],
+)
+def test_policy_loss_golden_values(name, overrides, loss, clip_fraction):
+    logp, old, adv, mask = _golden_inputs()
+    out = policy_loss(name, logp, old, adv, mask, return_stats=True, **overrides)
+    assert out.loss.item() == pytest.approx(loss, rel=1e-12)
+    assert out.clip_fraction.item() == pytest.approx(clip_fraction, rel=1e-15)
+    assert out.approx_kl.item() == pytest.approx(_K3, rel=1e-12)
+    # per-token advantages equal to the broadcast ones give the same numbers
+    out_bt = policy_loss(name, logp, old, adv.expand(2, 3), mask, return_stats=True, **overrides)
+    for a, b in zip(out, out_bt):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_golden_gradients_ppo_clip_zeroes_clipped_tokens_cispo_keeps_them():
+    # PPO-clip: d(-rA)/dlogp / 5 = -rA/5 on unclipped tokens, exactly 0 on clipped and padded ones
+    logp, old, adv, mask = _golden_inputs(requires_grad=True)
+    (grad,) = torch.autograd.grad(policy_loss("grpo", logp, old, adv, mask), logp)
+    expected = _t([[0.0, -0.5 * 2 / 5, 0.0], [0.0, -7.0 * -1 / 5, 0.0]])
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=0)
+    assert (grad == 0).tolist() == [[True, False, True], [True, False, True]]
+    # CISPO: -w A / 5 with w the detached clipped ratio; the clipped token (w = 6) keeps its gradient
+    (grad,) = torch.autograd.grad(policy_loss("cispo", logp, old, adv, mask), logp)
+    expected = _t([[-1.5 * 2 / 5, -0.5 * 2 / 5, -1.25 * 2 / 5], [-0.7 * -1 / 5, -6.0 * -1 / 5, 0.0]])
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=0)
+    assert grad[1, 1].item() == pytest.approx(1.2, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Gradients vs autograd of a per-token reference
+# ---------------------------------------------------------------------------
+
+_PAPER_CLIPS = {"grpo": (0.2, 0.2), "dapo": (0.2, 0.28), "cispo": (1.0, 5.0), "drgrpo": (0.2, 0.2)}
+
+
+def _reference_loss(name, logp, old, adv, mask, aggregation, dual_clip=None):
+    """The paper formulas token by token, with explicit branches instead of min/clamp."""
+    lo, hi = _PAPER_CLIPS[name]
+    b, t = logp.shape
+    rows = []
+    for i in range(b):
+        row = []
+        for j in range(t):
+            if mask[i, j] == 0:
+                continue
+            a = adv[i, 0 if adv.shape[1] == 1 else j].item()
+            r = torch.exp(logp[i, j] - old[i, j])
+            if name == "cispo":
+                w = min(max(r.item(), 0.0), 1.0 + hi)  # a number: no gradient through the weight
+                obj = w * a * logp[i, j]
+            elif a > 0 and r.item() > 1 + hi:
+                obj = torch.tensor((1 + hi) * a, dtype=F64)  # a constant: no gradient
+            elif a < 0 and r.item() < 1 - lo:
+                obj = torch.tensor((1 - lo) * a, dtype=F64)
+            else:
+                obj = r * a
+            if dual_clip is not None and a < 0 and obj.item() < dual_clip * a:
+                obj = torch.tensor(dual_clip * a, dtype=F64)
+            row.append(-obj)
+        rows.append(row)
+    tokens = [x for row in rows for x in row]
+    if aggregation == "token-mean":
+        return sum(tokens) / len(tokens)
+    if aggregation == "token-sum-norm":
+        return sum(tokens) / (b * t)
+    seq_means = [sum(row) / len(row) for row in rows if row]
+    return sum(seq_means) / len(seq_means)
+
+
+def _random_case(seed, adv_width):
+    gen = torch.Generator().manual_seed(seed)
+    b, t = 4, 6
+    old = torch.log(torch.rand(b, t, generator=gen, dtype=F64) * 0.9 + 0.05)
+    # ratios spread over [0.08, 12]; the first three are planted so that CISPO's cap 6,
+    # the PPO bounds and the interior are all hit
+    log_ratio = torch.empty(b, t, dtype=F64).uniform_(-2.5, 2.5, generator=gen)
+    log_ratio[0, :3] = torch.log(_t([9.0, 0.3, 1.05]))
+    logp = old + log_ratio
+    adv = torch.randn(b, adv_width, generator=gen, dtype=F64)
+    mask = _t([[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0]])
+    return logp, old, adv, mask
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "token-sum-norm"])
+@pytest.mark.parametrize("adv_width", [1, 6])
+def test_policy_loss_gradient_matches_reference(name, aggregation, adv_width):
+    logp, old, adv, mask = _random_case(11 + adv_width, adv_width)
+    ratio = torch.exp(logp - old)
+    x = logp.clone().requires_grad_(True)
+    got = policy_loss(name, x, old, adv, mask, aggregation=aggregation)
+    (grad,) = torch.autograd.grad(got, x)
+    y = logp.clone().requires_grad_(True)
+    want = _reference_loss(name, y, old, adv, mask, aggregation)
+    (want_grad,) = torch.autograd.grad(want, y)
+    torch.testing.assert_close(got, want.detach(), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(grad, want_grad, rtol=1e-12, atol=1e-15)
+    # padding gets no gradient; PPO-clip zeroes exactly the clipped tokens (r A is never 0 here)
+    assert (grad[mask == 0] == 0).all()
+    if name != "cispo":
+        lo, hi = _PAPER_CLIPS[name]
+        a = adv.expand_as(ratio)
+        clipped = ((a > 0) & (ratio > 1 + hi)) | ((a < 0) & (ratio < 1 - lo))
+        assert clipped[mask == 1].any() and (~clipped)[mask == 1].any()
+        assert ((grad == 0) == (clipped | (mask == 0))).all()
+    else:
+        assert (grad[mask == 1] != 0).all()
+
+
+def test_dual_clip_gradient_matches_reference():
+    logp, old, adv, mask = _random_case(5, 1)
+    adv = -adv.abs()  # every sequence negative, so the dual clip can bind
+    assert (torch.exp(logp - old)[mask == 1] > 3.0).any()
+    x = logp.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(policy_loss("grpo", x, old, adv, mask, dual_clip=3.0), x)
+    y = logp.clone().requires_grad_(True)
+    (want,) = torch.autograd.grad(_reference_loss("grpo", y, old, adv, mask, "token-mean", dual_clip=3.0), y)
+    torch.testing.assert_close(grad, want, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# Dr. GRPO aggregation
+# ---------------------------------------------------------------------------
+
+
+def test_token_sum_norm_divides_by_batch_times_length():
+    per_token_adv = _t([[1.0, 2.0, 3.0, 4.0], [10.0, 0.0, 0.0, 0.0], [5.0, 7.0, 0.0, 0.0]])
+    mask = _t([[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0]])
+    logp = torch.log(_t([[0.5] * 4] * 3))
+    adv = per_token_adv + (1 - mask) * 1e6  # padding must be ignored
+    total = 1 + 2 + 3 + 4 + 10 + 5 + 7  # ratio 1: per-token loss -A
+    for name in ("grpo", "drgrpo"):
+        loss = policy_loss(name, logp, logp.clone(), adv, mask, aggregation="token-sum-norm")
+        assert loss.item() == pytest.approx(-total / (3 * 4), rel=1e-14)
+        loss = policy_loss(name, logp, logp.clone(), adv, mask, aggregation="token-sum-norm", norm_length=10)
+        assert loss.item() == pytest.approx(-total / (3 * 10), rel=1e-14)
+    # Dr. GRPO by default: the mask width; vs GRPO's token mean over 7 tokens the factor is 7 / 12
+    drgrpo = policy_loss("drgrpo", logp, logp.clone(), adv, mask)
+    grpo = policy_loss("grpo", logp, logp.clone(), adv, mask)
+    assert drgrpo.item() == pytest.approx(-total / 12, rel=1e-14)
+    assert drgrpo.item() == pytest.approx(grpo.item() * 7 / 12, rel=1e-14)
+    # the other aggregations ignore norm_length
+    assert policy_loss("grpo", logp, logp.clone(), adv, mask, norm_length=10).item() == pytest.approx(grpo.item())
+
+
+def test_drgrpo_vs_grpo_on_golden_batch():
+    logp, old, adv, mask = _golden_inputs()
+    drgrpo = policy_loss("drgrpo", logp, old, adv, mask)
+    grpo = policy_loss("grpo", logp, old, adv, mask)
+    # same per-token losses; 5 response tokens over B * L = 6
+    assert drgrpo.item() == pytest.approx(grpo.item() * 5 / 6, rel=1e-12)
+    assert drgrpo.item() == pytest.approx(2.0 / 6, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Shapes and stats
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("adv_shape", [(2,), (1, 3), (1, 1), (2, 4), (3, 2), (), (2, 3, 1), (2, 1, 1)])
+def test_policy_loss_rejects_bad_adv_shapes(adv_shape):
+    logp = torch.zeros(2, 3, dtype=F64)
+    adv = torch.ones(adv_shape, dtype=F64)
+    with pytest.raises(ValueError, match="adv") as info:
+        policy_loss("grpo", logp, logp, adv, _ones((2, 3)))
+    assert str(adv_shape) in str(info.value) and "(2, 3)" in str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3, 1)])
+def test_policy_loss_rejects_non_2d_inputs(shape):
+    x = torch.zeros(shape, dtype=F64)
+    with pytest.raises(ValueError, match=re.escape("2-D")):
+        policy_loss("grpo", x, x, torch.ones(1, 1, dtype=F64), torch.ones(shape, dtype=F64))
+
+
+def test_return_stats_types_and_default_return():
+    logp, old, adv, mask = _golden_inputs(requires_grad=True)
+    out = policy_loss("dapo", logp, old, adv, mask, return_stats=True)
+    assert isinstance(out, PolicyLossOutput) and isinstance(out, tuple)
+    assert out._fields == ("loss", "clip_fraction", "approx_kl")
+    for value in out:
+        assert isinstance(value, torch.Tensor) and value.shape == () and value.dtype == F64
+    assert out.loss.requires_grad
+    assert not out.clip_fraction.requires_grad and not out.approx_kl.requires_grad
+    plain = policy_loss("dapo", logp, old, adv, mask)
+    assert isinstance(plain, torch.Tensor) and not isinstance(plain, tuple)
+    assert plain.item() == out.loss.item()
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "token-sum-norm"])
+def test_all_zero_mask_gives_zero_loss_and_stats(name, aggregation):
+    logp, old, adv, _ = _golden_inputs(requires_grad=True)
+    mask = torch.zeros(2, 3, dtype=F64)
+    out = policy_loss(name, logp, old, adv, mask, aggregation=aggregation, return_stats=True)
+    assert torch.isfinite(out.loss) and out.loss.item() == 0.0
+    assert out.clip_fraction.item() == 0.0 and out.approx_kl.item() == 0.0
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    assert (grad == 0).all()
+
+
+def test_approx_kl_is_zero_at_ratio_one_and_nonnegative():
+    logp, _, adv, mask = _golden_inputs()
+    out = policy_loss("grpo", logp, logp.clone(), adv, mask, return_stats=True)
+    assert out.approx_kl.item() == 0.0 and out.clip_fraction.item() == 0.0
+    logp, old, adv, mask = _random_case(2, 1)
+    assert policy_loss("cispo", logp, old, adv, mask, return_stats=True).approx_kl.item() > 0

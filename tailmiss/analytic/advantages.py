@@ -64,7 +64,7 @@ def advantage_magnitudes(mu_pos, std: str = "population", n=None) -> AdvantageMa
 
     References
     ----------
-    F-GRPO Eq. 3 and §4.2; spec §2.10.
+    F-GRPO Eq. 3 and §4.2.
     """
     mu = check_interval("mu_pos", mu_pos, 0.0, 1.0, lo_open=True, hi_open=True)
     if std == "population":

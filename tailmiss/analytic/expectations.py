@@ -68,7 +68,7 @@ def expected_unsampled_mass(probs, n, mask=None):
 
     References
     ----------
-    BroRL Lemma 2 (escape probability); spec §2.7.
+    BroRL Lemma 2 (escape probability).
     """
     p, n_arr, mask = _expectation_inputs(probs, n, mask)
     terms = p * _miss_probability(p, n_arr)

@@ -81,7 +81,7 @@ def pass_at_k_from_mass(q_pos, k):
 
     References
     ----------
-    BroRL §3 (pass@k link); spec §2.9.
+    BroRL §3 (pass@k link).
     """
     q = check_interval("q_pos", q_pos, 0.0, 1.0, lo_open=False, hi_open=False)
     k_arr = check_integer("k", k, 1).astype(np.float64)

@@ -147,7 +147,7 @@ def tail_miss_peak(mu_pos, tau, n_max: int = 10**7, grid=None) -> TailMissPeak:
 
     References
     ----------
-    F-GRPO Lemma 3.1; the paper gives no closed-form argmax (spec §2.2).
+    F-GRPO Lemma 3.1; the paper gives no closed-form argmax.
     """
     mu, tau_arr = _check_mu_tau(mu_pos, tau)
     n_max = int(check_integer("n_max", n_max, 1))

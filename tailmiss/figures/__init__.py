@@ -27,6 +27,12 @@ class Context:
     cache_dir: Path = Path("runs/sim")
     device: str | None = None
     progress: bool = True
+    llm_cache_dir: Path | None = None
+
+    @property
+    def llm_cache(self) -> Path:
+        """Where LLM runs are cached: ``llm_cache_dir``, else ``llm/`` beside the simulation cache."""
+        return Path(self.llm_cache_dir) if self.llm_cache_dir is not None else Path(self.cache_dir).parent / "llm"
 
 
 @dataclass(frozen=True)

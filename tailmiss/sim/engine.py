@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from tailmiss import analytic, objectives
+from tailmiss._device import resolve_device
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.result import SimResult
 from tailmiss.sim.sampler import CountSampler
@@ -77,18 +78,6 @@ def realised_mass_balance(p: torch.Tensor, counts: torch.Tensor, num_correct: in
         (s_r - r_w) * q_pos * b2,
         s_r * (q_pos * u_neg2 - q_neg * u_pos2),
     )
-
-
-def resolve_device(device) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} requested but CUDA is not available")
-    return dev
 
 
 def initial_logits(config: SimConfig) -> np.ndarray:

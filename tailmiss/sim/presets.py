@@ -1,7 +1,7 @@
 """Named simulation setups from the papers (F-GRPO App. J, BroRL §4.1) and their quick variants.
 
 The F-GRPO appendix names no optimizer and reads like a probability surrogate;
-only the log-probability surrogate with Adam reproduces its Figure 2 (spec §5.4),
+only the log-probability surrogate with Adam reproduces its Figure 2 (checked in paper_repro.md),
 so ``fgrpo-fig2`` uses that and ``fgrpo-fig2-prob`` keeps the literal reading for
 comparison. Quick variants keep the paper's action space and initial policy and
 cut seeds, group sizes and steps so that they run in about a minute on two CPU

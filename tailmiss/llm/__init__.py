@@ -1,0 +1,57 @@
+"""A compact group-relative RL trainer for a small transformer on verifiable tasks.
+
+* :mod:`tailmiss.llm.model`: a nanoGPT-style decoder with KV-cache sampling and
+  exact (float64) log-probabilities;
+* :mod:`tailmiss.llm.tasks`: the task protocol, task (a) ``multisolution``
+  (enumerable answer space, exact answer masses) and task (b) ``maze``;
+* :mod:`tailmiss.llm.sft` / :mod:`tailmiss.llm.train`: the SFT and RL loops
+  (GRPO, DAPO, CISPO, Dr. GRPO, each with the F-GRPO focal weight; losses from
+  :mod:`tailmiss.objectives`);
+* :mod:`tailmiss.llm.evaluate`: sampled unbiased pass@k and exact metrics
+  (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k).
+"""
+
+from tailmiss.llm.checkpoint import LoadedRun, RunFolder, load_model
+from tailmiss.llm.config import RLConfig, SFTConfig, load_config
+from tailmiss.llm.evaluate import (
+    PASS_KS,
+    AnswerDistribution,
+    answer_distribution,
+    exact_metrics,
+    sample_correct_counts,
+    sampled_pass_at_k,
+)
+from tailmiss.llm.model import GPT, ModelConfig, answer_logprobs, generate, with_dtype
+from tailmiss.llm.presets import LLM_PRESETS, llm_preset
+from tailmiss.llm.sft import train_sft
+from tailmiss.llm.tasks import TASKS, MazeTask, MultiSolutionTask, Task, make_task
+from tailmiss.llm.train import train_rl
+
+__all__ = [
+    "GPT",
+    "ModelConfig",
+    "generate",
+    "answer_logprobs",
+    "with_dtype",
+    "Task",
+    "TASKS",
+    "make_task",
+    "MultiSolutionTask",
+    "MazeTask",
+    "SFTConfig",
+    "RLConfig",
+    "load_config",
+    "LLM_PRESETS",
+    "llm_preset",
+    "train_sft",
+    "train_rl",
+    "RunFolder",
+    "LoadedRun",
+    "load_model",
+    "PASS_KS",
+    "AnswerDistribution",
+    "answer_distribution",
+    "exact_metrics",
+    "sample_correct_counts",
+    "sampled_pass_at_k",
+]

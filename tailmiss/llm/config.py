@@ -1,0 +1,302 @@
+"""Frozen configurations of the SFT and RL loops, loaded from TOML with unknown keys rejected.
+
+TOML layout: an ``[sft]`` table with ``[sft.task]`` (``name`` plus the task's
+parameters) and ``[sft.model]``; or an ``[rl]`` table. An RL run takes its task
+and model from the SFT checkpoint it starts from. Optional settings whose value
+is ``None`` ("the method's default") are left out of the TOML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tailmiss.io import dataclass_from_mapping, read_toml, write_toml
+from tailmiss.llm.model import ModelConfig
+from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
+from tailmiss.objectives import ADVANTAGE_MODES, POLICY_LOSSES, STD_KINDS, LossConfig
+
+__all__ = ["SFTConfig", "RLConfig", "load_config"]
+
+LR_SCHEDULES = ("constant", "cosine")
+SPLITS = ("train", "test")
+
+
+def _int(name, value, minimum=1):
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _num(name, value, lo=0.0, lo_open=False, hi=math.inf, hi_open=True):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _name(value):
+    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value.startswith("."):
+        raise ValueError(f"name must be a non-empty string without path separators, got {value!r}")
+
+
+def _betas(value):
+    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(b, (int, float)) for b in value)):
+        raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
+    if not all(0 <= b < 1 for b in value):
+        raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
+
+
+class _TomlConfig:
+    """TOML round trip shared by the two configs (``_table`` names the top-level table)."""
+
+    _table = ""
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, Task):
+                value = value.to_dict()
+            elif isinstance(value, ModelConfig):
+                value = dataclasses.asdict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str | None = None):
+        where = where or cls.__name__
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a table, got {data!r}")
+        data = dict(data)
+        if isinstance(data.get("betas"), list):
+            data["betas"] = tuple(data["betas"])
+        if "task" in data:
+            data["task"] = make_task(data["task"], where=f"{where}: task")
+        if "model" in data:
+            model = data["model"]
+            if not isinstance(model, (dict, ModelConfig)):
+                raise ValueError(f"{where}: model must be a table, got {model!r}")
+            if isinstance(model, dict):
+                data["model"] = dataclass_from_mapping(ModelConfig, model, f"{where}: model")
+        try:
+            return dataclass_from_mapping(cls, data, where)
+        except ValueError as exc:
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | Path):
+        data = read_toml(path)
+        if set(data) != {cls._table}:
+            raise ValueError(f"{path}: expected exactly one top-level table [{cls._table}], got {sorted(data)}")
+        return cls.from_dict(data[cls._table], where=str(path))
+
+    def to_toml(self, path: str | Path) -> None:
+        write_toml(path, {self._table: self.to_dict()})
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SFTConfig(_TomlConfig):
+    """Supervised training from scratch on the task's SFT data distribution.
+
+    Attributes
+    ----------
+    task : Task
+        The task and its parameters (TOML table ``[sft.task]``).
+    model : ModelConfig
+        Transformer shape (TOML table ``[sft.model]``).
+    steps, batch_size : int
+        AdamW steps and sequences per step.
+    lr, lr_schedule, warmup_steps, weight_decay, betas, grad_clip
+        AdamW with linear warm-up then a constant or cosine (to 10 %) rate.
+    seed : int
+        Model initialisation and data.
+    log_every, eval_every, checkpoint_every : int
+        Training rows, evaluations on ``eval_prompts`` prompts of the held-out
+        split, checkpoints.
+    """
+
+    _table = "sft"
+
+    name: str = "sft"
+    task: Task = field(default_factory=MultiSolutionTask)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    steps: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-3
+    lr_schedule: str = "cosine"
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    seed: int = 0
+    log_every: int = 50
+    eval_every: int = 500
+    eval_prompts: int = 64
+    eval_split: str = "test"
+    checkpoint_every: int = 500
+
+    def __post_init__(self) -> None:
+        _name(self.name)
+        if not isinstance(self.task, Task):
+            raise ValueError(f"task must be a task table, got {self.task!r}")
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"model must be a model table, got {self.model!r}")
+        for key in ("steps", "batch_size", "log_every", "eval_every", "eval_prompts", "checkpoint_every"):
+            _int(key, getattr(self, key))
+        _int("warmup_steps", self.warmup_steps, 0)
+        _int("seed", self.seed, 0)
+        _num("lr", self.lr, lo_open=True)
+        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _num("weight_decay", self.weight_decay)
+        _betas(self.betas)
+        _num("grad_clip", self.grad_clip, lo_open=True)
+        _choice("eval_split", self.eval_split, SPLITS)
+
+
+@dataclass(frozen=True)
+class RLConfig(_TomlConfig):
+    r"""Group-relative RL from an SFT checkpoint.
+
+    Per step: ``prompts_per_step`` prompts × ``group_size`` rollouts, binary
+    rewards, group advantages (the method's mode unless ``advantage`` is set),
+    times the focal weight :math:`g = (1-\hat\mu_{pos})^\gamma` (F-GRPO Eq. 13),
+    then ``minibatches`` sequential AdamW updates of the method's token loss
+    (:data:`tailmiss.objectives.POLICY_LOSSES`) against the rollout policy's
+    log-probabilities, so PPO clipping acts from the second mini-batch on.
+
+    Attributes
+    ----------
+    method : {"grpo", "dapo", "cispo", "drgrpo"}
+    gamma : float
+        Focal exponent; 0 is the base method.
+    clip_low, clip_high, dual_clip, cispo_clip_mode, aggregation, norm_length
+        Override the method's loss settings (``None``: the method's default).
+    advantage : {"none", "mean", "std"} or None; std_kind, adv_eps
+    dynamic_sampling : bool; max_refills : int
+        DAPO's filter: drop groups whose rewards are all equal and draw more
+        prompts, at most ``max_refills`` extra rounds per step.
+    kl_coef, entropy_coef : float
+        Optional k3 KL penalty to the SFT model and entropy bonus (0: off; the
+        KL to the SFT model is logged either way).
+    temperature, top_k, top_p
+        Rollout sampling (``top_k = 0``: off).
+    eval_every, eval_prompts, eval_split, eval_samples, rare_share
+        Exact answer-mass metrics on a fixed prompt set (enumerable tasks) and,
+        when ``eval_samples > 0``, sampled pass@k from that many samples.
+    """
+
+    _table = "rl"
+
+    name: str = "rl"
+    method: str = "grpo"
+    gamma: float = 0.0
+    group_size: int = 8
+    prompts_per_step: int = 32
+    steps: int = 200
+    lr: float = 1e-4
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    minibatches: int = 1
+    advantage: str | None = None
+    std_kind: str = "bessel"
+    adv_eps: float = 1e-6
+    clip_low: float | None = None
+    clip_high: float | None = None
+    dual_clip: float | None = None
+    cispo_clip_mode: str | None = None
+    aggregation: str | None = None
+    norm_length: int | None = None
+    dynamic_sampling: bool = False
+    max_refills: int = 10
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    eval_every: int = 25
+    eval_prompts: int = 64
+    eval_split: str = "test"
+    eval_samples: int = 0
+    rare_share: float = 0.1
+    checkpoint_every: int = 50
+
+    def __post_init__(self) -> None:
+        _name(self.name)
+        _choice("method", self.method, tuple(POLICY_LOSSES))
+        _num("gamma", self.gamma)
+        for key in ("group_size", "prompts_per_step", "steps", "minibatches", "eval_every", "eval_prompts"):
+            _int(key, getattr(self, key))
+        for key in ("warmup_steps", "max_refills", "seed", "top_k", "eval_samples", "checkpoint_every"):
+            _int(key, getattr(self, key), 0)
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got {self.checkpoint_every!r}")
+        if self.minibatches > self.prompts_per_step * self.group_size:
+            raise ValueError(
+                f"minibatches must not exceed the rollouts per step ({self.prompts_per_step * self.group_size}), "
+                f"got {self.minibatches}"
+            )
+        _num("lr", self.lr, lo_open=True)
+        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _num("weight_decay", self.weight_decay)
+        _betas(self.betas)
+        _num("grad_clip", self.grad_clip, lo_open=True)
+        if self.advantage is not None:
+            _choice("advantage", self.advantage, ADVANTAGE_MODES)
+        _choice("std_kind", self.std_kind, STD_KINDS)
+        _num("adv_eps", self.adv_eps, lo_open=True)
+        if not isinstance(self.dynamic_sampling, bool):
+            raise ValueError(f"dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        _num("kl_coef", self.kl_coef)
+        _num("entropy_coef", self.entropy_coef)
+        _num("temperature", self.temperature, lo_open=True)
+        _num("top_p", self.top_p, lo_open=True, hi=1.0, hi_open=False)
+        _choice("eval_split", self.eval_split, SPLITS)
+        _num("rare_share", self.rare_share, lo_open=True, hi=1.0)
+        self.loss_config()  # validates the loss overrides now, not at the first step
+
+    def loss_config(self) -> LossConfig:
+        """The loss overrides of this run (``None`` fields keep the method's defaults)."""
+        return LossConfig(
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            dual_clip=self.dual_clip,
+            cispo_clip_mode=self.cispo_clip_mode,
+            aggregation=self.aggregation,
+            norm_length=self.norm_length,
+        )
+
+    @property
+    def advantage_mode(self) -> str:
+        """``advantage`` or, when unset, the method's own mode (Dr. GRPO: ``"mean"``)."""
+        return self.advantage or POLICY_LOSSES[self.method].advantage
+
+
+def load_config(path: str | Path) -> SFTConfig | RLConfig:
+    """Load an SFT (``[sft]``) or RL (``[rl]``) config from TOML."""
+    data = read_toml(path)
+    kinds = {c._table: c for c in (SFTConfig, RLConfig)}
+    if len(data) != 1 or next(iter(data)) not in kinds:
+        raise ValueError(f"{path}: expected exactly one top-level table, [sft] or [rl], got {sorted(data)}")
+    ((table, body),) = data.items()
+    return kinds[table].from_dict(body, where=str(path))

@@ -1,0 +1,102 @@
+"""Named SFT and RL setups, each with a ``-quick`` variant for two CPU cores.
+
+The maze presets follow F-GRPO §5.2 / App. K (SFT: 1,500 steps, batch 32,
+AdamW lr 5e-4, about 3M parameters on 17×17 mazes; RL: batch 256, lr 1e-4,
+20K steps); their quick variants use 7×7 mazes and a small model. The
+multi-solution presets have no counterpart in the paper: they are sized so the
+SFT model starts near :math:`\\mu_{pos} \\approx 0.6` and RL moves it within
+minutes on a CPU; ``multisolution-fgrpo`` is the same run with the focal weight
+at γ = 0.5 (the value F-GRPO selects most often, F-GRPO Table 7).
+"""
+
+from __future__ import annotations
+
+from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.model import ModelConfig
+from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
+
+__all__ = ["LLM_PRESETS", "llm_preset", "quick_name"]
+
+_SMALL = ModelConfig(n_layer=2, n_head=4, n_embd=64)
+_MAZE_FULL = ModelConfig(n_layer=4, n_head=8, n_embd=256)  # about 3.2M parameters
+
+_MS_SFT = SFTConfig(
+    name="multisolution-sft",
+    task=MultiSolutionTask(),
+    model=_SMALL,
+    steps=3000,
+    batch_size=64,
+    lr=3e-3,
+    warmup_steps=50,
+    eval_every=500,
+    checkpoint_every=500,
+)
+_MS_GRPO = RLConfig(
+    name="multisolution-grpo",
+    method="grpo",
+    group_size=8,
+    prompts_per_step=32,
+    steps=400,
+    lr=1e-4,
+    eval_every=20,
+    eval_prompts=64,
+    eval_samples=0,  # the exact metrics cover pass@k; `tailmiss llm eval` samples on demand
+    checkpoint_every=50,
+)
+_MAZE_SFT = SFTConfig(
+    name="maze-sft",
+    task=MazeTask(size=17),
+    model=_MAZE_FULL,
+    steps=1500,
+    batch_size=32,
+    lr=5e-4,
+    warmup_steps=50,
+    eval_every=250,
+    eval_prompts=256,
+    checkpoint_every=250,
+)
+_MAZE_GRPO = RLConfig(
+    name="maze-grpo",
+    method="grpo",
+    group_size=8,
+    prompts_per_step=256,
+    steps=20_000,
+    lr=1e-4,
+    eval_every=500,
+    eval_prompts=256,
+    eval_samples=256,
+    checkpoint_every=500,
+)
+
+LLM_PRESETS: dict[str, SFTConfig | RLConfig] = {
+    c.name: c
+    for c in (
+        _MS_SFT,
+        _MS_SFT.replace(name="multisolution-sft-quick", steps=1000, eval_every=250, checkpoint_every=250),
+        _MS_GRPO,
+        _MS_GRPO.replace(name="multisolution-grpo-quick", steps=60, prompts_per_step=16, eval_every=20),
+        _MS_GRPO.replace(name="multisolution-fgrpo", gamma=0.5),
+        _MS_GRPO.replace(name="multisolution-fgrpo-quick", gamma=0.5, steps=60, prompts_per_step=16, eval_every=20),
+        _MAZE_SFT,
+        _MAZE_SFT.replace(
+            name="maze-sft-quick", task=MazeTask(size=7), model=_SMALL, lr=1e-3, eval_prompts=64, eval_every=500
+        ),
+        _MAZE_GRPO,
+        _MAZE_GRPO.replace(
+            name="maze-grpo-quick", prompts_per_step=16, steps=60, eval_every=20, eval_prompts=64, eval_samples=16
+        ),
+    )
+}
+"""Every named LLM setup (SFT presets build the model; RL presets start from an SFT run)."""
+
+
+def llm_preset(name: str) -> SFTConfig | RLConfig:
+    """The preset called ``name`` (``ValueError`` listing the known names otherwise)."""
+    if name not in LLM_PRESETS:
+        raise ValueError(f"unknown LLM preset {name!r}; known: {', '.join(LLM_PRESETS)}")
+    return LLM_PRESETS[name]
+
+
+def quick_name(name: str) -> str:
+    """Name of the quick variant of ``name`` (itself if it has none)."""
+    return name if name.endswith("-quick") or f"{name}-quick" not in LLM_PRESETS else f"{name}-quick"

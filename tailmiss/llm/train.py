@@ -1,0 +1,360 @@
+r"""Group-relative RL from an SFT checkpoint: GRPO, DAPO, CISPO and Dr. GRPO, each with the focal weight.
+
+One loop, top to bottom (CleanRL style). Per step:
+
+1. **Rollouts.** ``prompts_per_step`` training prompts, ``group_size`` samples
+   each (KV cache, T = 1, top-p 1, top-k off by default).
+2. **Rewards.** The task's strict verifier: 1 / 0.
+3. **Advantages.** Per group, :math:`A_i = (R_i - \bar R)/(\sigma_R + \epsilon)`
+   (the method's mode; Dr. GRPO drops the std), times the focal weight
+   :math:`g = (1 - \hat\mu_{pos})^\gamma` with :math:`\hat\mu_{pos} = X/N`
+   (F-GRPO Eqs. 3, 11-13). With DAPO's dynamic sampling, groups whose rewards
+   are all equal are dropped and more prompts are drawn.
+4. **Old log-probs.** The rollout policy's token log-probabilities (and the SFT
+   model's, for the logged KL and the optional KL penalty).
+5. **Updates.** ``minibatches`` sequential AdamW steps, each on a share of the
+   rollouts, of the method's token loss from :mod:`tailmiss.objectives` (plus
+   the optional KL penalty and entropy bonus), gradient norm clipped. With one
+   mini-batch the ratio is exactly 1 and the update is on-policy.
+6. **Log, evaluate, checkpoint.** Exact answer-mass metrics on a fixed prompt
+   set every ``eval_every`` steps (enumerable tasks).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tailmiss import objectives
+from tailmiss._device import resolve_device
+from tailmiss.llm._loop import environment, lr_at, make_optimizer, progress_bar, step_seed
+from tailmiss.llm.checkpoint import LoadedRun, RunFolder
+from tailmiss.llm.config import RLConfig
+from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
+from tailmiss.llm.model import GPT, answer_logprobs, generate
+from tailmiss.llm.tasks import EOS, PAD, Task
+
+__all__ = ["train_rl", "Rollouts", "collect_rollouts"]
+
+_PROMPTS, _SAMPLING, _SHUFFLE, _EVAL = 1, 2, 3, 4  # random streams of step_seed
+
+
+class Rollouts:
+    """One step's groups: prompt ids (R, P), answers (R, L), response mask, rewards (G, N)."""
+
+    def __init__(self, prompt_ids, answers, mask, rewards):
+        self.prompt_ids, self.answers, self.mask, self.rewards = prompt_ids, answers, mask, rewards
+
+    def take_groups(self, keep: torch.Tensor, group_size: int) -> Rollouts:
+        rows = (keep[:, None] * group_size + torch.arange(group_size)).reshape(-1)
+        return Rollouts(self.prompt_ids[rows], self.answers[rows], self.mask[rows], self.rewards[keep])
+
+    @staticmethod
+    def concat(parts: list[Rollouts]) -> Rollouts:
+        return Rollouts(
+            *(torch.cat([getattr(p, k) for p in parts]) for k in ("prompt_ids", "answers", "mask", "rewards"))
+        )
+
+
+def response_mask(answers: torch.Tensor) -> torch.Tensor:
+    """True on each answer's tokens up to and including its first ``<eos>`` (all tokens if there is none)."""
+    is_eos = answers == EOS
+    before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()
+    return before == 0
+
+
+@torch.no_grad()
+def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: int, device) -> Rollouts:
+    """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards."""
+    model.eval()
+    prompts = task.prompts("train", cfg.prompts_per_step, seed=step_seed(cfg.seed, step, 10 * round_ + _PROMPTS))
+    prompt_ids = task.encode_prompts(prompts).repeat_interleave(cfg.group_size, dim=0).to(device)  # (B*N, P)
+    gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + _SAMPLING))
+    answers, _ = generate(
+        model, prompt_ids, task.max_answer_len, EOS, PAD, cfg.temperature, cfg.top_k or None, cfg.top_p, gen
+    )
+    rows = answers.cpu().tolist()
+    rewards = torch.tensor(
+        [task.reward(prompts[i // cfg.group_size], row) for i, row in enumerate(rows)], dtype=torch.float64
+    ).view(cfg.prompts_per_step, cfg.group_size)  # (B, N)
+    return Rollouts(prompt_ids, answers, response_mask(answers), rewards)
+
+
+def _gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
+    """Rollouts of the step; with dynamic sampling, only mixed-reward groups, refilled up to ``max_refills`` rounds."""
+    first = collect_rollouts(model, task, cfg, step, 0, device)
+    info = {
+        "reward_mean": float(first.rewards.mean()),
+        "mu_hat": first.rewards.mean(1),
+        "frac_zero_std": float((first.rewards.std(1, correction=0) == 0).double().mean()),
+        "rollouts": first.rewards.numel(),
+        "tokens": int(first.mask.sum()),
+        "refills": 0,
+    }
+    if not cfg.dynamic_sampling:
+        return first, info
+    kept, have, batch = [], 0, first
+    for round_ in range(cfg.max_refills + 1):
+        if round_ > 0:
+            batch = collect_rollouts(model, task, cfg, step, round_, device)
+            info["rollouts"] += batch.rewards.numel()
+            info["tokens"] += int(batch.mask.sum())
+            info["refills"] = round_
+        active = torch.nonzero(batch.rewards.std(1, correction=0) > 0).squeeze(1)
+        active = active[: cfg.prompts_per_step - have]
+        if len(active):
+            kept.append(batch.take_groups(active, cfg.group_size))
+            have += len(active)
+        if have >= cfg.prompts_per_step:
+            break
+    if not kept:
+        return first.take_groups(torch.zeros(0, dtype=torch.long), cfg.group_size), info
+    return Rollouts.concat(kept), info
+
+
+def _advantages(rewards: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Focal-weighted group advantages (G, N) and the focal weight per group (G,)."""
+    n_correct = (rewards > 0.5).sum(1)  # X from the correctness flags (F-GRPO §4.1)
+    group_size = torch.full_like(n_correct, rewards.shape[1])
+    adv = objectives.group_advantages(rewards, cfg.advantage_mode, cfg.std_kind, cfg.adv_eps)
+    g = objectives.focal_weight(n_correct, group_size, cfg.gamma)
+    return adv * g[:, None], g
+
+
+def _k3(logp_ref: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    # k3 estimator of KL(pi || pi_ref) per token: exp(d) - d - 1 with d = log pi_ref - log pi
+    d = logp_ref - logp
+    return torch.exp(d) - d - 1.0
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device) -> dict:
+    """Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``)."""
+    row: dict = {}
+    model.eval()
+    if task.enumerable:
+        m = exact_metrics(answer_distribution(model, task, eval_prompts), reference_dist, rare_share=cfg.rare_share)
+        row.update(
+            mu_pos=m["mu_pos_mean"],
+            retained_mass=m["retained_mass_mean"],
+            dnll_rare=m["dnll_rare"],
+            tau_rare=float(np.mean(m["tau_rare"])),
+            off_format=m["off_format_mean"],
+            exact_pass_at_1=m["exact_pass_at_k"][1],
+            exact_pass_at_256=m["exact_pass_at_k"][256],
+        )
+    if cfg.eval_samples > 0:
+        gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, _EVAL))
+        counts = sample_correct_counts(model, task, eval_prompts, cfg.eval_samples, gen, cfg.temperature)
+        for k, v in sampled_pass_at_k(counts, cfg.eval_samples, PASS_KS).items():
+            row[f"pass_at_{k}"] = v
+    return row
+
+
+_UPDATE_STATS = ("focal_mean", "entropy", "response_len", "kl_ref", "loss", "clip_frac", "approx_kl", "grad_norm")
+
+
+def _update(model, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: int, dev) -> dict:
+    """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups)."""
+    if batch.rewards.shape[0] == 0:  # dynamic sampling kept no group: nothing to learn from
+        return dict.fromkeys(_UPDATE_STATS, float("nan"))
+    row: dict = {}
+
+    # ---- 3. advantages with the focal weight ------------------------------------------------
+    adv, g = _advantages(batch.rewards, cfg)
+    active = batch.rewards.std(1, correction=0) > 0
+    row["focal_mean"] = float(g[active].mean()) if bool(active.any()) else float("nan")
+    adv = adv.reshape(-1, 1).to(dev, torch.float32)  # (R, 1): one value per rollout, all its tokens
+
+    # ---- 4. old and reference log-probs -----------------------------------------------------
+    mask = batch.mask
+    with torch.no_grad():
+        model.eval()
+        old_logp, entropy = answer_logprobs(model, batch.prompt_ids, batch.answers, cfg.temperature, with_entropy=True)
+        ref_logp = answer_logprobs(reference, batch.prompt_ids, batch.answers, cfg.temperature)
+    row.update(
+        entropy=float(_masked_mean(entropy, mask)),
+        response_len=float(mask.sum(1).double().mean()),
+        kl_ref=float(_masked_mean(_k3(ref_logp, old_logp), mask)),
+    )
+
+    # ---- 5. K mini-batch updates of the method's loss ----------------------------------------
+    stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
+    model.train()
+    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, _SHUFFLE))
+    order = torch.randperm(len(mask), generator=gen).to(dev)
+    need_entropy = cfg.entropy_coef > 0
+    for idx in order.tensor_split(cfg.minibatches):
+        if not len(idx):
+            continue
+        out = answer_logprobs(model, batch.prompt_ids[idx], batch.answers[idx], cfg.temperature, need_entropy)
+        logp, ent = out if need_entropy else (out, None)
+        res = objectives.policy_loss(
+            cfg.method, logp, old_logp[idx], adv[idx], mask[idx], cfg.loss_config(), return_stats=True
+        )
+        loss = res.loss
+        if cfg.kl_coef > 0:
+            loss = loss + cfg.kl_coef * _masked_mean(_k3(ref_logp[idx], logp), mask[idx])
+        if need_entropy:
+            loss = loss - cfg.entropy_coef * _masked_mean(ent, mask[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        stats["loss"].append(float(loss.detach()))
+        stats["clip_frac"].append(float(res.clip_fraction))
+        stats["approx_kl"].append(float(res.approx_kl))
+        stats["grad_norm"].append(float(grad_norm))
+    row.update({k: float(np.mean(v)) if v else float("nan") for k, v in stats.items()})
+    return row
+
+
+def _check_same_start(state: dict, sft, init) -> None:
+    """A resumed run must continue from the SFT model it started from."""
+    stored = state.get("reference", {})
+    current = sft.model.state_dict()
+    same = stored.keys() == current.keys() and all(
+        stored[k].shape == current[k].shape and torch.equal(stored[k].cpu(), current[k].cpu()) for k in current
+    )
+    if not same:
+        raise ValueError(
+            f"cannot resume: the run in progress started from {state.get('init')!r}, "
+            f"not from the SFT model in --init {str(init)!r}"
+        )
+
+
+def train_rl(
+    cfg: RLConfig,
+    init: str | Path,
+    out: str | Path,
+    device=None,
+    resume: bool = False,
+    progress: bool = True,
+    on_step=None,
+) -> Path:
+    """Run ``cfg`` from the SFT run folder ``init`` into the run folder ``out``.
+
+    ``resume`` continues from ``out``'s last checkpoint (same result as an
+    uninterrupted run on the CPU); ``on_step(step)`` is called after each
+    completed step.
+    """
+    if not isinstance(cfg, RLConfig):
+        raise ValueError(f"cfg must be an RLConfig, got {type(cfg).__name__}")
+    dev = resolve_device(device)
+    folder = RunFolder(out)
+    sft = LoadedRun(init, dev)
+    if sft.kind != "sft":
+        raise ValueError(f"--init {str(init)!r} is an {sft.kind} run; RL starts from an SFT run")
+    state = folder.prepare(cfg, resume)
+    task, model = sft.task, sft.model
+    reference = copy.deepcopy(model).requires_grad_(False)  # the SFT model, frozen
+
+    # ---- optimizer and state ----------------------------------------------------------------
+    optimizer = make_optimizer(model, cfg)
+    history: list[dict] = []
+    start, rollouts_spent, tokens_spent = 0, 0, 0
+    if state is not None:
+        _check_same_start(state, sft, init)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        history, start = state["history"], state["step"]
+        rollouts_spent, tokens_spent = state["rollouts"], state["tokens"]
+    if history and history[-1]["step"] == cfg.steps and (folder.path / "meta.json").is_file():
+        return folder.path  # a finished run: nothing left to do
+    eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
+    reference_dist = answer_distribution(reference, task, eval_prompts) if task.enumerable else None
+
+    def checkpoint(step: int) -> None:
+        folder.save_checkpoint(
+            {
+                "kind": "rl",
+                "step": step,
+                "config": cfg.to_dict(),
+                "task": task.to_dict(),
+                "model_config": sft.model_config.__dict__.copy(),
+                "model": model.state_dict(),
+                "reference": reference.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "history": history,
+                "rollouts": rollouts_spent,
+                "tokens": tokens_spent,
+                "init": str(init),
+            }
+        )
+        folder.write_history(history)
+
+    bar = progress_bar(progress, cfg.steps, f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}")
+    if bar is not None and start:
+        bar.update(start)
+    started = time.perf_counter()
+    try:
+        for step in range(start, cfg.steps + 1):
+            row: dict = {"step": step}
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                row.update(evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev))
+            if step == cfg.steps:
+                row.update(rollouts=rollouts_spent, tokens=tokens_spent)
+                history.append(row)
+                break
+
+            # ---- 1-2. rollouts and rewards ------------------------------------------------
+            batch, info = _gather_groups(model, task, cfg, step, dev)
+            rollouts_spent += info["rollouts"]
+            tokens_spent += info["tokens"]
+            mu_hat = info.pop("mu_hat")
+            row.update(info)
+            row.update(
+                mu_hat_mean=float(mu_hat.mean()),
+                mu_hat_q10=float(mu_hat.quantile(0.1)),
+                mu_hat_q90=float(mu_hat.quantile(0.9)),
+                groups=batch.rewards.shape[0],
+                rollouts=rollouts_spent,
+                tokens=tokens_spent,
+            )
+
+            # ---- 3-5. advantages, old log-probs, K mini-batch updates ----------------------------
+            lr = lr_at(step, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            row.update(_update(model, reference, optimizer, batch, cfg, step, dev))
+            row["lr"] = lr
+            history.append(row)
+
+            # ---- 6. checkpoint --------------------------------------------------------------
+            if (step + 1) % cfg.checkpoint_every == 0:
+                checkpoint(step + 1)
+            if bar is not None:
+                bar.update(1)
+            if on_step is not None:
+                on_step(step)
+    finally:
+        if bar is not None:
+            bar.close()
+    checkpoint(cfg.steps)
+    elapsed = time.perf_counter() - started
+    folder.write_meta(
+        {
+            "kind": "rl",
+            "complete": True,
+            "init": str(init),
+            "method": cfg.method,
+            "gamma": cfg.gamma,
+            "group_size": cfg.group_size,
+            "params": model.num_params(),
+            "steps": cfg.steps,
+            "resumed_from": start,
+            "rollouts": rollouts_spent,
+            "tokens": tokens_spent,
+            "elapsed_s": round(elapsed, 3),
+            **environment(dev),
+        }
+    )
+    return folder.path
