@@ -514,3 +514,42 @@ def test_seeded_sft_then_rl_raises_reward(tmp_path):
     assert mu["step"].tolist() == [0, 30]
     assert mu["mu_pos"].iloc[-1] > mu["mu_pos"].iloc[0]
     assert math.isfinite(mu["dnll_rare"].iloc[-1])
+
+
+# --- cached runs (figures and the report) ---------------------------------------------------
+
+
+def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
+    from tailmiss.llm import cached
+
+    sft = cached.cached_sft(TINY_SFT, tmp_path, device="cpu", progress=False)
+    assert sft == tmp_path / TINY_SFT.name
+    rl = cached.cached_rl(TINY_RL, sft, tmp_path, device="cpu", progress=False)
+    history = _history(rl)
+
+    def _no_training(*args, **kwargs):
+        raise AssertionError("a finished run of the same config was retrained")
+
+    with monkeypatch.context() as m:
+        m.setattr(cached, "train_sft", _no_training)
+        m.setattr(cached, "train_rl", _no_training)
+        assert cached.cached_sft(TINY_SFT, tmp_path, progress=False) == sft
+        assert cached.cached_rl(TINY_RL, sft, tmp_path, progress=False) == rl
+
+    # an interrupted run of the same config is resumed, and ends as the uninterrupted one
+    (rl / "meta.json").unlink()
+    assert cached.cached_rl(TINY_RL, sft, tmp_path, device="cpu", progress=False) == rl
+    pd.testing.assert_frame_equal(history, _history(rl), check_exact=True)
+
+    # another config under the same name replaces the run
+    changed = TINY_RL.replace(steps=2)
+    cached.cached_rl(changed, sft, tmp_path, device="cpu", progress=False)
+    assert _history(rl)["step"].max() == 2
+
+    # a folder that is not a run is never replaced
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a run folder"):
+        cached.cached_sft(TINY_SFT.replace(name="foreign"), tmp_path, progress=False)
+    assert (foreign / "notes.txt").read_text() == "mine"

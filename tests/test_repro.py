@@ -166,3 +166,43 @@ def test_write_report(quick_ctx, tmp_path, quick_report):
     assert theory_section() in text
     assert f"`{tmp_path / 'sub' / 'figures'}/`" in text
     assert [p.name for p in path.parent.iterdir()] == ["paper_repro.md"]
+
+
+# --- small-transformer section (quick LLM presets) ---------------------------------------------
+
+
+def test_quick_report_llm_section(quick_report):
+    assert quick_report.index("## Simulation") < quick_report.index("## Small transformer")
+    section = quick_report[quick_report.index("## Small transformer") :]
+    assert "`multisolution-sft-quick`" in section
+    spans = re.search(r"μ_pos spans (\d\.\d{3})–(\d\.\d{3})", section)
+    assert spans is not None and 0 <= float(spans.group(1)) < float(spans.group(2)) <= 1
+    rows = _rows(section.split("\n\n")[2])
+    assert rows[0][:5] == ["run", "steps", "rollouts", "μ_pos", "M_ret"]
+    assert [r[0] for r in rows[2:]] == [
+        "`multisolution-grpo-quick` (γ=0)",
+        "`multisolution-fgrpo-quick` (γ=0.5)",
+    ]
+    for r in rows[2:]:
+        start, end = (float(x) for x in r[3].split(" → "))
+        assert 0 < start < 1 and 0 < end < 1
+        assert 0 < float(r[4]) <= 1  # retained mass
+    for first, claim in (
+        ("Table 2", "F-GRPO at N = 8 has a lower ΔNLL_rare than GRPO at N = 8 (0.46 vs 0.68)"),
+        ("Tables 1-2", "the focal weight keeps pass@1 (38.6 vs 37.3 at N = 8)"),
+    ):
+        row = _row(section, first, claim)
+        assert re.search(r": (yes|\*\*no\*\*|tie \(.*\))", row), row
+
+
+def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
+    """After the quick report, the LLM section is rebuilt from the cached runs without training."""
+    from tailmiss.llm import cached
+    from tailmiss.repro import llm_section
+
+    def _no_training(*args, **kwargs):
+        raise AssertionError("llm_section retrained a cached run")
+
+    monkeypatch.setattr(cached, "train_sft", _no_training)
+    monkeypatch.setattr(cached, "train_rl", _no_training)
+    assert llm_section(quick_ctx) in quick_report

@@ -72,8 +72,10 @@ def train_sft(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         history, start = state["history"], state["step"]
-    if history and history[-1]["step"] == cfg.steps and (folder.path / "meta.json").is_file():
-        return folder.path  # a finished run: nothing left to do
+    if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
+        if (folder.path / "meta.json").is_file():
+            return folder.path
+        start = cfg.steps + 1
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
 
     def checkpoint(step: int) -> None:
@@ -93,7 +95,7 @@ def train_sft(
 
     bar = progress_bar(progress, cfg.steps, f"sft {cfg.name} on {dev}")
     if bar is not None and start:
-        bar.update(start)
+        bar.update(min(start, cfg.steps))
     started, tokens_seen = time.perf_counter(), 0
     try:
         for step in range(start, cfg.steps + 1):
@@ -142,7 +144,7 @@ def train_sft(
             "complete": True,
             "params": model.num_params(),
             "steps": cfg.steps,
-            "resumed_from": start,
+            "resumed_from": min(start, cfg.steps),
             "elapsed_s": round(elapsed, 3),
             "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
             **environment(dev),

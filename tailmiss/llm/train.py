@@ -267,8 +267,10 @@ def train_rl(
         optimizer.load_state_dict(state["optimizer"])
         history, start = state["history"], state["step"]
         rollouts_spent, tokens_spent = state["rollouts"], state["tokens"]
-    if history and history[-1]["step"] == cfg.steps and (folder.path / "meta.json").is_file():
-        return folder.path  # a finished run: nothing left to do
+    if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
+        if (folder.path / "meta.json").is_file():
+            return folder.path
+        start = cfg.steps + 1
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
     reference_dist = answer_distribution(reference, task, eval_prompts) if task.enumerable else None
 
@@ -293,7 +295,7 @@ def train_rl(
 
     bar = progress_bar(progress, cfg.steps, f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}")
     if bar is not None and start:
-        bar.update(start)
+        bar.update(min(start, cfg.steps))
     started = time.perf_counter()
     try:
         for step in range(start, cfg.steps + 1):
@@ -350,7 +352,7 @@ def train_rl(
             "group_size": cfg.group_size,
             "params": model.num_params(),
             "steps": cfg.steps,
-            "resumed_from": start,
+            "resumed_from": min(start, cfg.steps),
             "rollouts": rollouts_spent,
             "tokens": tokens_spent,
             "elapsed_s": round(elapsed, 3),
