@@ -553,3 +553,24 @@ def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a run folder"):
         cached.cached_sft(TINY_SFT.replace(name="foreign"), tmp_path, progress=False)
     assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_on_policy_grpo_dapo_cispo_take_the_same_step(sft_run, tmp_path):
+    """One mini-batch: r = 1 exactly, no clip acts, and -A grad r = -A grad log pi for all three losses."""
+    cfg = TINY_RL.replace(steps=2, lr=1e-3, eval_every=2, checkpoint_every=2)
+    weights = {}
+    for method in ("grpo", "dapo", "cispo"):
+        out = train_rl(cfg.replace(method=method), sft_run, tmp_path / method, device="cpu", progress=False)
+        weights[method] = _state(out)["model"]
+        history = _history(out)
+        assert (history["clip_frac"].dropna() == 0).all()
+    for method in ("dapo", "cispo"):
+        for key, value in weights["grpo"].items():
+            torch.testing.assert_close(weights[method][key], value, rtol=1e-5, atol=1e-6)
+    # with several mini-batches the ratio moves and the methods part ways
+    two = cfg.replace(minibatches=4)
+    a = _state(train_rl(two, sft_run, tmp_path / "grpo4", device="cpu", progress=False))["model"]
+    b = _state(train_rl(two.replace(method="cispo"), sft_run, tmp_path / "cispo4", device="cpu", progress=False))[
+        "model"
+    ]
+    assert any(not torch.allclose(a[k], b[k], rtol=1e-5, atol=1e-6) for k in a)

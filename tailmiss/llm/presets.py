@@ -36,6 +36,7 @@ _MS_GRPO = RLConfig(
     method="grpo",
     group_size=8,
     prompts_per_step=32,
+    minibatches=4,  # F-GRPO Table 5: global batch 256, mini-batch 64, so 4 updates per rollout batch
     steps=400,
     lr=1e-4,
     eval_every=20,

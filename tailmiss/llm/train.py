@@ -15,7 +15,10 @@ One loop, top to bottom (CleanRL style). Per step:
 5. **Updates.** ``minibatches`` sequential AdamW steps, each on a share of the
    rollouts, of the method's token loss from :mod:`tailmiss.objectives` (plus
    the optional KL penalty and entropy bonus), gradient norm clipped. With one
-   mini-batch the ratio is exactly 1 and the update is on-policy.
+   mini-batch the ratio is exactly 1 and the update is on-policy; then no clip
+   acts and GRPO, DAPO and CISPO take the same gradient step
+   (:math:`-A\nabla r = -A\nabla\log\pi` at :math:`r = 1`): the methods differ
+   only from the second mini-batch on.
 6. **Log, evaluate, checkpoint.** Exact answer-mass metrics on a fixed prompt
    set every ``eval_every`` steps (enumerable tasks).
 """
