@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from tailmiss.llm.tasks.base import BOS, EOS, PAD, SEP, SPECIAL_TOKENS, AnswerSet, Task, Vocab
+from tailmiss.llm.tasks.base import BOS, EOS, SEP, SPECIAL_TOKENS, AnswerSet, Task, Vocab
 
 __all__ = ["MultiSolutionTask", "DigitSetPrompt"]
 
@@ -200,6 +200,3 @@ class MultiSolutionTask(Task):
             lengths=torch.full((len(digits),), k + 1, dtype=torch.long),
             correct=torch.from_numpy(correct),
         )
-
-
-assert PAD == 0  # the SFT batches pad with id 0
