@@ -71,7 +71,7 @@ class RunFolder:
         if not self.checkpoint_path.is_file():
             raise ValueError(f"{str(self.path)!r} has no {CHECKPOINT}")
         try:
-            return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+            return torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
         except Exception as exc:  # a truncated or foreign file
             raise ValueError(f"{self.checkpoint_path} is not a readable checkpoint: {exc}") from None
 

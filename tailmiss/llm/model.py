@@ -202,7 +202,7 @@ def generate(
     seq = prompts
     logits = model(prompts, cache, 0)[:, -1]  # (B, vocab)
     for t in range(max_new_tokens):
-        logits = logits.float() / temperature if logits.dtype == torch.float16 else logits / temperature
+        logits = logits / temperature
         probs = _filter_logits(logits, top_k, top_p).softmax(-1)
         nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
         lp = logits.log_softmax(-1).gather(1, nxt[:, None]).squeeze(1)
