@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from tailmiss._device import resolve_device
+from tailmiss.llm._loop import progress_bar
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig, SFTConfig, load_config
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
@@ -41,11 +42,7 @@ def evaluate_run(run_dir: str | Path, samples: int, device=None, seed: int = 0, 
     cfg, task = run.config, run.task
     prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
     gen = torch.Generator(device=dev).manual_seed(seed)
-    bar = None
-    if progress:
-        from tailmiss._progress import ProgressBar
-
-        bar = ProgressBar(total=len(prompts), description=f"sampling {samples} per prompt")
+    bar = progress_bar(progress, len(prompts), f"sampling {samples} per prompt")
     try:
         counts = sample_correct_counts(
             run.model, task, prompts, samples, gen, getattr(cfg, "temperature", 1.0), progress=bar and bar.update

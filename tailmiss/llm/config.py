@@ -16,12 +16,12 @@ from pathlib import Path
 from tailmiss.io import dataclass_from_mapping, read_toml, write_toml
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
+from tailmiss.llm.tasks.base import SPLITS
 from tailmiss.objectives import ADVANTAGE_MODES, POLICY_LOSSES, STD_KINDS, LossConfig
 
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
 LR_SCHEDULES = ("constant", "cosine")
-SPLITS = ("train", "test")
 
 
 def _int(name, value, minimum=1):

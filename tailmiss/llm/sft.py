@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from tailmiss._device import resolve_device
-from tailmiss.llm._loop import environment, lr_at, make_optimizer, progress_bar, step_seed
+from tailmiss.llm._loop import environment, make_optimizer, progress_bar, set_lr, step_done, step_seed
 from tailmiss.llm.checkpoint import RunFolder
 from tailmiss.llm.config import SFTConfig
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
@@ -93,9 +93,7 @@ def train_sft(
         )
         folder.write_history(history)
 
-    bar = progress_bar(progress, cfg.steps, f"sft {cfg.name} on {dev}")
-    if bar is not None and start:
-        bar.update(min(start, cfg.steps))
+    bar = progress_bar(progress, cfg.steps, f"sft {cfg.name} on {dev}", done=start)
     started, tokens_seen = time.perf_counter(), 0
     try:
         for step in range(start, cfg.steps + 1):
@@ -116,9 +114,7 @@ def train_sft(
             target_mask = mask[:, 1:]
             nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, S-1)
             loss = (nll * target_mask).sum() / target_mask.sum()
-            lr = lr_at(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            lr = set_lr(optimizer, step, cfg)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -127,12 +123,7 @@ def train_sft(
             if step % cfg.log_every == 0 or len(row) > 1:
                 row.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": float(grad_norm)})
                 history.append(row)
-            if (step + 1) % cfg.checkpoint_every == 0:
-                checkpoint(step + 1)
-            if bar is not None:
-                bar.update(1)
-            if on_step is not None:
-                on_step(step)
+            step_done(step, cfg, checkpoint, bar, on_step)
     finally:
         if bar is not None:
             bar.close()

@@ -34,7 +34,7 @@ import torch
 
 from tailmiss import objectives
 from tailmiss._device import resolve_device
-from tailmiss.llm._loop import environment, lr_at, make_optimizer, progress_bar, step_seed
+from tailmiss.llm._loop import environment, make_optimizer, progress_bar, set_lr, step_done, step_seed
 from tailmiss.llm.checkpoint import LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
@@ -296,9 +296,7 @@ def train_rl(
         )
         folder.write_history(history)
 
-    bar = progress_bar(progress, cfg.steps, f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}")
-    if bar is not None and start:
-        bar.update(min(start, cfg.steps))
+    bar = progress_bar(progress, cfg.steps, f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}", done=start)
     started = time.perf_counter()
     try:
         for step in range(start, cfg.steps + 1):
@@ -326,20 +324,13 @@ def train_rl(
             )
 
             # ---- 3-5. advantages, old log-probs, K mini-batch updates ----------------------------
-            lr = lr_at(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            lr = set_lr(optimizer, step, cfg)
             row.update(_update(model, reference, optimizer, batch, cfg, step, dev))
             row["lr"] = lr
             history.append(row)
 
             # ---- 6. checkpoint --------------------------------------------------------------
-            if (step + 1) % cfg.checkpoint_every == 0:
-                checkpoint(step + 1)
-            if bar is not None:
-                bar.update(1)
-            if on_step is not None:
-                on_step(step)
+            step_done(step, cfg, checkpoint, bar, on_step)
     finally:
         if bar is not None:
             bar.close()
