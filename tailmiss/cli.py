@@ -224,6 +224,13 @@ def llm_presets_cmd() -> None:
             what = f"{c.method} γ={c.gamma:g} N={c.group_size} B={c.prompts_per_step}"
             rows.append([name, "rl", "(from --init)", c.steps, what, f"{c.lr:g}"])
     _print_table("LLM presets", ["name", "kind", "task", "steps", "setup", "lr"], rows, False)
+    from tailmiss.llm.presets import LLM_SWEEPS
+
+    rows = [
+        [name, s.sft.task.name, len(s.variants), len(s.seeds), s.rl.steps, ", ".join(v.label for v in s.variants)]
+        for name, s in LLM_SWEEPS.items()
+    ]
+    _print_table("LLM sweeps", ["name", "task", "variants", "seeds", "steps", "runs"], rows, False)
 
 
 @llm_app.command("export-presets")
@@ -232,8 +239,9 @@ def llm_export_presets_cmd(
 ) -> None:
     """Write every LLM preset as <out>/<name>.toml (editable starting points for --config)."""
     from tailmiss.llm import LLM_PRESETS
+    from tailmiss.llm.presets import LLM_SWEEPS
 
-    for name, cfg in LLM_PRESETS.items():
+    for name, cfg in {**LLM_PRESETS, **LLM_SWEEPS}.items():
         cfg.to_toml(out / f"{name}.toml")
         typer.echo(f"wrote {out / f'{name}.toml'}")
 
@@ -284,6 +292,33 @@ def llm_train_cmd(
     cfg = resolve_config(preset, config, quick, RLConfig)
     path = train_rl(cfg, init, out or Path("runs/llm") / cfg.name, device=device, resume=resume, progress=progress)
     _echo_last_row(path, ["mu_pos", "retained_mass", "dnll_rare", "pass_at_1"])
+
+
+@llm_app.command("sweep")
+def llm_sweep_cmd(
+    preset: Annotated[str | None, typer.Option(help="Named sweep (see `tailmiss llm presets`).")] = None,
+    config: Annotated[Path | None, typer.Option(help="Sweep TOML ([sweep], [sft], [rl]) instead of a preset.")] = None,
+    quick: QuickOpt = False,
+    device: DeviceOpt = None,
+    root: Annotated[Path, typer.Option(help="Cache folder for the SFT, RL and result folders.")] = Path("runs/llm"),
+    progress: ProgressOpt = True,
+) -> None:
+    """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/."""
+    from tailmiss.llm.presets import llm_sweep, quick_name
+    from tailmiss.llm.sweep import load_sweep, run_sweep
+
+    if (preset is None) == (config is None):
+        raise ValueError("give exactly one of --preset and --config")
+    sweep = llm_sweep(quick_name(preset) if quick else preset) if preset is not None else load_sweep(config)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"--root {str(root)!r} is not a folder")
+    result = run_sweep(sweep, root, device=device, progress=progress, log=typer.echo)
+    cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
+    summary = result.seed_mean()
+    cols = [c for c in cols if c in summary]
+    rows = [[r["label"], int(r["rollouts"]), *(r[c] for c in cols)] for _, r in summary.iterrows()]
+    _print_table(f"{sweep.name} (mean over {len(sweep.seeds)} seed(s))", ["run", "rollouts", *cols], rows, False)
+    typer.echo(f"saved {root / sweep.name} ({result.meta['total_elapsed_s']} s of training)")
 
 
 @llm_app.command("eval")

@@ -24,7 +24,16 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 import tomli_w
 
-__all__ = ["atomic_write", "atomic_dir", "read_toml", "write_toml", "dataclass_from_mapping", "dataclass_to_mapping"]
+__all__ = [
+    "atomic_write",
+    "atomic_dir",
+    "result_dir",
+    "require_files",
+    "read_toml",
+    "write_toml",
+    "dataclass_from_mapping",
+    "dataclass_to_mapping",
+]
 
 
 def _umask() -> int:
@@ -69,6 +78,29 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def result_dir(path: str | os.PathLike, files: tuple[str, ...], what: str) -> Iterator[Path]:
+    """:func:`atomic_dir` for a result folder made of ``files``.
+
+    An existing ``path`` is replaced only if it is an earlier result of the same
+    kind (nothing but ``files`` in it); anything else raises ``ValueError``.
+    """
+    path = Path(path)
+    if path.exists() and not (path.is_dir() and {p.name for p in path.iterdir()} <= set(files)):
+        raise ValueError(f"refusing to replace {str(path)!r}: it is not an earlier {what} folder")
+    with atomic_dir(path) as tmp:
+        yield tmp
+
+
+def require_files(path: str | os.PathLike, files: tuple[str, ...], what: str) -> Path:
+    """``Path(path)`` after checking that every one of ``files`` is in it (``ValueError`` naming the first missing)."""
+    path = Path(path)
+    for name in files:
+        if not (path / name).is_file():
+            raise ValueError(f"{str(path)!r} is not a saved {what}: {name} is missing")
+    return path
 
 
 def read_toml(path: str | os.PathLike) -> dict:

@@ -10,8 +10,58 @@ from __future__ import annotations
 
 import os
 
+import pytest
+import torch
 from hypothesis import settings
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True)
 settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread is several times faster than two on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_llm_sweeps() -> dict:
+    """Seconds-sized stand-ins for the quick LLM sweeps, by figure family (``Context.llm_sweeps``).
+
+    Same structure as the presets (the N sweep keeps GRPO at several N plus F-GRPO at N = 8; the
+    objective sweep keeps all three methods with and without the focal weight; the maze sweep keeps
+    GRPO and F-GRPO γ = 0.5 at two N), two seeds, a few RL steps of a few prompts.
+    """
+    from tailmiss.llm.presets import llm_sweep
+    from tailmiss.llm.sweep import Variant
+
+    def shrink(name, variants, samples=0):
+        s = llm_sweep(name)
+        return s.replace(
+            name=f"{name}-tiny",
+            sft=s.sft.replace(name=f"{s.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20),
+            rl=s.rl.replace(
+                name=f"{s.rl.name}-tiny",
+                steps=2,
+                eval_every=2,
+                prompts_per_step=2,
+                eval_prompts=6,
+                eval_samples=samples,
+                checkpoint_every=2,
+                minibatches=1,
+            ),
+            variants=variants,
+            seeds=(0, 1),
+        )
+
+    nsweep = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8)) + (Variant("grpo", 0.5, 8),)
+    objectives = tuple(Variant(m, g, 4) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5))
+    maze = tuple(Variant("grpo", g, n) for g in (0.0, 0.5) for n in (2, 4))
+    return {
+        "nsweep": shrink("multisolution-nsweep-quick", nsweep),
+        "objectives": shrink("multisolution-objectives-quick", objectives),
+        "maze": shrink("maze-nsweep-quick", maze, samples=256),
+    }

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import tiny_llm_sweeps
 
 from tailmiss import analytic
 from tailmiss.figures import FIGURES, Context, figure_data, make
@@ -23,7 +24,19 @@ from tailmiss.sim import SimConfig, SimResult, preset
 from tailmiss.sim import engine as sim_engine
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-EXPECTED_FIGURES = {"fig1a", "fig2", "fig2-prob", "fig3", "fig4", "fig5", "brorl-fig3"}
+EXPECTED_FIGURES = {
+    "fig1a",
+    "fig2",
+    "fig2-prob",
+    "fig3",
+    "fig4",
+    "fig5",
+    "brorl-fig3",
+    "llm-nsweep",
+    "llm-objectives",
+    "maze",
+    "bridge",
+}
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +44,7 @@ def quick_ctx(tmp_path_factory) -> Context:
     """Quick-mode context whose simulation cache lives for the whole session."""
     cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
     cache.mkdir(exist_ok=True)
-    return Context(quick=True, cache_dir=cache, progress=False)
+    return Context(quick=True, cache_dir=cache, progress=False, llm_sweeps=tiny_llm_sweeps())
 
 
 # --- registry ----------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from tailmiss.cli import app
 from tailmiss.llm import LLM_PRESETS, PASS_KS, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
 from tailmiss.llm.cli_support import resolve_config
+from tailmiss.llm.presets import LLM_SWEEPS
+from tailmiss.llm.sweep import LLMSweep, Variant, load_sweep
 
 TINY_SFT = SFTConfig(
     name="tiny",
@@ -44,13 +46,7 @@ ORIGINAL_PRESETS = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny tensors: one intra-op thread is several times faster than two on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +124,7 @@ def _eval_json(runner, run, *extra) -> dict:
 
 def test_llm_help(runner):
     out = _ok(runner.invoke(app, ["llm", "--help"])).stdout
-    for command in ("presets", "export-presets", "sft", "train", "eval"):
+    for command in ("presets", "export-presets", "sft", "train", "eval", "sweep"):
         assert command in out
 
 
@@ -138,17 +134,21 @@ def test_presets_lists_every_preset(runner):
     for name in LLM_PRESETS:
         assert name in out, name
     assert "sft" in out and "rl" in out
+    for name in LLM_SWEEPS:
+        assert name in out, name
 
 
 def test_export_presets_load_back_equal(runner, tmp_path):
     out = _ok(runner.invoke(app, ["llm", "export-presets", "--out", str(tmp_path / "exp")])).stdout
     written = sorted(p.name for p in (tmp_path / "exp").iterdir())
-    assert written == sorted(f"{name}.toml" for name in LLM_PRESETS)
+    assert written == sorted(f"{name}.toml" for name in [*LLM_PRESETS, *LLM_SWEEPS])
     assert len(written) >= len(ORIGINAL_PRESETS)
     for name, cfg in LLM_PRESETS.items():
         path = tmp_path / "exp" / f"{name}.toml"
         assert f"wrote {path}" in out
         assert load_config(path) == cfg
+    for name, sweep in LLM_SWEEPS.items():
+        assert load_sweep(tmp_path / "exp" / f"{name}.toml") == sweep
 
 
 def test_quick_picks_the_quick_preset():
@@ -403,3 +403,70 @@ def test_device_cuda_without_cuda(runner, runs, tmp_path):
 def test_bad_device_name(runner, runs, tmp_path):
     args = _sft(runs, "--config", str(runs["sft_toml"]), "--out", str(tmp_path / "o"), "--device", "tpu")
     _assert_usage_error(runner.invoke(app, args), "tpu")
+
+
+# --- sweep ----------------------------------------------------------------------------------------------
+
+TINY_SWEEP = LLMSweep("tiny-sweep", TINY_SFT, TINY_RL, (Variant("grpo", 0.0, 2), Variant("grpo", 0.5, 4)), seeds=(0, 1))
+
+
+@pytest.fixture(scope="module")
+def sweep_root(runner, tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    TINY_SWEEP.to_toml(root / "sweep.toml")
+    result = _ok(
+        runner.invoke(
+            app, ["llm", "sweep", "--config", str(root / "sweep.toml"), "--root", str(root / "runs"), "--no-progress"]
+        )
+    )
+    return root, result.stdout
+
+
+def test_sweep_runs_every_run_and_prints_a_table(sweep_root):
+    root, out = sweep_root
+    assert out.count(": training") == len(TINY_SWEEP.runs()) + 1  # the SFT run too
+    assert "GRPO N=2" in out and "F-GRPO γ=0.5 N=4" in out and "mean over 2 seed(s)" in out
+    assert f"saved {root / 'runs' / 'tiny-sweep'}" in out
+    for _, _, cfg in TINY_SWEEP.runs():
+        assert (root / "runs" / cfg.name / "meta.json").is_file()
+    final = pd.read_csv(root / "runs" / "tiny-sweep" / "final.csv")
+    assert len(final) == len(TINY_SWEEP.runs()) + 1
+
+
+def test_sweep_rerun_says_it_reuses(runner, sweep_root):
+    root, _ = sweep_root
+    out = _ok(
+        runner.invoke(
+            app, ["llm", "sweep", "--config", str(root / "sweep.toml"), "--root", str(root / "runs"), "--no-progress"]
+        )
+    ).stdout
+    assert "every run done, reusing" in out and ": training" not in out
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ([], "exactly one of --preset and --config"),
+        (["--preset", "multisolution-nsweep", "--config", "x.toml"], "exactly one of --preset and --config"),
+        (["--preset", "no-such-sweep"], "unknown LLM sweep 'no-such-sweep'"),
+        (["--config", "missing.toml"], "config file not found"),
+    ],
+)
+def test_sweep_errors(runner, tmp_path, args, needle):
+    result = runner.invoke(app, ["llm", "sweep", *args, "--root", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_sweep_bad_toml_and_root(runner, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[sweep]\nname = "x"\nvariants = []\n[sft]\n[rl]\n')
+    result = runner.invoke(app, ["llm", "sweep", "--config", str(bad), "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "Error:" in result.output
+    TINY_SWEEP.to_toml(tmp_path / "ok.toml")
+    (tmp_path / "file").write_text("x")
+    result = runner.invoke(
+        app, ["llm", "sweep", "--config", str(tmp_path / "ok.toml"), "--root", str(tmp_path / "file")]
+    )
+    assert result.exit_code == 2 and "is not a folder" in result.output

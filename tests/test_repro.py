@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import tiny_llm_sweeps
 
 from tailmiss.figures import Context
 from tailmiss.repro import render_report, simulation_section, theory_section, write_report
@@ -24,7 +25,7 @@ THEORY_ITEMS = ("Fig. 1(a)", "Fig. 3", "Fig. 5", "Fig. 4", "App. N")
 def quick_ctx(tmp_path_factory) -> Context:
     cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
     cache.mkdir(exist_ok=True)
-    return Context(quick=True, cache_dir=cache, progress=False)
+    return Context(quick=True, cache_dir=cache, progress=False, llm_sweeps=tiny_llm_sweeps())
 
 
 @pytest.fixture(scope="module")
@@ -171,32 +172,50 @@ def test_write_report(quick_ctx, tmp_path, quick_report):
 # --- small-transformer section (quick LLM presets) ---------------------------------------------
 
 
+def _section(report: str, title: str) -> str:
+    start = report.index(title)
+    end = report.find("\n### ", start + 1)
+    return report[start : end if end > 0 else None]
+
+
 def test_quick_report_llm_section(quick_report):
     assert quick_report.index("## Simulation") < quick_report.index("## Small transformer")
     section = quick_report[quick_report.index("## Small transformer") :]
-    assert "`multisolution-sft-quick`" in section
-    spans = re.search(r"μ_pos spans (\d\.\d{3})–(\d\.\d{3})", section)
-    assert spans is not None and 0 <= float(spans.group(1)) < float(spans.group(2)) <= 1
-    rows = _rows(section.split("\n\n")[2])
-    assert rows[0][:5] == ["run", "steps", "rollouts", "μ_pos", "M_ret"]
-    assert [r[0] for r in rows[2:]] == [
-        "`multisolution-grpo-quick` (γ=0)",
-        "`multisolution-fgrpo-quick` (γ=0.5)",
+    sweeps = tiny_llm_sweeps()
+    assert f"`{sweeps['nsweep'].sft.name}`" in section
+    for title in ("### Group-size sweep", "### Objectives", "### Maze", "### Bridge", "### Compute"):
+        assert title in section, title
+    nsweep = _section(section, "### Group-size sweep")
+    rows = _rows(nsweep)
+    assert rows[0] == ["run", "rollouts", "pass@1", "pass@256", "rare hit@256", "M_ret", "ΔNLL_rare"]
+    assert [r[0] for r in rows[2 : 3 + len(sweeps["nsweep"].variants)]] == ["SFT"] + [
+        v.label for v in sweeps["nsweep"].variants
     ]
-    for r in rows[2:]:
-        start, end = (float(x) for x in r[3].split(" → "))
-        assert 0 < start < 1 and 0 < end < 1
-        assert 0 < float(r[4]) <= 1  # retained mass
-    for first, claim in (
-        ("Table 2", "F-GRPO at N = 8 has a lower ΔNLL_rare than GRPO at N = 8 (0.46 vs 0.68)"),
-        ("Tables 1-2", "the focal weight keeps pass@1 (38.6 vs 37.3 at N = 8)"),
+    for claim in (
+        "pass@1 rises with N (36.2 → 39.2, N = 2 → 32)",
+        "GRPO pass@256 is non-monotone in N: best at N = 2, worst near N = 8, partly recovered at N = 32",
     ):
-        row = _row(section, first, claim)
-        assert re.search(r": (yes|\*\*no\*\*|tie \(.*\))", row), row
+        row = _row(nsweep, claim)
+        assert re.search(r": (yes|\*\*no\*\*|partly)$", row.rstrip(" |")), row
+    objectives = _section(section, "### Objectives")
+    for claim in (
+        "the focal weight raises pass@256 for every method (math: +6.2 / +3.2 / +3.6 on Qwen2.5-7B)",
+        "the focal weight keeps pass@1 (9/9 pairs within +2.8 / −0.0)",
+    ):
+        row = _row(objectives, claim)
+        assert row.count("GRPO") >= 1 and row.count("CISPO") == 1 and row.count("DAPO") == 1, row
+    maze = _section(section, "### Maze")
+    assert _row(maze, "SFT")
+    assert re.search(r"better at \d/2", _row(maze, "F-GRPO γ = 0.5 beats GRPO at every N on pass@1 (Table 4)"))
+    bridge = _section(section, "### Bridge")
+    assert re.search(r"Spearman over N: M_ret [+-]\d\.\d\d", bridge)
+    assert re.search(r"Regimes agree .*: (yes|\*\*no\*\*)", bridge)
+    compute = _section(section, "### Compute")
+    assert [r[0] for r in _rows(compute)[2:]] == [f"`{s.name}`" for s in sweeps.values()]
 
 
 def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
-    """After the quick report, the LLM section is rebuilt from the cached runs without training."""
+    """After the quick report, the LLM section is rebuilt from the cached sweeps without training or simulating."""
     from tailmiss.llm import cached
     from tailmiss.repro import llm_section
 
@@ -205,4 +224,7 @@ def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
 
     monkeypatch.setattr(cached, "train_sft", _no_training)
     monkeypatch.setattr(cached, "train_rl", _no_training)
+    import tailmiss.bridge
+
+    monkeypatch.setattr(tailmiss.bridge, "simulate", _no_training)
     assert llm_section(quick_ctx) in quick_report

@@ -8,7 +8,7 @@ PDF atomically.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,9 @@ class Context:
     device: str | None = None
     progress: bool = True
     llm_cache_dir: Path | None = None
+    llm_sweeps: Mapping[str, object] | None = None
+    """Sweeps to use instead of the presets, by figure family (``"nsweep"``, ``"objectives"``,
+    ``"maze"``; see :data:`tailmiss.figures.llm.SWEEPS`), e.g. small ones in a notebook."""
 
     @property
     def llm_cache(self) -> Path:
@@ -95,4 +98,4 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
 
 
 # registration side effects: the figure modules add themselves to FIGURES
-from tailmiss.figures import simulation, theory  # noqa: E402,F401
+from tailmiss.figures import llm, simulation, theory  # noqa: E402,F401

@@ -11,11 +11,14 @@ from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 
-__all__ = ["cached_sft", "cached_rl"]
+__all__ = ["cached_sft", "cached_rl", "run_state"]
 
 
-def _state(path: Path, cfg, init: Path | None) -> str:
-    """``"done"``, ``"partial"`` (same config, resumable) or ``"stale"`` (anything else in the folder)."""
+def run_state(path: str | Path, cfg, init: str | Path | None) -> str:
+    """``"missing"``, ``"done"``, ``"partial"`` (same config, resumable) or ``"stale"`` (anything else there)."""
+    path = Path(path)
+    if not path.exists():
+        return "missing"
     if not (path / "config.toml").is_file():
         return "stale"
     try:
@@ -27,14 +30,14 @@ def _state(path: Path, cfg, init: Path | None) -> str:
         return "stale"
     if meta_file.is_file():
         meta = json.loads(meta_file.read_text())
-        if meta.get("complete") and (init is None or meta.get("init") == str(init)):
+        if meta.get("complete") and (init is None or meta.get("init") == str(Path(init))):
             return "done"
         return "stale"
     return "partial" if (path / "checkpoint.pt").is_file() else "stale"
 
 
 def _run(cfg, path: Path, init: Path | None, train, device, progress) -> Path:
-    state = _state(path, cfg, init) if path.exists() else "missing"
+    state = run_state(path, cfg, init)
     if state == "done":
         return path
     if state == "stale":

@@ -162,8 +162,11 @@ def exact_metrics(
     Returns a dict with per-prompt numpy arrays ``mu_pos``, ``off_format``,
     ``retained_mass``, ``tau_rare``, ``tau_rare_ref``, ``rare_count`` and the
     means ``mu_pos_mean``, ``off_format_mean``, ``retained_mass_mean``,
-    ``dnll_rare`` (NaN if no prompt has a rare set) and ``exact_pass_at_k``
-    (``{k: mean over prompts}``). Without ``reference`` the model is compared
+    ``dnll_rare`` (NaN if no prompt has a rare set), ``exact_pass_at_k``
+    (``{k: mean over prompts}``) and ``rare_pass_at_k``: the probability that
+    ``k`` samples hit the prompt's rare-correct set at least once,
+    :math:`1-(1-\tau(x))^k`, averaged over prompts (the coverage of initially
+    unlikely correct answers that pass@k measures on LLM benchmarks). Without ``reference`` the model is compared
     with itself (retained mass 1, ΔNLL 0).
     """
     ref = current if reference is None else reference
@@ -179,12 +182,14 @@ def exact_metrics(
     nll0 = -ref.logp / ref.lengths
     dnll = (nll - nll0)[rare]
     mu_np = mu.numpy()
+    tau = (p * rare).sum(1).numpy()
     exact = {int(k): float(np.mean(analytic.pass_at_k_from_mass(np.clip(mu_np, 0.0, 1.0), int(k)))) for k in ks}
+    rare_hit = {int(k): float(np.mean(analytic.pass_at_k_from_mass(np.clip(tau, 0.0, 1.0), int(k)))) for k in ks}
     return {
         "mu_pos": mu_np,
         "off_format": current.off_format.numpy(),
         "retained_mass": retained.numpy(),
-        "tau_rare": (p * rare).sum(1).numpy(),
+        "tau_rare": tau,
         "tau_rare_ref": (p0 * rare).sum(1).numpy(),
         "rare_count": rare.sum(1).numpy(),
         "mu_pos_mean": float(mu.mean()),
@@ -192,6 +197,7 @@ def exact_metrics(
         "retained_mass_mean": float(retained.mean()),
         "dnll_rare": float(dnll.mean()) if dnll.numel() else float("nan"),
         "exact_pass_at_k": exact,
+        "rare_pass_at_k": rare_hit,
     }
 
 

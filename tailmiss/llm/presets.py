@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import ModelConfig
+from tailmiss.llm.sweep import LLMSweep, Variant
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
-__all__ = ["LLM_PRESETS", "llm_preset", "quick_name"]
+__all__ = ["LLM_PRESETS", "LLM_SWEEPS", "llm_preset", "llm_sweep", "quick_name"]
 
 _SMALL = ModelConfig(n_layer=2, n_head=4, n_embd=64)
 _MAZE_FULL = ModelConfig(n_layer=4, n_head=8, n_embd=256)  # about 3.2M parameters
@@ -91,6 +92,46 @@ LLM_PRESETS: dict[str, SFTConfig | RLConfig] = {
 """Every named LLM setup (SFT presets build the model; RL presets start from an SFT run)."""
 
 
+_MS_QUICK = dict(steps=60, prompts_per_step=16, eval_every=20)
+_N_SWEEP = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8, 16, 32)) + tuple(Variant("grpo", g, 8) for g in (0.5, 1.0))
+_OBJECTIVES = tuple(Variant(m, g, 8) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5))
+_MAZE_N = tuple(Variant("grpo", g, n) for g in (0.0, 0.5, 1.0) for n in (4, 8, 16, 32, 64, 128))
+_MAZE_N_SMALL = tuple(v for v in _MAZE_N if v.group_size <= 32)
+_MS_RL = _MS_GRPO.replace(name="multisolution-rl", eval_every=50)
+_MS_RL_QUICK = _MS_RL.replace(name="multisolution-rl-quick", **_MS_QUICK)
+_MAZE_CPU_RL = _MAZE_GRPO.replace(
+    name="maze-cpu-rl", prompts_per_step=16, steps=150, eval_every=50, eval_prompts=64, eval_samples=256
+)
+_MAZE_QUICK_RL = _MAZE_GRPO.replace(
+    name="maze-rl-quick", prompts_per_step=8, steps=40, eval_every=40, eval_prompts=32, eval_samples=256
+)
+
+LLM_SWEEPS: dict[str, LLMSweep] = {
+    s.name: s
+    for s in (
+        # F-GRPO Table 2 analog: GRPO at N = 2..32 plus F-GRPO (γ = 0.5, 1) at N = 8, equal prompts and steps
+        LLMSweep("multisolution-nsweep", _MS_SFT, _MS_RL, _N_SWEEP, seeds=(0, 1, 2)),
+        LLMSweep("multisolution-nsweep-quick", LLM_PRESETS["multisolution-sft-quick"], _MS_RL_QUICK, _N_SWEEP),
+        # F-GRPO Table 1 analog: each method with and without the focal weight (γ = 0.5) at N = 8
+        LLMSweep("multisolution-objectives", _MS_SFT, _MS_RL, _OBJECTIVES, seeds=(0, 1)),
+        LLMSweep("multisolution-objectives-quick", LLM_PRESETS["multisolution-sft-quick"], _MS_RL_QUICK, _OBJECTIVES),
+        # F-GRPO Table 4 / Fig. 6 at the paper's scale (17x17 mazes, 3.2M parameters, 20K steps: a GPU job)
+        LLMSweep("maze-nsweep", _MAZE_SFT, _MAZE_GRPO.replace(name="maze-rl"), _MAZE_N),
+        # what two CPU cores afford in about 20 minutes: 7x7 mazes, 0.1M parameters, 150 steps of 16 prompts
+        LLMSweep("maze-nsweep-cpu", LLM_PRESETS["maze-sft-quick"], _MAZE_CPU_RL, _MAZE_N_SMALL),
+        LLMSweep("maze-nsweep-quick", LLM_PRESETS["maze-sft-quick"], _MAZE_QUICK_RL, _MAZE_N_SMALL),
+    )
+}
+"""Named sweeps (``tailmiss llm sweep --preset NAME``), each with a ``-quick`` variant."""
+
+
+def llm_sweep(name: str) -> LLMSweep:
+    """The sweep preset called ``name`` (``ValueError`` listing the known names otherwise)."""
+    if name not in LLM_SWEEPS:
+        raise ValueError(f"unknown LLM sweep {name!r}; known: {', '.join(LLM_SWEEPS)}")
+    return LLM_SWEEPS[name]
+
+
 def llm_preset(name: str) -> SFTConfig | RLConfig:
     """The preset called ``name`` (``ValueError`` listing the known names otherwise)."""
     if name not in LLM_PRESETS:
@@ -100,4 +141,5 @@ def llm_preset(name: str) -> SFTConfig | RLConfig:
 
 def quick_name(name: str) -> str:
     """Name of the quick variant of ``name`` (itself if it has none)."""
-    return name if name.endswith("-quick") or f"{name}-quick" not in LLM_PRESETS else f"{name}-quick"
+    known = f"{name}-quick" in LLM_PRESETS or f"{name}-quick" in LLM_SWEEPS
+    return name if name.endswith("-quick") or not known else f"{name}-quick"

@@ -54,9 +54,14 @@ class SimConfig:
         Label recorded with the result.
     num_actions, num_correct : int
         :math:`V` and :math:`|\mathcal{P}|` (paper: 128,000 and 10,000).
-    init : {"seeded", "zero"}
+    init : {"seeded", "zero", "logits"}
         Seeded: anchor (correct index 0) at ``anchor_logit``, other correct at
         ``correct_logit``, incorrect at ``incorrect_logit``. Zero: uniform.
+        Logits: start from ``logits`` (e.g. a trained model's answer
+        distribution, correct answers first; see :mod:`tailmiss.bridge`).
+    logits : tuple of float
+        The starting logits for ``init="logits"`` (length ``num_actions``,
+        finite); empty otherwise.
     reward_correct, reward_incorrect : float
         :math:`R_c > R_w` (simulations: +1/−1).
     advantage : {"none", "mean", "std"}
@@ -88,6 +93,7 @@ class SimConfig:
     anchor_logit: float = 5.0
     correct_logit: float = 3.0
     incorrect_logit: float = 0.0
+    logits: tuple[float, ...] = ()
     reward_correct: float = 1.0
     reward_incorrect: float = -1.0
     advantage: str = "mean"
@@ -108,7 +114,7 @@ class SimConfig:
     max_draws_per_chunk: int = 2**22
 
     def __post_init__(self) -> None:
-        for axis in ("group_sizes", "gammas", "seeds", "betas"):
+        for axis in ("group_sizes", "gammas", "seeds", "betas", "logits"):
             value = getattr(self, axis)
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 raise ValueError(f"{axis} must be a list, got {value!r}")
@@ -122,7 +128,17 @@ class SimConfig:
                 f"num_correct must be smaller than num_actions, got {self.num_correct} with "
                 f"num_actions={self.num_actions}"
             )
-        _choice("init", self.init, ("seeded", "zero"))
+        _choice("init", self.init, ("seeded", "zero", "logits"))
+        if self.init == "logits":
+            if len(self.logits) != self.num_actions:
+                raise ValueError(
+                    f"logits must hold num_actions={self.num_actions} values for init='logits', got {len(self.logits)}"
+                )
+            finite = (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in self.logits)
+            if not all(finite):
+                raise ValueError("logits must be finite numbers")
+        elif self.logits:
+            raise ValueError(f"logits are only read with init='logits', got init={self.init!r}")
         if self.init == "seeded" and self.num_correct < 2:
             raise ValueError(f"seeded init needs num_correct >= 2 (anchor plus leaves), got {self.num_correct}")
         if not self.reward_correct > self.reward_incorrect:

@@ -21,6 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 import torch
+from scipy import special
 
 from tailmiss import analytic, objectives
 from tailmiss._device import resolve_device
@@ -87,6 +88,10 @@ def initial_logits(config: SimConfig) -> np.ndarray:
 
 def initial_policy(config: SimConfig) -> analytic.InitialDistribution:
     """The starting policy of ``config`` as :func:`tailmiss.analytic.initial_distribution` builds it."""
+    if config.init == "logits":
+        z = np.asarray(config.logits, dtype=np.float64)
+        correct = np.arange(config.num_actions) < config.num_correct
+        return analytic.InitialDistribution(special.softmax(z), correct, None, z)
     return analytic.initial_distribution(
         config.num_actions,
         config.num_correct,
@@ -140,7 +145,7 @@ class _Metrics:
         }
 
 
-def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult:
+def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: bool = False) -> SimResult:
     """Run every ``(group_size, gamma, seed)`` of ``config`` together as one tensor.
 
     Parameters
@@ -150,6 +155,9 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
         Defaults to CUDA when available, else CPU.
     progress : bool
         Show a progress bar over steps.
+    keep_final : bool
+        Also return every run's final policy (``SimResult.final_probs``,
+        float64 ``[runs, actions]``; not saved with the result).
 
     Returns
     -------
@@ -184,6 +192,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
                 # probabilities in the logit dtype; the sampler's CDF and all metric sums accumulate in float64
                 p = torch.softmax(z.detach(), dim=1)
                 if step == config.steps:
+                    final_probs = p.to(torch.float64).cpu().numpy() if keep_final else None
                     row = metrics(p)
                     row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
                     logged.append(row)
@@ -228,7 +237,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True) -> SimResult
         "action_updates_per_s": num_runs * v * config.steps / max(elapsed, 1e-9),
         "initial": _initial_summary(config),
     }
-    return SimResult(config=config, history=history, meta=meta)
+    return SimResult(config=config, history=history, meta=meta, final_probs=final_probs)
 
 
 def _tidy(runs, log_steps, logged) -> pd.DataFrame:

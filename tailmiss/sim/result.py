@@ -6,9 +6,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from tailmiss.io import atomic_dir
+from tailmiss.io import require_files, result_dir
 from tailmiss.sim.config import SimConfig
 
 __all__ = ["SimResult"]
@@ -30,11 +31,14 @@ class SimResult:
         and the metrics of :data:`tailmiss.sim.engine.METRICS`.
     meta : dict
         Device, torch version, wall time, throughput, initial-policy summary.
+    final_probs : ndarray or None
+        Final policy of every run (``simulate(..., keep_final=True)`` only; not saved).
     """
 
     config: SimConfig
     history: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    final_probs: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def final(self) -> pd.DataFrame:
@@ -53,9 +57,7 @@ class SimResult:
         (those three files and nothing else); anything else raises ``ValueError``.
         """
         path = Path(path)
-        if path.exists() and not (path.is_dir() and {p.name for p in path.iterdir()} <= set(_FILES)):
-            raise ValueError(f"refusing to replace {str(path)!r}: it is not an earlier SimResult folder")
-        with atomic_dir(path) as tmp:
+        with result_dir(path, _FILES, "SimResult") as tmp:
             self.config.to_toml(tmp / "config.toml")
             self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
             (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
@@ -63,10 +65,7 @@ class SimResult:
 
     @classmethod
     def load(cls, path: str | Path) -> SimResult:
-        path = Path(path)
-        for name in _FILES:
-            if not (path / name).is_file():
-                raise ValueError(f"{str(path)!r} is not a saved SimResult: {name} is missing")
+        path = require_files(path, _FILES, "SimResult")
         config = SimConfig.from_toml(path / "config.toml")
         history = pd.read_csv(path / "history.csv", dtype=_HISTORY_DTYPES)
         meta = json.loads((path / "meta.json").read_text())

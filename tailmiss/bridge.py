@@ -1,0 +1,356 @@
+r"""The bridge: the categorical simulation's regimes beside real RL runs of a small transformer.
+
+For a group-size sweep of task (a) (:mod:`tailmiss.llm.sweep`), every
+evaluation prompt :math:`x` has an exactly known SFT answer distribution
+:math:`\pi_0(\cdot \mid x)` over its :math:`10^K` well-formed answers. The bridge
+
+1. turns each prompt into a categorical policy: one action per well-formed
+   answer (correct answers first) plus one "off-format" action holding the mass
+   of every other sequence, with logits :math:`\log \pi_0`;
+2. runs the simulator (:func:`tailmiss.sim.simulate`, ``init="logits"``) from
+   it with the LLM runs' group sizes, focal exponents, surrogate family
+   (log-probability policy gradient with std-normalised group advantages, as
+   GRPO) and update count (one update per LLM step), for every seed;
+3. evaluates F-GRPO Lemma 3.1 per prompt with the SFT model's
+   :math:`\mu_{pos}(x)` and the mass :math:`\tau(x)` of its rare-correct set
+   (the correct answers of smallest SFT mass holding at most ``rare_share`` of
+   :math:`\mu_{pos}(x)`): the predicted probability that an active group misses
+   the rare set, beside the observed change of that set's mass;
+4. compares, across :math:`N`, the retained positive mass :math:`M_{ret}`
+   (F-GRPO Eq. 26) and :math:`Q_{pos}` of the LLM runs and the simulation:
+   Spearman rank agreement, the regime (zone I / II / III, as in F-GRPO Fig. 2)
+   of each :math:`N` in each, and whether the focal weight raises
+   :math:`M_{ret}` in both.
+
+The simulation and the transformer differ in one way the comparison cannot
+remove: the transformer is never trained on the evaluation prompts (held-out
+split), so their answer distributions move only through what the shared
+weights learn from other prompts, while each simulated prompt is updated
+directly. The bridge compares regimes (orderings in :math:`N`), not magnitudes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+
+from tailmiss import analytic
+from tailmiss.io import require_files, result_dir
+from tailmiss.llm.checkpoint import LoadedRun
+from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
+from tailmiss.llm.sweep import LLMSweep, SweepResult
+from tailmiss.sim.config import SimConfig
+from tailmiss.sim.engine import simulate
+
+__all__ = [
+    "BRIDGE_GAMMAS",
+    "BridgeResult",
+    "prompt_policies",
+    "run_bridge",
+    "zones",
+    "verdict",
+]
+
+BRIDGE_GAMMAS = (0.0, 0.5, 1.0)
+"""Focal exponents simulated at every group size."""
+ZONE_THRESHOLD = 0.5
+"""M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
+_OFF_FORMAT_FLOOR = 1e-30
+_FILES = ("prompts.csv", "summary.csv", "verdict.json", "config.toml")
+
+
+@dataclass(frozen=True)
+class PromptPolicy:
+    """One prompt's SFT answer distribution as a categorical policy (correct actions first, off-format last)."""
+
+    logits: np.ndarray
+    num_correct: int
+    rare: np.ndarray
+    """Boolean mask over the actions: the prompt's rare-correct set."""
+    mu_pos: float
+    tau: float
+
+
+def prompt_policies(reference: AnswerDistribution, rare_share: float) -> list[PromptPolicy]:
+    """Categorical policies of every prompt of ``reference`` (exact SFT answer distributions).
+
+    Each prompt's actions are its correct answers, then its incorrect ones, then
+    one off-format action with mass :math:`1 - \\sum_a \\pi_0(a)` (floored at
+    1e-30 so its logit stays finite); the logits are the float64 log-masses.
+    """
+    rare_all = _rare_sets(reference, rare_share)
+    out = []
+    for i in range(reference.logp.shape[0]):
+        logp, correct = reference.logp[i].numpy(), reference.correct[i].numpy()
+        valid = np.isfinite(logp)
+        rare = rare_all[i].numpy()
+        order = np.concatenate([np.flatnonzero(correct & valid), np.flatnonzero(~correct & valid)])
+        off = max(float(reference.off_format[i]), _OFF_FORMAT_FLOOR)
+        logits = np.concatenate([logp[order], [np.log(off)]])
+        mask = np.concatenate([rare[order], [False]])
+        probs = np.exp(logp[order])
+        c = int((correct & valid).sum())
+        out.append(PromptPolicy(logits, c, mask, float(probs[:c].sum()), float(probs[mask[:-1]].sum())))
+    return out
+
+
+def _sim_config(policy: PromptPolicy, sweep: LLMSweep, group_sizes, seeds, lr: float) -> SimConfig:
+    rl = sweep.rl
+    return SimConfig(
+        name="bridge",
+        num_actions=len(policy.logits),
+        num_correct=policy.num_correct,
+        init="logits",
+        logits=tuple(float(x) for x in policy.logits),
+        reward_correct=1.0,
+        reward_incorrect=0.0,  # the transformer's binary verifier
+        advantage="std",
+        std_kind=rl.std_kind,
+        adv_eps=rl.adv_eps,
+        surrogate="logprob",
+        optimizer="adam",
+        lr=lr,
+        group_sizes=tuple(group_sizes),
+        gammas=BRIDGE_GAMMAS,
+        seeds=tuple(seeds),
+        steps=rl.steps,
+        log_every=rl.steps,
+        dtype="float64",
+    )
+
+
+def _simulate_prompts(policies, sweep, lr, progress) -> pd.DataFrame:
+    group_sizes = sorted({v.group_size for v in sweep.variants})
+    rows = []
+    bar = None
+    if progress:
+        from tailmiss._progress import ProgressBar
+
+        bar = ProgressBar(total=len(policies), description=f"bridge: simulating {len(policies)} prompts")
+    try:
+        for i, pol in enumerate(policies):
+            cfg = _sim_config(pol, sweep, group_sizes, sweep.seeds, lr)
+            res = simulate(cfg, device="cpu", progress=False, keep_final=True)
+            final = res.final
+            tau_end = res.final_probs[:, pol.rare].sum(1)
+            for r, (n, g, s) in enumerate(cfg.runs()):
+                rows.append(
+                    {
+                        "source": "sim",
+                        "prompt": i,
+                        "group_size": n,
+                        "gamma": float(g),
+                        "seed": s,
+                        "mu_pos0": pol.mu_pos,
+                        "tau0": pol.tau,
+                        "q_pos": float(final["q_pos"].iloc[r]),
+                        "retained_mass": float(final["retained_mass"].iloc[r]),
+                        "tau": float(tau_end[r]),
+                    }
+                )
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return pd.DataFrame(rows)
+
+
+def _llm_prompts(sweep: LLMSweep, root: Path, prompts, policies, reference) -> pd.DataFrame:
+    rows = []
+    p0 = reference.probs
+    rare = _rare_sets(reference, sweep.rl.rare_share)
+    c0 = (p0 * reference.correct).sum(1)
+    for variant, seed, cfg in sweep.runs():
+        run = LoadedRun(root / cfg.name)
+        cur = answer_distribution(run.model, run.task, prompts)
+        p = cur.probs
+        retained = 1.0 - ((p0 - p).clamp(min=0.0) * cur.correct).sum(1) / c0
+        tau = (p * rare).sum(1)
+        for i, pol in enumerate(policies):
+            rows.append(
+                {
+                    "source": "llm",
+                    "prompt": i,
+                    "group_size": variant.group_size,
+                    "gamma": variant.gamma,
+                    "seed": seed,
+                    "mu_pos0": pol.mu_pos,
+                    "tau0": pol.tau,
+                    "q_pos": float(cur.mu_pos[i]),
+                    "retained_mass": float(retained[i]),
+                    "tau": float(tau[i]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def zones(group_sizes, retained) -> list[str]:
+    """Regime of each group size from its final M_ret (F-GRPO Fig. 2).
+
+    Zone II: :math:`M_{ret} <` :data:`ZONE_THRESHOLD`; zone I: not zone II and
+    smaller than every zone-II group size (or there is no zone II); zone III:
+    not zone II and larger than some zone-II group size.
+    """
+    n = np.asarray(group_sizes)
+    m = np.asarray(retained, dtype=float)
+    if n.shape != m.shape:
+        raise ValueError(f"group_sizes and retained must have the same shape, got {n.shape} and {m.shape}")
+    low = m < ZONE_THRESHOLD
+    first = n[low].min() if low.any() else np.inf
+    return ["II" if lo else ("I" if size < first else "III") for size, lo in zip(n, low)]
+
+
+def verdict(summary: pd.DataFrame, focal_n: int | None = None) -> dict:
+    """Numeric agreement between the LLM runs and the simulation, from a :attr:`BridgeResult.summary`.
+
+    Returns the Spearman rank correlation of :math:`M_{ret}` and of
+    :math:`Q_{pos}` across the GRPO group sizes, each source's zone per group
+    size and their agreement, and the focal effect on :math:`M_{ret}` at the
+    group size of the LLM's focal runs, in both sources.
+    """
+    llm = summary[(summary["source"] == "llm") & (summary["gamma"] == 0)].sort_values("group_size")
+    sim = summary[(summary["source"] == "sim") & (summary["gamma"] == 0)].set_index("group_size")
+    sizes = llm["group_size"].to_numpy()
+    sim = sim.loc[sizes]
+    out: dict = {"group_sizes": [int(n) for n in sizes]}
+    for metric in ("retained_mass", "q_pos"):
+        a, b = llm[metric].to_numpy(), sim[metric].to_numpy()
+        rho = stats.spearmanr(a, b).statistic if len(a) > 2 and np.ptp(a) > 0 and np.ptp(b) > 0 else float("nan")
+        out[f"spearman_{metric}"] = float(rho)
+        out[f"llm_{metric}"] = [float(x) for x in a]
+        out[f"sim_{metric}"] = [float(x) for x in b]
+    out["llm_zones"] = zones(sizes, llm["retained_mass"].to_numpy())
+    out["sim_zones"] = zones(sizes, sim["retained_mass"].to_numpy())
+    out["zone_agreement"] = float(np.mean([a == b for a, b in zip(out["llm_zones"], out["sim_zones"])]))
+    focal = summary[(summary["source"] == "llm") & (summary["gamma"] > 0)]
+    if focal_n is None and not focal.empty:
+        focal_n = int(focal["group_size"].iloc[0])
+    out["focal"] = []
+    for g in sorted(focal.loc[focal["group_size"] == focal_n, "gamma"].unique()):
+        row = {"gamma": float(g), "group_size": int(focal_n)}
+        for source in ("llm", "sim"):
+            sel = summary[(summary["source"] == source) & (summary["group_size"] == focal_n)].set_index("gamma")
+            row[f"{source}_delta_retained"] = float(sel.loc[g, "retained_mass"] - sel.loc[0.0, "retained_mass"])
+        row["helps_in_both"] = bool(row["llm_delta_retained"] > 0 and row["sim_delta_retained"] > 0)
+        out["focal"].append(row)
+    return out
+
+
+@dataclass
+class BridgeResult:
+    """Per-prompt and summary comparison of a sweep's LLM runs with their simulation.
+
+    Attributes
+    ----------
+    prompts : DataFrame
+        One row per source (``llm``/``sim``), prompt, group size, γ and seed:
+        SFT ``mu_pos0`` and ``tau0``, final ``q_pos``, ``retained_mass`` and
+        rare-set mass ``tau``, and ``tail_miss`` (Lemma 3.1 at the SFT
+        :math:`\\mu_{pos}, \\tau` and that group size).
+    summary : DataFrame
+        Means over prompts, then mean and standard deviation over seeds, per
+        source, group size and γ.
+    verdict : dict
+        See :func:`verdict`.
+    sweep : LLMSweep
+    sim_lr : float
+    """
+
+    prompts: pd.DataFrame
+    summary: pd.DataFrame
+    verdict: dict
+    sweep: LLMSweep
+    sim_lr: float
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        with result_dir(path, _FILES, "bridge result") as tmp:
+            self.sweep.to_toml(tmp / "config.toml")
+            self.prompts.to_csv(tmp / "prompts.csv", index=False, float_format="%.10g")
+            self.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
+            (tmp / "verdict.json").write_text(json.dumps({"sim_lr": self.sim_lr, **self.verdict}, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> BridgeResult:
+        path = require_files(path, _FILES, "bridge result")
+        v = json.loads((path / "verdict.json").read_text())
+        lr = v.pop("sim_lr")
+        return cls(
+            prompts=pd.read_csv(path / "prompts.csv"),
+            summary=pd.read_csv(path / "summary.csv"),
+            verdict=v,
+            sweep=LLMSweep.from_toml(path / "config.toml"),
+            sim_lr=lr,
+        )
+
+
+def _summarise(prompts: pd.DataFrame) -> pd.DataFrame:
+    keys = ["source", "group_size", "gamma"]
+    per_seed = prompts.groupby([*keys, "seed"], as_index=False)[["q_pos", "retained_mass"]].mean()
+    g = per_seed.groupby(keys)[["q_pos", "retained_mass"]]
+    ddof = 1 if per_seed["seed"].nunique() > 1 else 0
+    return g.mean().join(g.std(ddof=ddof).add_suffix("_sd")).reset_index()
+
+
+def run_bridge(
+    sweep_result: SweepResult,
+    root: str | Path,
+    sim_lr: float = 1e-2,
+    progress: bool = True,
+) -> BridgeResult:
+    """Simulate every evaluation prompt of a finished task-(a) sweep and compare with its LLM runs.
+
+    Parameters
+    ----------
+    sweep_result : SweepResult
+        A finished sweep (:func:`tailmiss.llm.sweep.run_sweep`) on an
+        enumerable task; its run folders must be under ``root``.
+    root : path
+        The sweep's cache root; the result is saved to ``root/<sweep>-bridge``
+        and reused when it was made from the same sweep and ``sim_lr``.
+    sim_lr : float
+        Adam learning rate of the simulated logits (F-GRPO App. J uses 1e-2).
+    """
+    if not isinstance(sweep_result, SweepResult):
+        raise ValueError(f"sweep_result must be a SweepResult, got {type(sweep_result).__name__}")
+    if not (isinstance(sim_lr, (int, float)) and np.isfinite(sim_lr) and sim_lr > 0):
+        raise ValueError(f"sim_lr must be a positive number, got {sim_lr!r}")
+    sweep, root = sweep_result.config, Path(root)
+    out_dir = root / f"{sweep.name}-bridge"
+    if out_dir.is_dir():
+        try:
+            cached = BridgeResult.load(out_dir)
+        except (ValueError, KeyError):
+            cached = None
+        if cached is not None and cached.sweep == sweep and cached.sim_lr == float(sim_lr):
+            return cached
+    sft = LoadedRun(root / sweep.sft.name)
+    if not sft.task.enumerable:
+        raise ValueError(f"the bridge needs an enumerable task, got {sft.task.name!r}")
+    torch.set_grad_enabled(True)
+    prompts = sft.task.prompts(sweep.rl.eval_split, sweep.rl.eval_prompts, seed=sweep.rl.seed, distinct=True)
+    reference = answer_distribution(sft.model, sft.task, prompts)
+    policies = prompt_policies(reference, sweep.rl.rare_share)
+    frame = pd.concat(
+        [_llm_prompts(sweep, root, prompts, policies, reference), _simulate_prompts(policies, sweep, sim_lr, progress)],
+        ignore_index=True,
+    )
+    has_rare = frame["tau0"] > 0
+    frame["tail_miss"] = np.nan
+    frame.loc[has_rare, "tail_miss"] = analytic.tail_miss_probability(
+        frame.loc[has_rare, "mu_pos0"].to_numpy(),
+        frame.loc[has_rare, "tau0"].to_numpy(),
+        frame.loc[has_rare, "group_size"].to_numpy(),
+    )
+    summary = _summarise(frame)
+    result = BridgeResult(frame, summary, verdict(summary), sweep, float(sim_lr))
+    result.save(out_dir)
+    return result

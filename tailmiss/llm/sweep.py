@@ -1,0 +1,374 @@
+r"""Sweeps of RL runs from one SFT model: group size, objective and focal weight, several seeds.
+
+A sweep is one SFT config, one base RL config and a list of variants (method,
+focal :math:`\gamma`, group size :math:`N`), each run for every seed. Every run
+keeps the base config's prompts per step and steps (F-GRPO Table 2 compares
+group sizes at equal prompts and steps, so a larger :math:`N` spends more
+rollouts; the rollouts are logged).
+
+Store layout under ``root`` (the same cache the report uses):
+
+* ``root/<sft.name>/``: the SFT run (shared by every sweep of that config);
+* ``root/<rl.name>-<method>-n<N>-g<gamma>-s<seed>/``: one RL run folder per
+  variant and seed, reused by any sweep that asks for the same config;
+* ``root/<sweep.name>/``: the tidy result, written atomically as one folder:
+  ``config.toml`` (the sweep), ``history.csv`` (one row per run and evaluation
+  step), ``final.csv`` (one row per run, plus the SFT model as ``method =
+  "sft"``) and ``meta.json`` (compute of every run).
+
+A finished run is never redone: :func:`run_sweep` reuses it and says so, and a
+run killed part-way resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tailmiss.io import read_toml, require_files, result_dir, write_toml
+from tailmiss.llm.cached import cached_rl, cached_sft, run_state
+from tailmiss.llm.checkpoint import LoadedRun
+from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
+from tailmiss.objectives import POLICY_LOSSES
+
+__all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
+
+_FILES = ("config.toml", "history.csv", "final.csv", "meta.json")
+_METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr. GRPO"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm of a sweep: the method, its focal exponent and the group size."""
+
+    method: str = "grpo"
+    gamma: float = 0.0
+    group_size: int = 8
+
+    def __post_init__(self) -> None:
+        if self.method not in POLICY_LOSSES:
+            raise ValueError(
+                f"variant method must be one of {', '.join(map(repr, POLICY_LOSSES))}, got {self.method!r}"
+            )
+        g = self.gamma
+        if not isinstance(g, (int, float)) or isinstance(g, bool) or not math.isfinite(g) or g < 0:
+            raise ValueError(f"variant gamma must be a finite number >= 0, got {g!r}")
+        n = self.group_size
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"variant group_size must be an integer >= 2, got {n!r}")
+        object.__setattr__(self, "gamma", float(g))
+
+    @property
+    def label(self) -> str:
+        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"`` ..."""
+        base = _METHOD_NAMES[self.method]
+        return f"F-{base} γ={self.gamma:g} N={self.group_size}" if self.gamma > 0 else f"{base} N={self.group_size}"
+
+    @property
+    def slug(self) -> str:
+        return f"{self.method}-n{self.group_size}-g{self.gamma:g}"
+
+
+@dataclass(frozen=True)
+class LLMSweep:
+    """A sweep: ``variants × seeds`` RL runs from one SFT model.
+
+    Attributes
+    ----------
+    name : str
+        Result folder name under the cache root.
+    sft : SFTConfig
+        The model every run starts from (trained once).
+    rl : RLConfig
+        The base RL config; each run replaces ``method``, ``gamma``,
+        ``group_size``, ``seed`` and ``name``. Its ``seed`` also picks the
+        fixed evaluation prompts of ``final.csv``, the same for every run.
+    variants : tuple of Variant
+    seeds : tuple of int
+    """
+
+    name: str
+    sft: SFTConfig
+    rl: RLConfig
+    variants: tuple[Variant, ...]
+    seeds: tuple[int, ...] = (0,)
+    _runs: list = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith("."):
+            raise ValueError(f"sweep name must be a non-empty string without path separators, got {self.name!r}")
+        if not isinstance(self.sft, SFTConfig) or not isinstance(self.rl, RLConfig):
+            raise ValueError("a sweep needs an SFTConfig (sft) and an RLConfig (rl)")
+        variants = tuple(v if isinstance(v, Variant) else Variant(**v) for v in self.variants)
+        if not variants:
+            raise ValueError("variants must not be empty")
+        if len(set(variants)) != len(variants):
+            raise ValueError("variants must be distinct")
+        seeds = tuple(self.seeds)
+        if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
+            raise ValueError(f"seeds must be a non-empty list of integers >= 0, got {list(seeds)!r}")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {list(seeds)!r}")
+        object.__setattr__(self, "variants", variants)
+        object.__setattr__(self, "seeds", seeds)
+        object.__setattr__(self, "_runs", [(v, s, self._config(v, s)) for v in variants for s in seeds])
+
+    def _config(self, variant: Variant, seed: int) -> RLConfig:
+        name = f"{self.rl.name}-{variant.slug}-s{seed}"
+        try:
+            return self.rl.replace(
+                name=name, method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed
+            )
+        except ValueError as exc:
+            raise ValueError(f"variant {variant.label!r}: {exc}") from None
+
+    def runs(self) -> list[tuple[Variant, int, RLConfig]]:
+        """``(variant, seed, RL config)`` of every run, variants outer, seeds inner."""
+        return list(self._runs)
+
+    def replace(self, **changes) -> LLMSweep:
+        return dataclasses.replace(self, **changes)
+
+    # -- TOML --------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "sweep": {
+                "name": self.name,
+                "seeds": list(self.seeds),
+                "variants": [dataclasses.asdict(v) for v in self.variants],
+            },
+            "sft": self.sft.to_dict(),
+            "rl": self.rl.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "sweep") -> LLMSweep:
+        if not isinstance(data, dict) or set(data) != {"sweep", "sft", "rl"}:
+            got = sorted(data) if isinstance(data, dict) else data
+            raise ValueError(f"{where}: expected the tables [sweep], [sft] and [rl], got {got!r}")
+        body = dict(data["sweep"])
+        unknown = sorted(set(body) - {"name", "seeds", "variants"})
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) in [sweep]: {', '.join(map(repr, unknown))}")
+        if "name" not in body or "variants" not in body:
+            raise ValueError(f"{where}: [sweep] needs name and variants")
+        variants = []
+        for i, v in enumerate(body["variants"]):
+            if not isinstance(v, dict) or set(v) - {"method", "gamma", "group_size"}:
+                raise ValueError(f"{where}: variant {i} must be a table of method, gamma, group_size, got {v!r}")
+            try:
+                variants.append(Variant(**v))
+            except ValueError as exc:
+                raise ValueError(f"{where}: variant {i}: {exc}") from None
+        try:
+            return cls(
+                name=body["name"],
+                sft=SFTConfig.from_dict(data["sft"], where=f"{where}: [sft]"),
+                rl=RLConfig.from_dict(data["rl"], where=f"{where}: [rl]"),
+                variants=tuple(variants),
+                seeds=tuple(body.get("seeds", (0,))),
+            )
+        except ValueError as exc:
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> LLMSweep:
+        return cls.from_dict(read_toml(path), where=str(path))
+
+    def to_toml(self, path: str | Path) -> None:
+        write_toml(path, self.to_dict())
+
+
+def load_sweep(path: str | Path) -> LLMSweep:
+    """Read a sweep TOML (tables ``[sweep]``, ``[sft]`` and ``[rl]``)."""
+    return LLMSweep.from_toml(path)
+
+
+@dataclass
+class SweepResult:
+    """The tidy output of :func:`run_sweep`.
+
+    Attributes
+    ----------
+    config : LLMSweep
+    history : DataFrame
+        One row per run and evaluation step: ``label, method, gamma,
+        group_size, seed, step, rollouts`` and the run's evaluation columns
+        (exact ``mu_pos``, ``retained_mass``, ``dnll_rare``, ``exact_pass_at_*``
+        on enumerable tasks; sampled ``pass_at_k`` when the config samples).
+    final : DataFrame
+        One row per run at its last step (plus the SFT model, ``method = "sft"``,
+        ``group_size = 0``); on enumerable tasks every run is re-evaluated on the
+        same prompts, with exact pass@k, ``retained_mass``, ``dnll_rare``,
+        ``tau_ratio`` (rare-set mass over its SFT mass) and ``rare_pass_at_k``.
+    meta : dict
+        Per-run compute (rollouts, tokens, wall time, device, threads) and totals.
+    """
+
+    config: LLMSweep
+    history: pd.DataFrame
+    final: pd.DataFrame
+    meta: dict
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        with result_dir(path, _FILES, "sweep result") as tmp:
+            self.config.to_toml(tmp / "config.toml")
+            self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
+            self.final.to_csv(tmp / "final.csv", index=False, float_format="%.10g")
+            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> SweepResult:
+        path = require_files(path, _FILES, "sweep result")
+        return cls(
+            config=LLMSweep.from_toml(path / "config.toml"),
+            history=pd.read_csv(path / "history.csv"),
+            final=pd.read_csv(path / "final.csv"),
+            meta=json.loads((path / "meta.json").read_text()),
+        )
+
+    def seed_mean(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Mean and standard deviation over seeds per ``label`` (and ``step`` for histories)."""
+        frame = self.final if frame is None else frame
+        keys = ["label", "method", "gamma", "group_size"] + (["step"] if "step" in frame else [])
+        numeric = frame.drop(columns=[c for c in ("seed",) if c in frame]).select_dtypes("number").columns
+        values = [c for c in numeric if c not in keys]
+        grouped = frame.groupby(keys, sort=False)[values]
+        mean, std = grouped.mean(), grouped.std(ddof=1 if frame["seed"].nunique() > 1 else 0)
+        return mean.join(std.add_suffix("_sd")).reset_index()
+
+
+def _final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
+    """Exact metrics of a finished run on the sweep's fixed prompts (enumerable tasks)."""
+    run = LoadedRun(run_dir)
+    task, cfg = run.task, run.config
+    prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=prompts_seed, distinct=True)
+    key = (cfg.eval_split, cfg.eval_prompts)
+    if key not in reference_cache:
+        reference_cache[key] = answer_distribution(run.reference, task, prompts)
+    m = exact_metrics(answer_distribution(run.model, task, prompts), reference_cache[key], PASS_KS, cfg.rare_share)
+    row = {
+        "mu_pos": m["mu_pos_mean"],
+        "off_format": m["off_format_mean"],
+        "retained_mass": m["retained_mass_mean"],
+        "dnll_rare": m["dnll_rare"],
+        "tau_ratio": float(np.sum(m["tau_rare"]) / np.sum(m["tau_rare_ref"])),
+    }
+    row.update({f"exact_pass_at_{k}": v for k, v in m["exact_pass_at_k"].items()})
+    row.update({f"rare_pass_at_{k}": v for k, v in m["rare_pass_at_k"].items()})
+    return row
+
+
+def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
+    run = LoadedRun(sft_dir)
+    prompts = run.task.prompts(rl.eval_split, rl.eval_prompts, seed=rl.seed, distinct=True)
+    m = exact_metrics(answer_distribution(run.model, run.task, prompts), None, PASS_KS, rl.rare_share)
+    row = {"mu_pos": m["mu_pos_mean"], "off_format": m["off_format_mean"], "retained_mass": 1.0, "dnll_rare": 0.0}
+    row["tau_ratio"] = 1.0
+    row.update({f"exact_pass_at_{k}": v for k, v in m["exact_pass_at_k"].items()})
+    row.update({f"rare_pass_at_{k}": v for k, v in m["rare_pass_at_k"].items()})
+    return row
+
+
+def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
+    """Build the tidy result of ``sweep`` from its finished run folders under ``root``."""
+    root = Path(root)
+    histories, finals, compute = [], [], []
+    reference_cache: dict = {}
+    enumerable = None
+    for variant, seed, cfg in sweep.runs():
+        path = root / cfg.name
+        meta = json.loads((path / "meta.json").read_text())
+        ident = {"label": variant.label, "method": variant.method, "gamma": variant.gamma}
+        ident.update(group_size=variant.group_size, seed=seed)
+        history = pd.read_csv(path / "history.csv")
+        eval_cols = [c for c in history if c in ("mu_pos", "pass_at_1") or c.startswith("reward")]
+        evals = history.dropna(subset=[c for c in ("mu_pos", "pass_at_1") if c in history], how="all")
+        if not eval_cols or evals.empty:
+            evals = history
+        histories.append(evals.assign(**ident))
+        last = history.iloc[-1]
+        row = {**ident, "rollouts": int(meta["rollouts"]), "tokens": int(meta["tokens"])}
+        if enumerable is None:
+            enumerable = LoadedRun(path).task.enumerable
+        if enumerable:
+            row.update(_final_row(path, sweep.rl.seed, reference_cache))
+        else:
+            row.update({c: last[c] for c in history if c.startswith("pass_at_")})
+        finals.append(row)
+        compute.append(
+            {
+                "run": cfg.name,
+                **ident,
+                **{k: meta[k] for k in ("rollouts", "tokens", "elapsed_s", "device", "threads", "torch") if k in meta},
+            }
+        )
+    sft_dir = root / sweep.sft.name
+    base = {"label": "SFT", "method": "sft", "gamma": 0.0, "group_size": 0, "seed": sweep.rl.seed, "rollouts": 0}
+    base["tokens"] = 0
+    if enumerable:
+        base.update(_sft_row(sft_dir, sweep.rl))
+    else:  # every run's step-0 evaluation scores the SFT model; average them
+        first = pd.concat([h[h["step"] == 0] for h in histories])
+        base.update({c: float(first[c].mean()) for c in first if c.startswith("pass_at_")})
+    final = pd.DataFrame([base, *finals])
+    sft_meta = json.loads((sft_dir / "meta.json").read_text())
+    meta = {
+        "sft": {k: sft_meta.get(k) for k in ("params", "steps", "elapsed_s", "device", "threads", "torch")},
+        "runs": compute,
+        "total_rollouts": int(sum(r["rollouts"] for r in compute)),
+        "total_tokens": int(sum(r["tokens"] for r in compute)),
+        "total_elapsed_s": round(sum(r.get("elapsed_s", 0.0) for r in compute), 3),
+    }
+    return SweepResult(config=sweep, history=pd.concat(histories, ignore_index=True), final=final, meta=meta)
+
+
+def run_sweep(
+    sweep: LLMSweep,
+    root: str | Path,
+    device=None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> SweepResult:
+    """Train (or reuse) every run of ``sweep`` under ``root`` and return its tidy result.
+
+    Finished runs of the same config are reused (``log`` says so), partial ones
+    resume from their last checkpoint; the result folder ``root/<sweep.name>``
+    is rewritten atomically only when something changed.
+    """
+    if not isinstance(sweep, LLMSweep):
+        raise ValueError(f"sweep must be an LLMSweep, got {type(sweep).__name__}")
+    root = Path(root)
+    log = log or (lambda message: None)
+    out_dir = root / sweep.name
+    if (out_dir / "config.toml").is_file():
+        try:
+            cached = SweepResult.load(out_dir)
+        except ValueError:
+            cached = None
+        if cached is not None and cached.config == sweep:
+            log(f"{sweep.name}: every run done, reusing {out_dir}")
+            return cached
+    sft_state = run_state(root / sweep.sft.name, sweep.sft, None)
+    log(f"SFT {sweep.sft.name}: {'done, reused' if sft_state == 'done' else 'training'}")
+    sft_dir = cached_sft(sweep.sft, root, device=device, progress=progress)
+    runs = sweep.runs()
+    for i, (variant, seed, cfg) in enumerate(runs, 1):
+        state = run_state(root / cfg.name, cfg, sft_dir)
+        what = {"done": "done, reused", "partial": "resuming"}.get(state, "training")
+        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {what}")
+        cached_rl(cfg, sft_dir, root, device=device, progress=progress)
+    result = collect(sweep, root)
+    result.save(out_dir)
+    return result
