@@ -1,4 +1,4 @@
-"""Simulator throughput: batched sweep vs one-run-at-a-time baseline vs a memory-bandwidth ceiling.
+"""Simulator throughput: batched sweep vs one-run-at-a-time baseline vs the step's floor, with a per-op profile.
 
 Action-updates per second = runs × actions × steps / wall time.
 
@@ -7,6 +7,10 @@ Action-updates per second = runs × actions × steps / wall time.
 * **baseline**: what one writes first: for each run in turn, a ``[actions]``
   logit vector, ``torch.multinomial`` + ``bincount``, the log-prob surrogate
   through autograd and ``torch.optim.Adam``, step after step;
+* **floor**: what any exact implementation of the step must do, timed in the
+  same process on the same ``[runs, actions]`` shape: a softmax, one fused
+  Adam step and one float64 prefix sum along each row (the CDF the exact
+  sampler needs), per step;
 * **ceiling**: a device-copy bandwidth measured in the same process, divided by
   the bytes an Adam step must move per action (read logits, grad, two moments;
   write logits, two moments: 7 values of the logit dtype). Sampling, softmax
@@ -15,6 +19,7 @@ Action-updates per second = runs × actions × steps / wall time.
 Usage::
 
     python benchmarks/sim_throughput.py                    # reduced sweep: 17 N x 2 gamma x 1 seed x 10 steps
+    python benchmarks/sim_throughput.py --steps 20 --profile   # + the per-op profile of the batched step
     python benchmarks/sim_throughput.py --device cuda --full   # the whole fgrpo-fig2 sweep
 """
 
@@ -61,6 +66,40 @@ def baseline(config, device: torch.device) -> float:
     return time.perf_counter() - started
 
 
+def floor_step(config, device: torch.device, repeats: int = 10) -> float:
+    """Seconds per step of softmax + fused Adam + one row-wise float64 prefix sum on ``[runs, actions]``."""
+    dtype = getattr(torch, config.dtype)
+    z = torch.zeros(config.num_runs, config.num_actions, device=device, dtype=dtype, requires_grad=True)
+    z.grad = torch.randn_like(z)
+    opt = torch.optim.Adam([z], lr=config.lr, fused=True)
+
+    def one() -> None:
+        with torch.no_grad():
+            p = torch.softmax(z, dim=1)
+            torch.cumsum(p, dim=1, dtype=torch.float64)
+        opt.step()
+
+    one()
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        one()
+    _sync(device)
+    return (time.perf_counter() - started) / repeats
+
+
+def profile_table(config, device: torch.device, rows: int = 18) -> str:
+    """torch.profiler's self-time table of ``config`` (the batched step), top ``rows`` ops."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        simulate(config, device=device, progress=False)
+        _sync(device)
+    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
 def copy_bandwidth(device: torch.device, numel: int, dtype: torch.dtype, repeats: int = 10) -> float:
     """Bytes per second of ``dst.copy_(src)`` (read + write)."""
     src = torch.randn(numel, device=device).to(dtype)
@@ -85,6 +124,7 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=128_000)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of text")
+    parser.add_argument("--profile", action="store_true", help="also print the per-op profile of the batched step")
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -102,6 +142,7 @@ def main() -> None:
     batched_s = time.perf_counter() - started
 
     base_s = None if args.no_baseline else baseline(config, device)
+    floor_s = floor_step(config, device)
     # at least 256 MiB so that caches do not flatter the bandwidth
     numel = max(config.num_runs * config.num_actions, 2**26)
     bandwidth = copy_bandwidth(device, numel, getattr(torch, config.dtype))
@@ -119,6 +160,9 @@ def main() -> None:
         "baseline_s": None if base_s is None else round(base_s, 3),
         "baseline_updates_per_s": None if base_s is None else updates / base_s,
         "speedup_vs_baseline": None if base_s is None else base_s / batched_s,
+        "step_ms": 1e3 * batched_s / config.steps,
+        "floor_step_ms": 1e3 * floor_s,
+        "step_over_floor": batched_s / config.steps / floor_s,
         "copy_bandwidth_GBps": bandwidth / 1e9,
         "ceiling_updates_per_s": ceiling,
         "fraction_of_ceiling": updates / batched_s / ceiling,
@@ -132,9 +176,15 @@ def main() -> None:
     if base_s is not None:
         print(f"one run at a time      {base_s:8.2f} s  {report['baseline_updates_per_s']:.3e} action-updates/s")
         print(f"speed-up               {report['speedup_vs_baseline']:.2f}x")
+    print(f"step                   {report['step_ms']:8.1f} ms (log every {config.log_every} steps)")
+    print(f"floor step             {report['floor_step_ms']:8.1f} ms (softmax + fused Adam + row-wise float64 cumsum)")
+    print(f"step / floor           {report['step_over_floor']:.2f}x")
     print(f"copy bandwidth         {report['copy_bandwidth_GBps']:.1f} GB/s")
     print(f"Adam-traffic ceiling   {ceiling:.3e} action-updates/s ({bytes_per_update} B per action-update)")
     print(f"fraction of ceiling    {report['fraction_of_ceiling']:.3f}")
+    if args.profile:
+        print()
+        print(profile_table(config.replace(steps=min(config.steps, 10)), device))
 
 
 if __name__ == "__main__":

@@ -174,6 +174,9 @@ def sim_run_cmd(
     device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda if available).")] = None,
     out: Annotated[Path | None, typer.Option(help="Result folder (default runs/sim/<name>).")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the sweep's size and peak-memory estimate; run nothing.")
+    ] = False,
 ) -> None:
     """Run a simulation sweep, save it, and print the final metrics (mean over seeds)."""
     from tailmiss.sim import SimConfig, quick_name, simulate
@@ -185,6 +188,9 @@ def sim_run_cmd(
         cfg = get_preset(quick_name(preset) if quick else preset)
     else:
         cfg = SimConfig.from_toml(config)
+    if dry_run:
+        _sim_dry_run(cfg, device)
+        return
     result = simulate(cfg, device=device, progress=progress)
     path = result.save(out or Path("runs/sim") / cfg.name)
     final = result.seed_mean(result.final)
@@ -199,6 +205,26 @@ def sim_run_cmd(
         False,
     )
     typer.echo(f"saved {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
+
+
+def _sim_dry_run(cfg, device) -> None:
+    from tailmiss._device import resolve_device
+    from tailmiss.sim.engine import device_memory, memory_estimate
+
+    dev = resolve_device(device)
+    est = memory_estimate(cfg)
+    free = device_memory(dev)
+    gib = 2**30
+    typer.echo(f"{cfg.name}: {est['runs']} runs x {est['actions']:,} actions x {cfg.steps} steps")
+    typer.echo(f"draws per step: {est['draws_per_step']:,}")
+    for part in ("state", "step", "cdf_and_metrics", "sampler"):
+        typer.echo(f"  {part:<16} {est[part] / gib:8.3f} GiB")
+    typer.echo(f"peak memory (estimate): {est['total'] / gib:.3f} GiB ({est['total']:,} bytes)")
+    if free is None:
+        typer.echo(f"free on {dev}: unknown")
+    else:
+        verdict = "fits" if est["total"] <= free else "does NOT fit: `sim run` will refuse it"
+        typer.echo(f"free on {dev}: {free / gib:.1f} GiB; {verdict}")
 
 
 # --- llm ------------------------------------------------------------------------------

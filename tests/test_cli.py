@@ -390,3 +390,23 @@ def test_figures_make_out_is_a_file(runner, tmp_path):
     target = tmp_path / "afile"
     target.write_text("")
     _assert_usage_error(runner.invoke(app, ["figures", "make", "fig1a", "--out", str(target)]))
+
+
+def test_sim_run_dry_run_prints_the_estimate_and_runs_nothing(runner, tmp_path, monkeypatch):
+    from tailmiss.sim import engine
+    from tailmiss.sim.engine import memory_estimate
+
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    total = memory_estimate(PRESETS["fgrpo-fig2"])["total"]
+    assert "136 runs x 128,000 actions x 1000 steps" in result.output
+    assert "draws per step: 2,097,136" in result.output
+    assert f"({total:,} bytes)" in result.output
+    assert not (tmp_path / "runs").exists()
+    monkeypatch.setattr(engine, "device_memory", lambda device: 1024)
+    result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--dry-run", "--device", "cpu"])
+    assert result.exit_code == 0 and "does NOT fit" in result.output
+    result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 2 and result.output.startswith("Error: sweep 'fgrpo-fig2' needs about")
+    assert not (tmp_path / "runs").exists()

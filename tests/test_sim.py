@@ -240,6 +240,49 @@ def test_sampler_rows_are_invariant_to_batch_membership_and_order():
         assert torch.equal(shared[0], shared[1])
 
 
+def test_sweep_independence_at_the_full_preset_size():
+    """Every run of the full fgrpo-fig2 sweep (136 runs x 128,000 actions) gets the same draws alone, bit for bit.
+
+    A float64 prefix sum across all rows laid end to end rounded each row's CDF differently depending on its
+    position, so a few of the 20M draws per step of this sweep landed on a neighbouring action; the sampler now
+    takes every prefix sum and search within one row.
+    """
+    config = preset("fgrpo-fig2")
+    runs = config.runs()
+    assert len(runs) == 136
+    gen = torch.Generator().manual_seed(1)
+    # a policy some way into training: uneven, with ties broken differently per run
+    z = torch.from_numpy(initial_logits(config)).float().expand(len(runs), -1).clone()
+    z += 3 * torch.randn(z.shape, generator=gen)
+    probs = torch.softmax(z, 1)
+    sampler = CountSampler([r[0] for r in runs], [r[2] for r in runs], config.num_actions, "cpu")
+    starts = np.concatenate([[0], np.cumsum([r[0] for r in runs])])
+    for step in (0, 999):
+        full = sampler.counts(probs, step)
+        queries = sampler.queries(probs, step)
+        for r in (0, 1, 57, 100, 133, 135):  # N = 2 .. 2^17, both gammas, several seeds
+            n, _, seed = runs[r]
+            single = CountSampler([n], [seed], config.num_actions, "cpu")
+            assert torch.equal(single.counts(probs[r : r + 1], step)[0], full[r]), (r, step)
+            # the searched values themselves, not only their rounding to actions, are the row's own
+            assert torch.equal(single.queries(probs[r : r + 1], step), queries[starts[r] : starts[r + 1]]), (r, step)
+
+
+def test_simulated_run_equals_itself_inside_the_full_sweep():
+    """Three steps of the full sweep against the same runs simulated alone: identical histories."""
+    config = preset("fgrpo-fig2").replace(steps=3, log_every=1)
+    whole = simulate(config, device="cpu", progress=False).history
+    cols = [c for c in whole.columns if c not in ("run",)]
+    for n, gamma, seed in ((2, 0.0, 0), (8192, 1.0, 3), (131072, 0.0, 1)):
+        alone = simulate(
+            config.replace(group_sizes=(n,), gammas=(gamma,), seeds=(seed,)), device="cpu", progress=False
+        ).history
+        sub = whole[(whole["group_size"] == n) & (whole["gamma"] == gamma) & (whole["seed"] == seed)]
+        pd.testing.assert_frame_equal(
+            sub[cols].reset_index(drop=True), alone[cols].reset_index(drop=True), check_exact=True
+        )
+
+
 def test_sampler_chunking_does_not_change_draws():
     p = _uneven_probs()
     probs = p.expand(3, -1).contiguous()
@@ -389,6 +432,33 @@ def test_cpu_and_cuda_agree():
     gpu = simulate(config, device="cuda", progress=False)
     assert gpu.meta["device"].startswith("cuda")
     pd.testing.assert_frame_equal(cpu.history, gpu.history, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_sampler_cpu_and_cuda_draw_alike():
+    """Integer hashing gives the same uniforms on both devices; only CDF rounding may move a rare draw."""
+    config = preset("fgrpo-fig2")
+    runs = config.runs()[::9]
+    probs = torch.softmax(torch.from_numpy(initial_logits(config)).float(), 0).expand(len(runs), -1).contiguous()
+    args = ([r[0] for r in runs], [r[2] for r in runs], config.num_actions)
+    cpu, gpu = CountSampler(*args, "cpu"), CountSampler(*args, "cuda")
+    for step in (0, 7):
+        c_cpu, c_gpu = cpu.counts(probs, step), gpu.counts(probs.cuda(), step).cpu()
+        moved = (c_cpu - c_gpu).abs().sum().item() / 2
+        assert moved <= 1e-6 * c_cpu.sum().item() + 1, moved
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_cuda_run_with_a_million_actions():
+    config = preset("fgrpo-fig2").replace(
+        num_actions=2**20, num_correct=2**16, group_sizes=(2, 1024, 131072), seeds=(0,), steps=50, log_every=25
+    )
+    result = simulate(config, device="cuda", progress=False)
+    assert np.isfinite(result.history[list(METRICS[:6])].to_numpy()).all()
+    final, start = result.final, result.history[result.history["step"] == 0]
+    assert (final["q_pos"].to_numpy() > start["q_pos"].to_numpy()).all()
 
 
 def test_simulate_rejects_bad_arguments():
@@ -690,3 +760,39 @@ def test_history_logs_realised_mass_balance_and_runs_at_131072_actions():
     assert history.loc[history["step"] == config.steps, terms].isna().all().all()
     start = history[history["step"] == 0].set_index("group_size")
     assert start.loc[2, "q_pos"] == pytest.approx(0.62407, rel=1e-4)  # spec §3.3, V = 131,072
+
+
+# --- memory estimate and dry run -----------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_memory_estimate_bounds_the_cuda_peak():
+    from tailmiss.sim.engine import memory_estimate
+
+    config = preset("fgrpo-fig2").replace(steps=3, log_every=1)
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    simulate(config, device="cuda", progress=False)
+    peak = torch.cuda.max_memory_allocated() - before
+    assert 0.5 * memory_estimate(config)["total"] < peak <= memory_estimate(config)["total"]
+
+
+def test_sweep_that_cannot_fit_is_refused_before_running(monkeypatch):
+    from tailmiss.sim import engine
+
+    monkeypatch.setattr(engine, "device_memory", lambda device: 10 * 2**20)
+    with pytest.raises(ValueError, match=r"needs about .* GiB on cpu but 0.0 GiB are free"):
+        simulate(preset("fgrpo-fig2"), device="cpu", progress=False)
+
+
+def test_memory_estimate_scales_with_the_sweep():
+    from tailmiss.sim.engine import memory_estimate
+
+    small = memory_estimate(preset("fgrpo-fig2").replace(seeds=(0,)))
+    full = memory_estimate(preset("fgrpo-fig2"))
+    assert full["runs"] == 4 * small["runs"] == 136
+    assert full["draws_per_step"] == sum(n for n, _, _ in preset("fgrpo-fig2").runs())
+    assert 3.5 * small["total"] < full["total"] <= 4 * small["total"]
+    sgd = memory_estimate(preset("fgrpo-fig2").replace(optimizer="sgd"))
+    assert sgd["state"] == full["state"] // 2

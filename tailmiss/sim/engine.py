@@ -5,12 +5,13 @@ over that single tensor (torch's SGD/Adam/AdamW are elementwise, so this equals
 one optimizer per run). One step, for all runs at once:
 
 1. ``p = softmax(z)`` (float64 accumulation for the CDF and metric sums); log metrics if due;
-2. draw ``N_r`` actions per run (:class:`~tailmiss.sim.sampler.CountSampler`);
+2. draw ``N_r`` actions per run (:class:`~tailmiss.sim.sampler.CountSampler`) straight into a
+   ``[runs, actions]`` count matrix of the logit dtype, reused every step;
 3. per-run advantages of a correct and an incorrect draw and the focal weight
    from the correct count ``X`` (:mod:`tailmiss.objectives`);
-4. per-action weights ``w_i = c_i A(i)`` (or the distinct-action rewards for the
-   ``theory`` surrogate) and the surrogate's closed-form gradient, times
-   ``g / N``;
+4. per-action weights ``w_i = c_i A(i)`` (scaled in place in the count matrix;
+   the distinct-action rewards for the ``theory`` surrogate) and the
+   surrogate's closed-form gradient, times ``g / N``;
 5. one optimizer step (ascent).
 """
 
@@ -29,7 +30,7 @@ from tailmiss.sim.config import SimConfig
 from tailmiss.sim.result import SimResult
 from tailmiss.sim.sampler import CountSampler
 
-__all__ = ["simulate", "initial_logits", "realised_mass_balance", "METRICS"]
+__all__ = ["simulate", "initial_logits", "realised_mass_balance", "memory_estimate", "device_memory", "METRICS"]
 
 METRICS = (
     "q_pos",
@@ -145,6 +146,57 @@ class _Metrics:
         }
 
 
+def memory_estimate(config: SimConfig) -> dict:
+    """Peak memory of :func:`simulate` for ``config``, by part, in bytes (an upper estimate).
+
+    ``[runs, actions]`` matrices: logits, gradient, two Adam moments (SGD: none),
+    probabilities and the count buffer in the logit dtype; the float64 CDF and
+    three float64 temporaries of a logged step's metrics; the surrogate's
+    gradient temporaries. Sampler: two int64 keys per draw plus the largest
+    block's float64 temporaries (about five values per draw).
+    """
+    runs, v = config.num_runs, config.num_actions
+    item = 8 if config.dtype == "float64" else 4
+    matrix = runs * v
+    moments = 0 if config.optimizer == "sgd" else 2
+    draws = sum(n + 1 for n, _, _ in config.runs())
+    largest = max(
+        min(config.max_draws_per_chunk, sum(n + 1 for n2, _, _ in config.runs() if n2 == n)) for n in config.group_sizes
+    )
+    parts = {
+        "state": matrix * item * (2 + moments),  # logits, grad, moments
+        "step": matrix * item * 4,  # probabilities, counts, two surrogate temporaries
+        "cdf_and_metrics": matrix * 8 * 4,  # CDF; a logged step: float64 probabilities, xlogy, masks
+        "sampler": draws * 16 + largest * 8 * 5,
+    }
+    parts["total"] = sum(parts.values())
+    parts.update(runs=runs, actions=v, draws_per_step=draws - runs)
+    return parts
+
+
+def device_memory(device) -> int | None:
+    """Bytes free on ``device`` now (CUDA: ``mem_get_info``; CPU: available RAM on Linux), or None if unknown."""
+    dev = resolve_device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_fits(config: SimConfig, dev: torch.device) -> None:
+    need = memory_estimate(config)["total"]
+    free = device_memory(dev)
+    if free is not None and need > free:
+        raise ValueError(
+            f"sweep {config.name!r} needs about {need / 2**30:.1f} GiB on {dev} but {free / 2**30:.1f} GiB are free; "
+            "run fewer runs at once (group_sizes, gammas, seeds) or use a larger device"
+        )
+
+
 def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: bool = False) -> SimResult:
     """Run every ``(group_size, gamma, seed)`` of ``config`` together as one tensor.
 
@@ -167,6 +219,7 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
     if not isinstance(config, SimConfig):
         raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
     dev = resolve_device(device)
+    _check_fits(config, dev)
     dtype = getattr(torch, config.dtype)
     runs = config.runs()
     num_runs, v, c = len(runs), config.num_actions, config.num_correct
@@ -183,6 +236,9 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
 
     log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
     log_at = set(log_steps)
+    counts = None
+    # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
+    count_dtype = dtype if max(n_list) < 2**24 else torch.float64
     logged: list[dict[str, torch.Tensor]] = []
     started = time.perf_counter()
     bar = _progress(config, dev) if progress else None
@@ -197,8 +253,8 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
                     row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
                     logged.append(row)
                     break
-                counts = sampler.counts(p, step)
-                n_correct = counts[:, :c].sum(1)
+                # draw counts in the logit dtype (exact up to 2^24), in a buffer reused every step
+                counts, n_correct = sampler.sample(p, step, count_dtype, c, out=counts)
                 if step in log_at:
                     row = metrics(p)
                     row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
@@ -217,8 +273,8 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
                 )
                 # the surrogates are linear in the weights, so -g/N (optimizers minimise) folds into them
                 scale = -objectives.focal_weight(n_correct, group_size, gamma) / group_size
-                draws = (counts > 0) if surrogate.distinct else counts
-                weights = draws.to(dtype)  # correct actions are the first c columns
+                # the count buffer becomes the weights in place (metrics above have read it)
+                weights = (counts > 0).to(dtype) if surrogate.distinct else counts.to(dtype)
                 weights[:, :c] *= (a_pos * scale).to(dtype)[:, None]
                 weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
                 z.grad = surrogate.ascent(p, weights)

@@ -1,20 +1,22 @@
 r"""Batched multinomial draws with counter-based randomness.
 
-Each run's draws are a pure function of ``(seed, step, draw index)``: the
-uniforms come from a stateless integer hash, not from a shared generator
-stream. A run therefore sees the same draws whether it is simulated alone or
-inside a sweep of a thousand runs, on the CPU or on a GPU, and runs that share a
-seed share their uniforms (common random numbers across ``N`` and ``γ``, which
-sharpens comparisons between them).
+Each run's draws are a pure function of ``(seed, step, draw index)`` and of that
+run's own probabilities: the uniforms come from a stateless integer hash, not
+from a shared generator stream, and every prefix sum and search is taken within
+one row. A run therefore gets the same draws, bit for bit, whether it is
+simulated alone or inside a sweep of any size, on the CPU or on a GPU, and runs
+that share a seed share their uniforms (common random numbers across ``N`` and
+``γ``, which sharpens comparisons between them).
 
-Sampling is exact inverse-CDF sampling: one float64 cumulative sum runs over
-all rows laid end to end (row ``r`` occupies ``[C_r, C_{r+1})``), each draw of
-row ``r`` searches that one sorted array for ``C_r + u (C_{r+1} - C_r)`` with
-``searchsorted``, and ``bincount`` turns the hits into a ``[runs, actions]``
-count matrix. The uniforms of a row come out sorted (order statistics from
-exponential spacings), so the searches sweep the CDF in order. Draws are
-processed in chunks of whole rows so that group sizes up to 2^17 per run fit in
-memory.
+Sampling is exact inverse-CDF sampling: a float64 cumulative sum along each row
+of the probability matrix, and a batched ``searchsorted`` of each row's sorted
+uniforms (scaled by the row's total) in that row alone. Rows are handled in
+blocks of consecutive rows with the same group size (a sweep's rows are ordered
+N-major, so a block is every run of one N), each block as one
+``[rows, N]`` search; the hits are added to a ``[runs, actions]`` count matrix
+by ``scatter_add_``, in the caller's float dtype if it likes (counts up to 2^24
+are exact in float32). Blocks are split by rows so that group sizes up to 2^17
+per run fit in memory.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def _keys(seed: torch.Tensor, index: torch.Tensor, salt: int) -> torch.Tensor:
 
 def _from_keys(key_hi: torch.Tensor, key_lo: torch.Tensor, step: int) -> torch.Tensor:
     s = _mix32(torch.tensor(step & _M32, dtype=torch.int64, device=key_hi.device) ^ _SALT_STEP)
-    hi = _mix32(_mix32(key_hi ^ s))
-    lo = _mix32(_mix32(key_lo ^ s))
+    # one avalanche round per half: the keys are already hashes of (seed, index)
+    hi = _mix32(key_hi ^ s)
+    lo = _mix32(key_lo ^ s)
     # 32 + 21 bits -> a float64 uniform on [0, 1) with full 53-bit resolution
     return ((hi << 21) | (lo >> 11)).to(torch.float64) * (2.0**-53)
 
@@ -55,16 +58,12 @@ def hash_uniform(seed: torch.Tensor, index: torch.Tensor, step: int) -> torch.Te
     return _from_keys(_keys(seed, index, _SALT_HI), _keys(seed, index, _SALT_LO), step)
 
 
-class _Chunk(NamedTuple):
-    lo: int  # first and end position among all rows' N + 1 exponentials
-    hi: int
-    draw_lo: int  # first and end draw
-    draw_hi: int
-    ext_pos: torch.Tensor  # k (1-based) of each position within its row
-    rel: torch.Tensor  # row of each position, relative to the chunk's first row
-    last: torch.Tensor  # position of each row's normaliser (its last exponential)
-    keep: torch.Tensor  # positions that are draws
-    draw_rel: torch.Tensor  # rel of each draw
+class _Block(NamedTuple):
+    r0: int  # rows r0 .. r1 - 1, all with group size n
+    r1: int
+    n: int
+    key_hi: torch.Tensor  # [rows, n + 1] hashes of (seed, index): n draws plus one normaliser
+    key_lo: torch.Tensor
 
 
 class CountSampler:
@@ -72,10 +71,11 @@ class CountSampler:
 
     Each row's ``N`` uniforms are produced already sorted, as order statistics
     from ``N + 1`` hashed exponentials (:math:`U_{(k)} = S_k / S_{N+1}`,
-    :math:`S_k = E_1 + \dots + E_k`), so every query of the inverse-CDF search
-    arrives in increasing order and walks the CDF array front to back instead
-    of jumping at random through it. The law is exactly that of ``N`` i.i.d.
+    :math:`S_k = E_1 + \dots + E_k`), so the inverse-CDF search of a row meets
+    its queries in increasing order. The law is exactly that of ``N`` i.i.d.
     draws (the draws of a row are exchangeable; their order carries nothing).
+    Every operation on a row (its exponentials' prefix sum, its CDF, its
+    search) involves that row alone, so its draws do not depend on the sweep.
 
     Parameters
     ----------
@@ -84,55 +84,41 @@ class CountSampler:
     num_actions : int
     device : torch.device
     max_draws_per_chunk : int
-        Draws handled at once; chunks hold whole rows (a larger row is a chunk of its own).
+        Draws handled at once; a block of rows is split so that it holds at most
+        this many (a single larger row is a block of its own).
     """
 
     def __init__(self, group_sizes, seeds, num_actions: int, device, max_draws_per_chunk: int = 2**22):
         self.device = torch.device(device)
-        n = torch.as_tensor(list(group_sizes), dtype=torch.int64)
-        if n.ndim != 1 or torch.any(n < 1):
+        sizes = [int(x) for x in torch.as_tensor(list(group_sizes), dtype=torch.int64).reshape(-1)]
+        if not sizes or min(sizes) < 1:
             raise ValueError(f"group_sizes must be positive integers, got {list(group_sizes)!r}")
-        self.num_rows = n.numel()
-        if len(list(seeds)) != self.num_rows:
-            raise ValueError(f"seeds must have one entry per row ({self.num_rows}), got {len(list(seeds))}")
+        self.num_rows = len(sizes)
+        seeds = [int(x) for x in seeds]
+        if len(seeds) != self.num_rows:
+            raise ValueError(f"seeds must have one entry per row ({self.num_rows}), got {len(seeds)}")
         self.num_actions = int(num_actions)
-        # draws plus one normaliser exponential per row, rows end to end
-        ext = n + 1
-        ext_rows = torch.repeat_interleave(torch.arange(self.num_rows), ext)
-        ext_start = torch.cumsum(ext, 0) - ext
-        ext_index = torch.arange(int(ext.sum())) - ext_start[ext_rows]
-        seed_t = torch.as_tensor(list(seeds), dtype=torch.int64)[ext_rows]
-        self._key_hi = _keys(seed_t, ext_index, _SALT_HI).to(self.device)
-        self._key_lo = _keys(seed_t, ext_index, _SALT_LO).to(self.device)
-        ext_pos = (ext_index + 1).to(torch.float64)  # k of S_k within the row
-        is_draw = ext_index < n[ext_rows]
-        self.rows = torch.repeat_interleave(torch.arange(self.num_rows), n).to(self.device)  # row of each draw
-        draw_start = torch.cumsum(n, 0) - n
-        # chunks of whole rows; all index tensors precomputed, so a step does no mask-to-index syncs on a GPU
-        self._chunks: list[_Chunk] = []
-        bounds, first = [], 0
-        for r, end in enumerate(torch.cumsum(ext, 0).tolist()):
-            if end - int(ext_start[first]) > max_draws_per_chunk and r > first:
-                bounds.append((first, r))
-                first = r
-        bounds.append((first, self.num_rows))
-        for r0, r1 in bounds:
-            lo, hi = int(ext_start[r0]), int(ext_start[r1 - 1] + ext[r1 - 1])
-            rel = ext_rows[lo:hi] - r0
-            keep = torch.nonzero(is_draw[lo:hi]).squeeze(1)
-            self._chunks.append(
-                _Chunk(
-                    lo=lo,
-                    hi=hi,
-                    draw_lo=int(draw_start[r0]),
-                    draw_hi=int(draw_start[r1 - 1] + n[r1 - 1]),
-                    ext_pos=ext_pos[lo:hi].to(self.device),
-                    rel=rel.to(self.device),
-                    last=(torch.cumsum(ext[r0:r1], 0) - 1).to(self.device),
-                    keep=keep.to(self.device),
-                    draw_rel=rel[keep].to(self.device),
+        self.group_sizes = sizes
+        self._blocks: list[_Block] = []
+        r0 = 0
+        while r0 < self.num_rows:
+            n = sizes[r0]
+            r1 = r0 + 1
+            per_block = max(1, max_draws_per_chunk // (n + 1))
+            while r1 < self.num_rows and sizes[r1] == n and r1 - r0 < per_block:
+                r1 += 1
+            seed_t = torch.tensor(seeds[r0:r1], dtype=torch.int64)[:, None]
+            index = torch.arange(n + 1, dtype=torch.int64)[None, :]
+            self._blocks.append(
+                _Block(
+                    r0,
+                    r1,
+                    n,
+                    _keys(seed_t, index, _SALT_HI).to(self.device),
+                    _keys(seed_t, index, _SALT_LO).to(self.device),
                 )
             )
+            r0 = r1
 
     def _check(self, probs: torch.Tensor) -> bool:
         shared = probs.shape == (1, self.num_actions)
@@ -143,52 +129,80 @@ class CountSampler:
             )
         return shared
 
-    def _sorted_uniforms(self, chunk: _Chunk, step: int) -> torch.Tensor:
-        """Sorted uniforms of the draws of ``chunk`` (whole rows), row by row."""
-        u = _from_keys(self._key_hi[chunk.lo : chunk.hi], self._key_lo[chunk.lo : chunk.hi], step)
-        # centred exponentials keep the running sum O(sqrt(draws)), so float64 keeps ~1e-13 absolute precision
-        c = torch.cumsum(-torch.log1p(-u) - 1.0, 0)
-        row_end = c.index_select(0, chunk.last)
-        row_base = torch.cat([c.new_zeros(1), row_end[:-1]])
-        # S_k = (c_k - c_before_row) + k: the sum of the row's first k exponentials, means restored
-        s = c - row_base.index_select(0, chunk.rel) + chunk.ext_pos
-        total = s.index_select(0, chunk.last)
-        u_sorted = s.index_select(0, chunk.keep) / total.index_select(0, chunk.draw_rel)
+    @staticmethod
+    def _sorted_uniforms(block: _Block, step: int) -> torch.Tensor:
+        """Sorted uniforms ``[rows, n]`` of the block's rows at ``step``."""
+        u = _from_keys(block.key_hi, block.key_lo, step)
+        s = torch.cumsum(-torch.log1p(-u), dim=1)  # S_1 .. S_{n+1} of each row
+        u_sorted = s[:, :-1] / s[:, -1:]
         return u_sorted.clamp_(max=1.0 - 2.0**-53)
 
-    def _flat_indices(self, probs: torch.Tensor, step: int):
-        """Yield, chunk by chunk, ``row * num_actions + action`` of every draw (rows in order)."""
+    def _block_queries(self, probs: torch.Tensor, step: int, search: bool = True):
+        """Yield ``(block, queries [rows, n], action indices [rows, n] or None)`` for every block."""
         shared = self._check(probs)
-        v = self.num_actions
-        # one float64 scan over all rows laid end to end: row r spans [ends[r-1], ends[r])
-        flat = torch.cumsum(probs.reshape(-1), dim=0, dtype=torch.float64)
-        ends = flat[v - 1 :: v]
-        starts = torch.cat([ends.new_zeros(1), ends[:-1]])
-        inner = torch.nextafter(ends, torch.zeros_like(ends))  # largest query strictly inside each row
-        for chunk in self._chunks:
-            u = self._sorted_uniforms(chunk, step)
-            draw_rows = self.rows[chunk.draw_lo : chunk.draw_hi]
-            r = torch.zeros_like(draw_rows) if shared else draw_rows
-            lo_edge, hi_edge = starts.index_select(0, r), ends.index_select(0, r)
-            query = torch.minimum(torch.addcmul(lo_edge, u, hi_edge - lo_edge), inner.index_select(0, r))
-            idx = torch.searchsorted(flat, query, right=True)
-            yield idx + draw_rows * v if shared else idx
+        cdf = torch.cumsum(probs, dim=1, dtype=torch.float64)  # row-local prefix sums
+        total = cdf[:, -1:]
+        inner = torch.nextafter(total, torch.zeros_like(total))  # largest query strictly inside the row
+        for block in self._blocks:
+            rows = slice(0, 1) if shared else slice(block.r0, block.r1)
+            u = self._sorted_uniforms(block, step)
+            query = torch.minimum(u * total[rows], inner[rows])
+            if not search:
+                yield block, query, None
+                continue
+            bounds = cdf[rows].expand(block.r1 - block.r0, -1) if shared else cdf[rows]
+            yield block, query, torch.searchsorted(bounds, query, right=True)
+
+    def _block_indices(self, probs: torch.Tensor, step: int):
+        for block, _, idx in self._block_queries(probs, step):
+            yield block, idx
+
+    def queries(self, probs: torch.Tensor, step: int) -> torch.Tensor:
+        """The float64 values searched in each row's CDF (sorted within a row; rows' draws contiguous, row order).
+
+        A draw is the first action whose cumulative probability exceeds its
+        query; a row's queries depend on its seed, group size, step and total
+        probability only.
+        """
+        return torch.cat([q.reshape(-1) for _, q, _ in self._block_queries(probs, step, search=False)])
 
     def indices(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Action index of every draw (int64, rows' draws contiguous, row order).
 
         ``probs`` is ``[rows, actions]`` (any float dtype; the CDF is
-        accumulated in float64), or ``[1, actions]`` when every
-        row draws from the same distribution (then no per-row CDF is built).
+        accumulated in float64), or ``[1, actions]`` when every row draws from
+        the same distribution.
         """
-        flat = torch.cat(list(self._flat_indices(probs, step)))
-        return flat - self.rows * self.num_actions
+        return torch.cat([idx.reshape(-1) for _, idx in self._block_indices(probs, step)])
+
+    def sample(
+        self,
+        probs: torch.Tensor,
+        step: int,
+        dtype: torch.dtype = torch.int64,
+        num_correct: int | None = None,
+        out: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draw counts ``[rows, actions]`` in ``dtype`` and, given ``num_correct``, each row's correct count.
+
+        The first ``num_correct`` actions are the correct ones; the correct
+        counts come back as float64 ``[rows]`` (``None`` without
+        ``num_correct``). ``out`` (``[rows, actions]`` of ``dtype``) is zeroed
+        and reused instead of allocating the count matrix.
+        """
+        if out is None:
+            out = torch.zeros((self.num_rows, self.num_actions), dtype=dtype, device=self.device)
+        else:
+            out.zero_()
+        correct = None if num_correct is None else torch.empty(self.num_rows, dtype=torch.float64, device=self.device)
+        for block, idx in self._block_indices(probs, step):
+            out[block.r0 : block.r1].scatter_add_(
+                1, idx, torch.ones((), dtype=out.dtype, device=out.device).expand_as(idx)
+            )
+            if correct is not None:
+                correct[block.r0 : block.r1] = (idx < num_correct).sum(1, dtype=torch.float64)
+        return out, correct
 
     def counts(self, probs: torch.Tensor, step: int) -> torch.Tensor:
         """Draw counts ``[rows, actions]`` (int64) at ``step``; ``probs`` as in :meth:`indices`."""
-        size = self.num_rows * self.num_actions
-        total = None
-        for idx in self._flat_indices(probs, step):
-            hits = torch.bincount(idx, minlength=size)
-            total = hits if total is None else total.add_(hits)
-        return total.view(self.num_rows, self.num_actions)
+        return self.sample(probs, step)[0]
