@@ -134,13 +134,13 @@ class _Metrics:
             self.p0_pos = pos[0].clone()
             self.q0 = self.p0_pos.sum(dtype=torch.float64)
         drop = (self.p0_pos - pos).clamp_(min=0).sum(1, dtype=torch.float64)
-        p64 = p.to(torch.float64)
+        anchor = p[:, 0].to(torch.float64, copy=True)  # a copy: a column view would keep the whole matrix alive in the log
         return {
             "q_pos": pos.sum(1, dtype=torch.float64),
             "retained_mass": 1.0 - drop / self.q0,
-            "entropy": -torch.special.xlogy(p64, p64).sum(1),
-            # clone: a column view would keep the whole [runs, actions] matrix alive in the log
-            "anchor_prob": p64[:, 0].clone() if self.has_anchor else torch.full_like(p64[:, 0], float("nan")),
+            # terms in the logit dtype, summed in float64 (no float64 copy of the matrix)
+            "entropy": -torch.special.xlogy(p, p).sum(1, dtype=torch.float64),
+            "anchor_prob": anchor if self.has_anchor else torch.full_like(anchor, float("nan")),
             "frac_correct_improved": (pos > self.p0_pos).to(torch.float64).mean(1),
             "worst_drop": (pos - self.p0_pos).min(1).values.to(torch.float64),
         }

@@ -33,10 +33,13 @@ _SALT_HI, _SALT_LO, _SALT_STEP = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """Avalanche hash of 32-bit values held in int64 (two multiply-xorshift rounds)."""
-    x = (((x >> 16) ^ x) * _MUL) & _M32
-    x = (((x >> 16) ^ x) * _MUL) & _M32
-    return (x >> 16) ^ x
+    """Avalanche hash of 32-bit values held in int64 (two multiply-xorshift rounds).
+
+    Works on a copy in place (one temporary instead of one per operation); ``x`` is left unchanged.
+    """
+    x = (x >> 16).bitwise_xor_(x).mul_(_MUL).bitwise_and_(_M32)
+    x = (x >> 16).bitwise_xor_(x).mul_(_MUL).bitwise_and_(_M32)
+    return (x >> 16).bitwise_xor_(x)
 
 
 def _keys(seed: torch.Tensor, index: torch.Tensor, salt: int) -> torch.Tensor:
@@ -49,7 +52,7 @@ def _from_keys(key_hi: torch.Tensor, key_lo: torch.Tensor, step: int) -> torch.T
     hi = _mix32(key_hi ^ s)
     lo = _mix32(key_lo ^ s)
     # 32 + 21 bits -> a float64 uniform on [0, 1) with full 53-bit resolution
-    return ((hi << 21) | (lo >> 11)).to(torch.float64) * (2.0**-53)
+    return hi.bitwise_left_shift_(21).bitwise_or_(lo.bitwise_right_shift_(11)).to(torch.float64).mul_(2.0**-53)
 
 
 def hash_uniform(seed: torch.Tensor, index: torch.Tensor, step: int) -> torch.Tensor:
@@ -133,7 +136,7 @@ class CountSampler:
     def _sorted_uniforms(block: _Block, step: int) -> torch.Tensor:
         """Sorted uniforms ``[rows, n]`` of the block's rows at ``step``."""
         u = _from_keys(block.key_hi, block.key_lo, step)
-        s = torch.cumsum(-torch.log1p(-u), dim=1)  # S_1 .. S_{n+1} of each row
+        s = u.neg_().log1p_().neg_().cumsum_(dim=1)  # exponentials, then S_1 .. S_{n+1} of each row
         u_sorted = s[:, :-1] / s[:, -1:]
         return u_sorted.clamp_(max=1.0 - 2.0**-53)
 
