@@ -50,6 +50,8 @@ from tailmiss.sim.engine import simulate
 
 __all__ = [
     "BRIDGE_GAMMAS",
+    "DEFAULT_SIM_LR",
+    "SENSITIVITY_LRS",
     "BridgeResult",
     "prompt_policies",
     "run_bridge",
@@ -59,6 +61,10 @@ __all__ = [
 
 BRIDGE_GAMMAS = (0.0, 0.5, 1.0)
 """Focal exponents simulated at every group size."""
+DEFAULT_SIM_LR = 1e-2
+"""Adam learning rate of the simulated logits (F-GRPO App. J's)."""
+SENSITIVITY_LRS = (1e-2, 3e-2, 1e-1)
+"""Simulator learning rates the report checks the verdict against (the LLM runs fix N, γ and steps, not this)."""
 ZONE_THRESHOLD = 0.5
 """M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
 _OFF_FORMAT_FLOOR = 1e-30
@@ -303,7 +309,7 @@ def _summarise(prompts: pd.DataFrame) -> pd.DataFrame:
 def run_bridge(
     sweep_result: SweepResult,
     root: str | Path,
-    sim_lr: float = 1e-2,
+    sim_lr: float = DEFAULT_SIM_LR,
     progress: bool = True,
 ) -> BridgeResult:
     """Simulate every evaluation prompt of a finished task-(a) sweep and compare with its LLM runs.
@@ -315,7 +321,8 @@ def run_bridge(
         enumerable task; its run folders must be under ``root``.
     root : path
         The sweep's cache root; the result is saved to ``root/<sweep>-bridge``
-        and reused when it was made from the same sweep and ``sim_lr``.
+        (``-bridge-lr<sim_lr>`` for another learning rate) and reused when it
+        was made from the same sweep and ``sim_lr``.
     sim_lr : float
         Adam learning rate of the simulated logits (F-GRPO App. J uses 1e-2).
     """
@@ -324,7 +331,7 @@ def run_bridge(
     if not (isinstance(sim_lr, (int, float)) and np.isfinite(sim_lr) and sim_lr > 0):
         raise ValueError(f"sim_lr must be a positive number, got {sim_lr!r}")
     sweep, root = sweep_result.config, Path(root)
-    out_dir = root / f"{sweep.name}-bridge"
+    out_dir = root / (f"{sweep.name}-bridge" if sim_lr == DEFAULT_SIM_LR else f"{sweep.name}-bridge-lr{sim_lr:g}")
     if out_dir.is_dir():
         try:
             cached = BridgeResult.load(out_dir)

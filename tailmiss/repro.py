@@ -260,7 +260,7 @@ def simulation_section(ctx: Context) -> str:
 
 def llm_section(ctx: Context) -> str:
     """Markdown for the small-transformer sweeps (F-GRPO Tables 1, 2, 4 in miniature) and the bridge."""
-    from tailmiss.bridge import run_bridge
+    from tailmiss.bridge import SENSITIVITY_LRS, run_bridge
     from tailmiss.figures.llm import sweep_result
     from tailmiss.llm import report
 
@@ -298,7 +298,8 @@ def llm_section(ctx: Context) -> str:
     )
     parts.append(_table(header, rows) + "\n")
     parts.append(_table(["Table 4 claim", "ours"], report.maze_claims(maze)) + "\n")
-    parts.append(bridge_section(run_bridge(nsweep, ctx.llm_cache, progress=ctx.progress)))
+    bridges = [run_bridge(nsweep, ctx.llm_cache, sim_lr=lr, progress=ctx.progress) for lr in SENSITIVITY_LRS]
+    parts.append(bridge_section(bridges[0], bridges[1:]))
     compute = [report.compute_row(r) for r in (nsweep, objectives, maze)]
     parts.append(
         "### Compute\n\n"
@@ -308,8 +309,12 @@ def llm_section(ctx: Context) -> str:
     return "\n".join(parts)
 
 
-def bridge_section(bridge) -> str:
-    """Markdown for the bridge's numeric verdict (:func:`tailmiss.bridge.verdict`)."""
+def _bridge_agrees(v: dict) -> bool:
+    return v["spearman_retained_mass"] > 0.5 and v["zone_agreement"] == 1.0
+
+
+def bridge_section(bridge, others=()) -> str:
+    """Markdown for the bridge's numeric verdict (:func:`tailmiss.bridge.verdict`), with other simulator lrs."""
     v = bridge.verdict
     sizes = v["group_sizes"]
     rows = [
@@ -337,7 +342,30 @@ def bridge_section(bridge) -> str:
         f"simulation {f['sim_delta_retained']:+.3f}, helps in both: {_yes(f['helps_in_both'])}"
         for f in v["focal"]
     )
-    agree = v["spearman_retained_mass"] > 0.5 and v["zone_agreement"] == 1.0
+    agree = _bridge_agrees(v)
+    sens_rows = [
+        [
+            f"{b.sim_lr:g}",
+            ", ".join(f"{x:.3f}" for x in b.verdict["sim_retained_mass"]),
+            " ".join(b.verdict["sim_zones"]),
+            f"{b.verdict['spearman_retained_mass']:+.2f}",
+            f"{b.verdict['zone_agreement']:.0%}",
+            ", ".join(f"{f['sim_delta_retained']:+.3f}" for f in b.verdict["focal"]),
+            _yes(_bridge_agrees(b.verdict)),
+        ]
+        for b in (bridge, *others)
+    ]
+    sensitivity = (
+        "\n\nThe simulator's learning rate is the one free setting (the runs fix N, γ, seeds and update count). "
+        "The same verdict at other rates (transformer M_ret by N: "
+        + ", ".join(f"{x:.3f}" for x in v["llm_retained_mass"])
+        + f"; zones {' '.join(v['llm_zones'])}):\n\n"
+        + _table(
+            ["sim lr", "simulated M_ret by N", "zones", "Spearman", "zones agree", "focal ΔM_ret", "agree"], sens_rows
+        )
+        if others
+        else ""
+    )
     return (
         f"### Bridge: simulation vs transformer (`{bridge.sweep.name}`; figure `bridge.png`)\n\n"
         "Each held-out prompt's exact SFT answer distribution (its well-formed answers plus one off-format "
@@ -361,7 +389,7 @@ def bridge_section(bridge) -> str:
         + "\n\n"
         + f"Spearman over N: M_ret {v['spearman_retained_mass']:+.2f}, Q_pos {v['spearman_q_pos']:+.2f}; zones "
         f"agree at {v['zone_agreement']:.0%} of N; focal: {focal}. Regimes agree (M_ret rank ρ > 0.5 and every "
-        f"zone equal): {_yes(agree)}.\n"
+        f"zone equal): {_yes(agree)}." + sensitivity + "\n"
     )
 
 

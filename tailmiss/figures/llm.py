@@ -274,14 +274,20 @@ register(
 
 
 def bridge_data(ctx: Context) -> pd.DataFrame:
-    from tailmiss.bridge import run_bridge
+    from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
 
     result = sweep_result("nsweep", ctx)
-    bridge = run_bridge(result, ctx.llm_cache, progress=ctx.progress)
+    bridges = {lr: run_bridge(result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress) for lr in SENSITIVITY_LRS}
+    bridge = bridges[DEFAULT_SIM_LR]
     prompts = bridge.prompts[bridge.prompts["source"] == "llm"]
     per_prompt = prompts.groupby(["prompt", "group_size", "gamma"], as_index=False)[["tail_miss", "tau", "tau0"]].mean()
     parts = [
-        bridge.summary.assign(part="summary"),
+        bridge.summary.assign(part="summary", sim_lr=DEFAULT_SIM_LR),
+        *(
+            b.summary[(b.summary["source"] == "sim") & (b.summary["gamma"] == 0)].assign(part="sensitivity", sim_lr=lr)
+            for lr, b in bridges.items()
+            if lr != DEFAULT_SIM_LR
+        ),
         per_prompt.assign(part="prompts"),
         result.final.assign(part="runs"),
     ]
@@ -331,9 +337,21 @@ def _bridge_plot(frame: pd.DataFrame):
                 GAMMA_STYLE.get(gamma, "-."),
                 color="C3",
                 marker=".",
-                label=f"simulation, γ={gamma:g}",
+                label=f"simulation (lr {summary['sim_lr'].iloc[0]:g}), γ={gamma:g}",
             )
         _n_axis(ax, np.sort(sim["group_size"].unique()))
+        for lr, sub in frame[frame["part"] == "sensitivity"].groupby("sim_lr"):
+            sub = sub.sort_values("group_size")
+            ax.plot(sub["group_size"], sub[metric], "-", color="0.55", lw=0.9, alpha=0.9, marker=".")
+            ax.annotate(
+                f"sim lr {lr:g}",
+                (sub["group_size"].iloc[-1], sub[metric].iloc[-1]),
+                fontsize=6,
+                color="0.4",
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+            )
         ax.set_ylabel(label)
     axes[0].set_title(f"(a) M_ret: Spearman {v['spearman_retained_mass']:+.2f}, zones agree {v['zone_agreement']:.0%}")
     axes[1].set_title(f"(b) Q_pos: Spearman {v['spearman_q_pos']:+.2f}")

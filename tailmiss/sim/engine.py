@@ -134,7 +134,9 @@ class _Metrics:
             self.p0_pos = pos[0].clone()
             self.q0 = self.p0_pos.sum(dtype=torch.float64)
         drop = (self.p0_pos - pos).clamp_(min=0).sum(1, dtype=torch.float64)
-        anchor = p[:, 0].to(torch.float64, copy=True)  # a copy: a column view would keep the whole matrix alive in the log
+        anchor = p[:, 0].to(
+            torch.float64, copy=True
+        )  # a copy: a column view would keep the whole matrix alive in the log
         return {
             "q_pos": pos.sum(1, dtype=torch.float64),
             "retained_mass": 1.0 - drop / self.q0,
