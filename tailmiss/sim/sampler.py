@@ -102,6 +102,8 @@ class CountSampler:
             raise ValueError(f"seeds must have one entry per row ({self.num_rows}), got {len(seeds)}")
         self.num_actions = int(num_actions)
         self.group_sizes = sizes
+        # row of each draw, in the order of :meth:`indices`
+        self.rows = torch.repeat_interleave(torch.arange(self.num_rows), torch.tensor(sizes)).to(self.device)
         self._blocks: list[_Block] = []
         r0 = 0
         while r0 < self.num_rows:
