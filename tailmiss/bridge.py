@@ -41,12 +41,12 @@ import torch
 from scipy import stats
 
 from tailmiss import analytic
-from tailmiss.io import require_files, result_dir
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
 from tailmiss.llm.sweep import LLMSweep, SweepResult
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
+from tailmiss.store import lookup, open_unit, save_unit
 
 __all__ = [
     "BRIDGE_GAMMAS",
@@ -68,7 +68,7 @@ SENSITIVITY_LRS = (1e-2, 3e-2, 1e-1)
 ZONE_THRESHOLD = 0.5
 """M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
 _OFF_FORMAT_FLOOR = 1e-30
-_FILES = ("prompts.csv", "summary.csv", "verdict.json", "config.toml")
+_FILES = ("prompts.csv", "summary.csv", "verdict.json", "config.toml", "meta.json")
 
 
 @dataclass(frozen=True)
@@ -276,17 +276,21 @@ class BridgeResult:
     sim_lr: float
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        with result_dir(path, _FILES, "bridge result") as tmp:
-            self.sweep.to_toml(tmp / "config.toml")
-            self.prompts.to_csv(tmp / "prompts.csv", index=False, float_format="%.10g")
-            self.summary.to_csv(tmp / "summary.csv", index=False, float_format="%.10g")
-            (tmp / "verdict.json").write_text(json.dumps({"sim_lr": self.sim_lr, **self.verdict}, indent=2) + "\n")
-        return path
+        """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
+        verdict_text = json.dumps({"sim_lr": self.sim_lr, **self.verdict}, indent=2) + "\n"
+        writers = {
+            "config.toml": self.sweep.to_toml,
+            "prompts.csv": lambda p: self.prompts.to_csv(p, index=False, float_format="%.10g"),
+            "summary.csv": lambda p: self.summary.to_csv(p, index=False, float_format="%.10g"),
+            "verdict.json": lambda p: p.write_text(verdict_text),
+        }
+        return save_unit(path, writers, {"sim_lr": self.sim_lr}, "bridge", "bridge result")
 
     @classmethod
     def load(cls, path: str | Path) -> BridgeResult:
-        path = require_files(path, _FILES, "bridge result")
+        """Read a saved result after verifying its checksums (``CorruptUnit`` otherwise)."""
+        path = Path(path)
+        open_unit(path, _FILES, "bridge result")
         v = json.loads((path / "verdict.json").read_text())
         lr = v.pop("sim_lr")
         return cls(
@@ -311,6 +315,8 @@ def run_bridge(
     root: str | Path,
     sim_lr: float = DEFAULT_SIM_LR,
     progress: bool = True,
+    reuse_stale: bool = False,
+    log=None,
 ) -> BridgeResult:
     """Simulate every evaluation prompt of a finished task-(a) sweep and compare with its LLM runs.
 
@@ -325,6 +331,10 @@ def run_bridge(
         was made from the same sweep and ``sim_lr``.
     sim_lr : float
         Adam learning rate of the simulated logits (F-GRPO App. J uses 1e-2).
+    reuse_stale : bool
+        Reuse a saved comparison made by other code (with a warning via ``log``).
+    log : callable, optional
+        Receives one line per cache decision.
     """
     if not isinstance(sweep_result, SweepResult):
         raise ValueError(f"sweep_result must be a SweepResult, got {type(sweep_result).__name__}")
@@ -332,13 +342,18 @@ def run_bridge(
         raise ValueError(f"sim_lr must be a positive number, got {sim_lr!r}")
     sweep, root = sweep_result.config, Path(root)
     out_dir = root / (f"{sweep.name}-bridge" if sim_lr == DEFAULT_SIM_LR else f"{sweep.name}-bridge-lr{sim_lr:g}")
-    if out_dir.is_dir():
-        try:
-            cached = BridgeResult.load(out_dir)
-        except (ValueError, KeyError):
-            cached = None
-        if cached is not None and cached.sweep == sweep and cached.sim_lr == float(sim_lr):
-            return cached
+    found = lookup(
+        out_dir,
+        _FILES,
+        "bridge result",
+        "bridge",
+        BridgeResult.load,
+        lambda r: r.sweep == sweep and r.sim_lr == float(sim_lr),
+        reuse_stale,
+        log,
+    )
+    if found.usable:
+        return found.value
     sft = LoadedRun(root / sweep.sft.name)
     if not sft.task.enumerable:
         raise ValueError(f"the bridge needs an enumerable task, got {sft.task.name!r}")

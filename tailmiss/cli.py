@@ -19,14 +19,30 @@ from typer.core import TyperGroup
 __all__ = ["app", "main"]
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click's own handler so that one line is printed."""
+
+
 class _OneLineErrors(TyperGroup):
-    """Turn usage errors and ``ValueError`` into one line on stderr and exit code 2."""
+    """Turn usage errors and ``ValueError`` into one line on stderr and exit code 2; Ctrl-C into one line, code 130."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except (ValueError, OSError) as exc:
             _fail(str(exc), 2)
+        except _Interrupted:
+            _fail(
+                "interrupted: finished results and checkpoints are kept, no result is half-written; "
+                "rerun the command to resume",
+                130,
+            )
         except Exception as exc:
             # click (older typer) and typer's vendored click raise look-alike classes: match by shape
             if type(exc).__name__ == "NoArgsIsHelpError":
@@ -80,6 +96,21 @@ def _print_table(title: str, columns: list[str], rows: list[list], as_json: bool
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ReuseStaleOpt = Annotated[
+    bool,
+    typer.Option("--reuse-stale", help="Reuse saved results made by other code (warns, naming the difference)."),
+]
+
+
+def _log(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _check_folder(option: str, path: Path) -> None:
+    """Before any work: ``path`` must be a folder this process can create and write."""
+    from tailmiss.io import check_writable_folder
+
+    check_writable_folder(path, f"{option} {str(path)!r}")
 
 
 # --- analytic ---------------------------------------------------------------------
@@ -177,10 +208,22 @@ def sim_run_cmd(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the sweep's size and peak-memory estimate; run nothing.")
     ] = False,
+    reuse_stale: ReuseStaleOpt = False,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Simulate even if --out holds this result.")] = False,
+    checkpoint_every: Annotated[
+        int | None, typer.Option(min=1, help="Snapshot every K steps (default: every 60 s) for resuming.")
+    ] = None,
 ) -> None:
-    """Run a simulation sweep, save it, and print the final metrics (mean over seeds)."""
-    from tailmiss.sim import SimConfig, quick_name, simulate
+    """Run a simulation sweep (or reuse its saved result), save it, and print the final metrics (mean over seeds).
+
+    A rerun reuses a result of the same config made by the same code; a killed
+    run resumes from its last snapshot. Under ``torchrun --nproc_per_node=K``
+    the runs are shared among K processes and rank 0 writes one result.
+    """
+    from tailmiss import _dist
+    from tailmiss.sim import SimConfig, quick_name
     from tailmiss.sim import preset as get_preset
+    from tailmiss.sim.runner import run_sim
 
     if (preset is None) == (config is None):
         raise ValueError("give exactly one of --preset and --config")
@@ -191,8 +234,23 @@ def sim_run_cmd(
     if dry_run:
         _sim_dry_run(cfg, device)
         return
-    result = simulate(cfg, device=device, progress=progress)
-    path = result.save(out or Path("runs/sim") / cfg.name)
+    rank_device = _dist.init_from_env(device)
+    try:
+        result = run_sim(
+            cfg,
+            out or Path("runs/sim") / cfg.name,
+            device=rank_device or device,
+            progress=progress,
+            reuse_stale=reuse_stale,
+            rerun=rerun,
+            checkpoint_every=checkpoint_every,
+            log=_log,
+        )
+    finally:
+        _dist.destroy()
+    if result is None:  # a rank other than 0 under torchrun
+        return
+    path = out or Path("runs/sim") / cfg.name
     final = result.seed_mean(result.final)
     rows = [
         [int(r.group_size), float(r.gamma), float(r.q_pos), float(r.retained_mass), float(r.entropy)]
@@ -204,7 +262,7 @@ def sim_run_cmd(
         rows,
         False,
     )
-    typer.echo(f"saved {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
+    typer.echo(f"result in {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
 
 
 def _sim_dry_run(cfg, device) -> None:
@@ -292,12 +350,20 @@ def llm_sft_cmd(
     progress: ProgressOpt = True,
 ) -> None:
     """Train a model from scratch on the task's SFT data; write config, history, meta and a checkpoint."""
+    from tailmiss import _dist
     from tailmiss.llm import SFTConfig, train_sft
     from tailmiss.llm.cli_support import resolve_config
 
     cfg = resolve_config(preset, config, quick, SFTConfig)
-    path = train_sft(cfg, out or Path("runs/llm") / cfg.name, device=device, resume=resume, progress=progress)
-    _echo_last_row(path, ["mu_pos", "off_format", "pass_at_1"])
+    rank_device = _dist.init_from_env(device)
+    try:
+        path = train_sft(
+            cfg, out or Path("runs/llm") / cfg.name, device=rank_device or device, resume=resume, progress=progress
+        )
+    finally:
+        _dist.destroy()
+    if _dist.env_world_size() == 1 or _dist.env_rank() == 0:
+        _echo_last_row(path, ["mu_pos", "off_format", "pass_at_1"])
 
 
 @llm_app.command("train")
@@ -312,12 +378,25 @@ def llm_train_cmd(
     progress: ProgressOpt = True,
 ) -> None:
     """Group-relative RL (GRPO / DAPO / CISPO / Dr. GRPO, focal weight γ) from an SFT run."""
+    from tailmiss import _dist
     from tailmiss.llm import RLConfig, train_rl
     from tailmiss.llm.cli_support import resolve_config
 
     cfg = resolve_config(preset, config, quick, RLConfig)
-    path = train_rl(cfg, init, out or Path("runs/llm") / cfg.name, device=device, resume=resume, progress=progress)
-    _echo_last_row(path, ["mu_pos", "retained_mass", "dnll_rare", "pass_at_1"])
+    rank_device = _dist.init_from_env(device)
+    try:
+        path = train_rl(
+            cfg,
+            init,
+            out or Path("runs/llm") / cfg.name,
+            device=rank_device or device,
+            resume=resume,
+            progress=progress,
+        )
+    finally:
+        _dist.destroy()
+    if _dist.env_world_size() == 1 or _dist.env_rank() == 0:
+        _echo_last_row(path, ["mu_pos", "retained_mass", "dnll_rare", "pass_at_1"])
 
 
 @llm_app.command("sweep")
@@ -328,6 +407,7 @@ def llm_sweep_cmd(
     device: DeviceOpt = None,
     root: Annotated[Path, typer.Option(help="Cache folder for the SFT, RL and result folders.")] = Path("runs/llm"),
     progress: ProgressOpt = True,
+    reuse_stale: ReuseStaleOpt = False,
 ) -> None:
     """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/."""
     from tailmiss.llm.presets import llm_sweep, quick_name
@@ -336,9 +416,8 @@ def llm_sweep_cmd(
     if (preset is None) == (config is None):
         raise ValueError("give exactly one of --preset and --config")
     sweep = llm_sweep(quick_name(preset) if quick else preset) if preset is not None else load_sweep(config)
-    if root.exists() and not root.is_dir():
-        raise ValueError(f"--root {str(root)!r} is not a folder")
-    result = run_sweep(sweep, root, device=device, progress=progress, log=typer.echo)
+    _check_folder("--root", root)
+    result = run_sweep(sweep, root, device=device, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
     cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
     summary = result.seed_mean()
     cols = [c for c in cols if c in summary]
@@ -400,6 +479,7 @@ def figures_make_cmd(
     cache: Annotated[Path, typer.Option(help="Simulation cache folder.")] = Path("runs/sim"),
     device: Annotated[str | None, typer.Option(help="Device for simulated figures.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    reuse_stale: ReuseStaleOpt = False,
 ) -> None:
     """Render figures to PNG and PDF."""
     from tailmiss.figures import FIGURES, Context, make
@@ -407,8 +487,13 @@ def figures_make_cmd(
     if all_ == bool(names):
         raise ValueError("give figure names or --all (not both)")
     selected = list(FIGURES) if all_ else list(names)
+    unknown = [n for n in selected if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
     out = out or (Path("runs/quick/figures") if quick else Path("figures"))
-    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress)
+    _check_folder("--out", out)
+    _check_folder("--cache", cache)
+    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
     for path in make(selected, out, ctx):
         typer.echo(f"wrote {path}")
 
@@ -424,13 +509,20 @@ def repro_cmd(
     cache: Annotated[Path, typer.Option(help="Simulation cache folder.")] = Path("runs/sim"),
     device: Annotated[str | None, typer.Option(help="Device for simulations.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    reuse_stale: ReuseStaleOpt = False,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
     from tailmiss.figures import FIGURES, Context, make
     from tailmiss.repro import write_report
 
-    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress)
+    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
     out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
+    if out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; give the report's file name")
+    _check_folder("--out's folder", out.parent)
+    if figures:
+        _check_folder("the figure folder", out.parent / "figures")
+    _check_folder("--cache", cache)
     if figures:
         fig_dir = out.parent / "figures"
         for path in make(list(FIGURES), fig_dir, ctx):

@@ -146,6 +146,10 @@ def binary_group_advantages(
     mu_hat = x / n
     mean = r_w + (r_c - r_w) * mu_hat
     a_pos, a_neg = r_c - mean, r_w - mean
+    # a uniform group carries no signal: its advantage is exactly 0, not the rounding error of r_w + (r_c - r_w)
+    # vs r_c (e.g. 2e-16 for 0.9/0.2), which a tiny eps below would blow up to ~1e22
+    a_pos = torch.where(x == n, torch.zeros_like(a_pos), a_pos)
+    a_neg = torch.where(x == 0, torch.zeros_like(a_neg), a_neg)
     if mode == "std":
         var = (r_c - r_w) ** 2 * mu_hat * (1.0 - mu_hat)
         if std == "bessel":

@@ -298,7 +298,10 @@ def llm_section(ctx: Context) -> str:
     )
     parts.append(_table(header, rows) + "\n")
     parts.append(_table(["Table 4 claim", "ours"], report.maze_claims(maze)) + "\n")
-    bridges = [run_bridge(nsweep, ctx.llm_cache, sim_lr=lr, progress=ctx.progress) for lr in SENSITIVITY_LRS]
+    bridges = [
+        run_bridge(nsweep, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log)
+        for lr in SENSITIVITY_LRS
+    ]
     parts.append(bridge_section(bridges[0], bridges[1:]))
     compute = [report.compute_row(r) for r in (nsweep, objectives, maze)]
     parts.append(

@@ -323,7 +323,7 @@ def test_sim_run_config(runner, tmp_path):
     out = result.stdout
     assert "Q_pos" in out and "M_ret" in out and "entropy" in out
     assert "tiny: step 5" in out
-    assert f"saved {out_dir}" in out
+    assert f"result in {out_dir}" in out
     for name in ("config.toml", "history.csv", "meta.json"):
         assert (out_dir / name).is_file(), name
     loaded = SimResult.load(out_dir)

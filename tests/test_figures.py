@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ from tailmiss.figures import FIGURES, Context, figure_data, make
 from tailmiss.figures.simulation import concentration_zone
 from tailmiss.figures.theory import FIG3_MUS, FIG3_NMAX, FIG3_RHOS
 from tailmiss.sim import SimConfig, SimResult, preset
-from tailmiss.sim import engine as sim_engine
+from tailmiss.sim import runner as sim_runner
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPECTED_FIGURES = {
@@ -252,45 +251,43 @@ def _no_simulate(*args, **kwargs):
 
 def test_run_cached_reuses_result(tmp_path, monkeypatch):
     config = _tiny()
-    first = sim_engine.run_cached(config, tmp_path, progress=False)
+    first = sim_runner.run_cached(config, tmp_path, progress=False)
     path = tmp_path / config.name
     assert SimResult.load(path).config == config
-    monkeypatch.setattr(sim_engine, "simulate", _no_simulate)
-    start = time.perf_counter()
-    second = sim_engine.run_cached(config, tmp_path, progress=False)
-    assert time.perf_counter() - start < 30
+    monkeypatch.setattr(sim_runner, "simulate", _no_simulate)
+    second = sim_runner.run_cached(config, tmp_path, progress=False)
     assert second.config == config
     pd.testing.assert_frame_equal(second.history, first.history, check_dtype=False, rtol=1e-8)
 
 
 def test_run_cached_reruns_when_config_differs(tmp_path, monkeypatch):
-    sim_engine.run_cached(_tiny(), tmp_path, progress=False)
+    sim_runner.run_cached(_tiny(), tmp_path, progress=False)
     changed = _tiny(steps=6)  # same name, so the same cache folder
     with monkeypatch.context() as m:
-        m.setattr(sim_engine, "simulate", _no_simulate)
+        m.setattr(sim_runner, "simulate", _no_simulate)
         with pytest.raises(AssertionError, match="re-simulated"):
-            sim_engine.run_cached(changed, tmp_path, progress=False)
-    result = sim_engine.run_cached(changed, tmp_path, progress=False)
+            sim_runner.run_cached(changed, tmp_path, progress=False)
+    result = sim_runner.run_cached(changed, tmp_path, progress=False)
     assert result.config == changed
     assert result.history["step"].max() == 6
     assert SimResult.load(tmp_path / changed.name).config == changed  # the cache now holds the new config
-    monkeypatch.setattr(sim_engine, "simulate", _no_simulate)
-    assert sim_engine.run_cached(changed, tmp_path, progress=False).config == changed
+    monkeypatch.setattr(sim_runner, "simulate", _no_simulate)
+    assert sim_runner.run_cached(changed, tmp_path, progress=False).config == changed
 
 
 def test_run_cached_reruns_on_incomplete_cache(tmp_path):
     config = _tiny()
-    sim_engine.run_cached(config, tmp_path, progress=False)
+    sim_runner.run_cached(config, tmp_path, progress=False)
     (tmp_path / config.name / "history.csv").unlink()
-    result = sim_engine.run_cached(config, tmp_path, progress=False)
+    result = sim_runner.run_cached(config, tmp_path, progress=False)
     assert len(result.history) == config.num_runs * 3  # steps 0, 2, 4
     assert (tmp_path / config.name / "history.csv").is_file()
 
 
 def test_run_cached_reruns_on_unreadable_config(tmp_path):
     config = _tiny()
-    sim_engine.run_cached(config, tmp_path, progress=False)
+    sim_runner.run_cached(config, tmp_path, progress=False)
     (tmp_path / config.name / "config.toml").write_text("[sim]\nnot_a_key = 1\n")
-    result = sim_engine.run_cached(config, tmp_path, progress=False)
+    result = sim_runner.run_cached(config, tmp_path, progress=False)
     assert result.config == config
     assert SimResult.load(tmp_path / config.name).config == config

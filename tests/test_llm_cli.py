@@ -440,7 +440,7 @@ def test_sweep_rerun_says_it_reuses(runner, sweep_root):
             app, ["llm", "sweep", "--config", str(root / "sweep.toml"), "--root", str(root / "runs"), "--no-progress"]
         )
     ).stdout
-    assert "every run done, reusing" in out and ": training" not in out
+    assert "every run done by this code, reusing" in out and ": training" not in out
 
 
 @pytest.mark.parametrize(
@@ -469,4 +469,4 @@ def test_sweep_bad_toml_and_root(runner, tmp_path):
     result = runner.invoke(
         app, ["llm", "sweep", "--config", str(tmp_path / "ok.toml"), "--root", str(tmp_path / "file")]
     )
-    assert result.exit_code == 2 and "is not a folder" in result.output
+    assert result.exit_code == 2 and "is a file, not a folder" in result.output

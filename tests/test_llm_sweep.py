@@ -194,7 +194,7 @@ def test_rerun_reuses_everything(tiny, tiny_run, monkeypatch):
     monkeypatch.setattr(cached, "train_sft", refuse)
     messages: list[str] = []
     again = run_sweep(tiny, root, progress=False, log=messages.append)
-    assert messages == [f"{tiny.name}: every run done, reusing {root / tiny.name}"]
+    assert messages == [f"{tiny.name}: every run done by this code, reusing {root / tiny.name}"]
     pd.testing.assert_frame_equal(again.final, result.final)
     # with the result folder gone, the runs are still reused one by one and the result rebuilt
     import shutil

@@ -664,7 +664,7 @@ def test_save_replaces_existing_directory_atomically(tmp_path, small_result):
 
 def test_load_rejects_non_result(tmp_path):
     (tmp_path / "x").mkdir()
-    with pytest.raises(ValueError, match="history.csv|config.toml"):
+    with pytest.raises(ValueError, match="not a saved SimResult: meta.json is missing"):
         SimResult.load(tmp_path / "x")
 
 

@@ -31,6 +31,10 @@ class Context:
     llm_sweeps: Mapping[str, object] | None = None
     """Sweeps to use instead of the presets, by figure family (``"nsweep"``, ``"objectives"``,
     ``"maze"``; see :data:`tailmiss.figures.llm.SWEEPS`), e.g. small ones in a notebook."""
+    reuse_stale: bool = False
+    """Reuse cached results made by other code (with a warning) instead of recomputing them."""
+    log: Callable[[str], None] | None = None
+    """Receives one line per cache decision (reused, stale, damaged, resumed)."""
 
     @property
     def llm_cache(self) -> Path:

@@ -34,7 +34,9 @@ def sweep_result(family: str, ctx: Context):
     else:
         full, quick = SWEEPS[family]
         sweep = llm_sweep(quick if ctx.quick else full)
-    return run_sweep(sweep, ctx.llm_cache, device=ctx.device, progress=ctx.progress)
+    return run_sweep(
+        sweep, ctx.llm_cache, device=ctx.device, progress=ctx.progress, log=ctx.log, reuse_stale=ctx.reuse_stale
+    )
 
 
 def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:
@@ -277,7 +279,12 @@ def bridge_data(ctx: Context) -> pd.DataFrame:
     from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
 
     result = sweep_result("nsweep", ctx)
-    bridges = {lr: run_bridge(result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress) for lr in SENSITIVITY_LRS}
+    bridges = {
+        lr: run_bridge(
+            result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
+        )
+        for lr in SENSITIVITY_LRS
+    }
     bridge = bridges[DEFAULT_SIM_LR]
     prompts = bridge.prompts[bridge.prompts["source"] == "llm"]
     per_prompt = prompts.groupby(["prompt", "group_size", "gamma"], as_index=False)[["tail_miss", "tau", "tau0"]].mean()

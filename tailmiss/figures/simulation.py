@@ -18,10 +18,12 @@ Our convention: the paper shades the zone without placing its boundaries."""
 def simulated_means(preset_name: str, ctx: Context) -> pd.DataFrame:
     """Seed-mean history of a preset (its quick variant in quick mode), run or loaded from the cache."""
     from tailmiss.sim import preset, quick_name
-    from tailmiss.sim.engine import run_cached
+    from tailmiss.sim.runner import run_cached
 
     config = preset(quick_name(preset_name) if ctx.quick else preset_name)
-    result = run_cached(config, ctx.cache_dir, device=ctx.device, progress=ctx.progress)
+    result = run_cached(
+        config, ctx.cache_dir, device=ctx.device, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
+    )
     frame = result.seed_mean()
     frame["final_step"] = config.steps
     frame["preset"] = config.name

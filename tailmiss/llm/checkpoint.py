@@ -21,6 +21,7 @@ from tailmiss.io import atomic_write
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import GPT, ModelConfig
 from tailmiss.llm.tasks import Task, make_task
+from tailmiss.store import code_fingerprint, file_sha256, provenance
 
 __all__ = ["RunFolder", "load_model", "LoadedRun"]
 
@@ -62,8 +63,9 @@ class RunFolder:
         return self.load_checkpoint()
 
     def save_checkpoint(self, state: dict) -> None:
+        """Write ``checkpoint.pt`` atomically, stamped with the code fingerprint (:mod:`tailmiss.store`)."""
         buffer = io.BytesIO()
-        torch.save(state, buffer)
+        torch.save({**state, "code": code_fingerprint("llm")}, buffer)
         with atomic_write(self.checkpoint_path, "wb") as fh:
             fh.write(buffer.getvalue())
 
@@ -80,8 +82,20 @@ class RunFolder:
             pd.DataFrame(rows).to_csv(fh, index=False, float_format="%.10g")
 
     def write_meta(self, meta: dict) -> None:
+        """Write ``meta.json`` last, sealed with the provenance and the checksums of the run's other files.
+
+        A run folder whose ``meta.json`` says ``complete`` is a finished unit of
+        the result store: :func:`tailmiss.store.open_unit` verifies it before use.
+        """
+        sealed = dict(meta)
+        sealed["provenance"] = provenance("llm", meta.get("device"))
+        sealed["checksums"] = {
+            name: file_sha256(self.path / name)
+            for name in sorted(_RUN_FILES - {"meta.json"})
+            if (self.path / name).is_file()
+        }
         with atomic_write(self.path / "meta.json") as fh:
-            fh.write(json.dumps(meta, indent=2, default=str) + "\n")
+            fh.write(json.dumps(sealed, indent=2, default=str) + "\n")
 
     def history(self) -> pd.DataFrame:
         return pd.read_csv(self.path / "history.csv")

@@ -3,7 +3,9 @@
 TOML layout: an ``[sft]`` table with ``[sft.task]`` (``name`` plus the task's
 parameters) and ``[sft.model]``; or an ``[rl]`` table. An RL run takes its task
 and model from the SFT checkpoint it starts from. Optional settings whose value
-is ``None`` ("the method's default") are left out of the TOML.
+is ``None`` ("the method's default") are left out of the TOML; a table with no
+settings at all is refused (it would silently run every default). The trainer
+computes in float32, so every float setting must be finite there.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailmiss.io import dataclass_from_mapping, read_toml, write_toml
+from tailmiss.io import check_run_name, dataclass_from_mapping, read_toml, write_toml
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
 from tailmiss.llm.tasks.base import SPLITS
@@ -22,6 +24,11 @@ from tailmiss.objectives import ADVANTAGE_MODES, POLICY_LOSSES, STD_KINDS, LossC
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
 LR_SCHEDULES = ("constant", "cosine")
+ROLLOUT_SAMPLING = ("generator", "counter")
+# the trainer computes in float32: a float setting must be finite there, an epsilon a normal float32 number
+_F32_MAX = 3.4028234663852886e38
+_F32_TINY = 1.1754943508222875e-38
+_MIN_TEMPERATURE = 1e-30  # logits / temperature must stay finite in float32 for |logits| up to ~3e8
 
 
 def _int(name, value, minimum=1):
@@ -30,10 +37,12 @@ def _int(name, value, minimum=1):
 
 
 def _num(name, value, lo=0.0, lo_open=False, hi=math.inf, hi_open=True):
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
-    if not ok:
+    """A number in the interval, finite in float32 (the trainer's dtype; NaN and ±inf never are)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if not abs(value) <= _F32_MAX:
+        raise ValueError(f"{name} must be a finite number (|{name}| <= {_F32_MAX:.4g} in float32), got {value!r}")
+    if not ((value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)):
         interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
         raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
 
@@ -43,13 +52,9 @@ def _choice(name, value, choices):
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
-def _name(value):
-    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value.startswith("."):
-        raise ValueError(f"name must be a non-empty string without path separators, got {value!r}")
-
-
 def _betas(value):
-    if not (isinstance(value, tuple) and len(value) == 2 and all(isinstance(b, (int, float)) for b in value)):
+    ok = isinstance(value, tuple) and len(value) == 2
+    if not (ok and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in value)):
         raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
     if not all(0 <= b < 1 for b in value):
         raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
@@ -102,6 +107,7 @@ class _TomlConfig:
         data = read_toml(path)
         if set(data) != {cls._table}:
             raise ValueError(f"{path}: expected exactly one top-level table [{cls._table}], got {sorted(data)}")
+        _require_settings(path, cls._table, data[cls._table])
         return cls.from_dict(data[cls._table], where=str(path))
 
     def to_toml(self, path: str | Path) -> None:
@@ -117,6 +123,8 @@ class SFTConfig(_TomlConfig):
 
     Attributes
     ----------
+    name : str
+        The run's folder name (:func:`tailmiss.io.check_run_name`).
     task : Task
         The task and its parameters (TOML table ``[sft.task]``).
     model : ModelConfig
@@ -153,7 +161,7 @@ class SFTConfig(_TomlConfig):
     checkpoint_every: int = 500
 
     def __post_init__(self) -> None:
-        _name(self.name)
+        check_run_name(self.name)
         if not isinstance(self.task, Task):
             raise ValueError(f"task must be a task table, got {self.task!r}")
         if not isinstance(self.model, ModelConfig):
@@ -189,6 +197,7 @@ class RLConfig(_TomlConfig):
     clip_low, clip_high, dual_clip, cispo_clip_mode, aggregation, norm_length
         Override the method's loss settings (``None``: the method's default).
     advantage : {"none", "mean", "std"} or None; std_kind, adv_eps
+        ``adv_eps`` is at least the smallest normal float32 number, 1.18e-38.
     dynamic_sampling : bool; max_refills : int
         DAPO's filter: drop groups whose rewards are all equal and draw more
         prompts, at most ``max_refills`` extra rounds per step.
@@ -196,7 +205,18 @@ class RLConfig(_TomlConfig):
         Optional k3 KL penalty to the SFT model and entropy bonus (0: off; the
         KL to the SFT model is logged either way).
     temperature, top_k, top_p
-        Rollout sampling (``top_k = 0``: off).
+        Rollout sampling (``top_k = 0``: off); ``temperature >= 1e-30``, so
+        that logits / temperature stays finite in float32.
+    rollout_sampling : {"generator", "counter"}
+        Where the rollouts' randomness comes from. ``"generator"``: one
+        ``torch.Generator`` per step drives ``torch.multinomial`` over the whole
+        batch; under ``torchrun`` every rank then generates the whole step's
+        rollouts (same draws) and only the updates are shared among the ranks.
+        ``"counter"``: each rollout's tokens come from a stateless hash of
+        (seed, step, round, rollout, position)
+        (:class:`~tailmiss.llm.model.CounterStream`), so each rank generates
+        only its share of the prompts, with the same rollouts as one process.
+        Both give the single-process batch on any number of processes.
     eval_every, eval_prompts, eval_split, eval_samples, rare_share
         Exact answer-mass metrics on a fixed prompt set (enumerable tasks) and,
         when ``eval_samples > 0``, sampled pass@k from that many samples.
@@ -233,6 +253,7 @@ class RLConfig(_TomlConfig):
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    rollout_sampling: str = "generator"
     seed: int = 0
     eval_every: int = 25
     eval_prompts: int = 64
@@ -242,8 +263,9 @@ class RLConfig(_TomlConfig):
     checkpoint_every: int = 50
 
     def __post_init__(self) -> None:
-        _name(self.name)
+        check_run_name(self.name)
         _choice("method", self.method, tuple(POLICY_LOSSES))
+        _choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
         _num("gamma", self.gamma)
         for key in ("group_size", "prompts_per_step", "steps", "minibatches", "eval_every", "eval_prompts"):
             _int(key, getattr(self, key))
@@ -264,15 +286,28 @@ class RLConfig(_TomlConfig):
         if self.advantage is not None:
             _choice("advantage", self.advantage, ADVANTAGE_MODES)
         _choice("std_kind", self.std_kind, STD_KINDS)
-        _num("adv_eps", self.adv_eps, lo_open=True)
+        _num("adv_eps", self.adv_eps)
+        if not self.adv_eps >= _F32_TINY:
+            raise ValueError(
+                f"adv_eps must be at least the smallest normal float32 number, {_F32_TINY:.4g} (the trainer's "
+                f"dtype; a smaller one rounds to 0 or a subnormal there), got {self.adv_eps!r}"
+            )
         if not isinstance(self.dynamic_sampling, bool):
             raise ValueError(f"dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        if self.dynamic_sampling and self.group_size < 2:
+            raise ValueError(
+                "dynamic_sampling needs group_size >= 2 (it keeps only groups with mixed rewards, which a group "
+                f"of one never has), got group_size={self.group_size}"
+            )
         _num("kl_coef", self.kl_coef)
         _num("entropy_coef", self.entropy_coef)
-        _num("temperature", self.temperature, lo_open=True)
+        _num("temperature", self.temperature, lo=_MIN_TEMPERATURE)
         _num("top_p", self.top_p, lo_open=True, hi=1.0, hi_open=False)
         _choice("eval_split", self.eval_split, SPLITS)
         _num("rare_share", self.rare_share, lo_open=True, hi=1.0)
+        for key in ("clip_low", "clip_high", "dual_clip"):  # LossConfig checks their ranges
+            if getattr(self, key) is not None:
+                _num(key, getattr(self, key), lo=-math.inf)
         self.loss_config()  # validates the loss overrides now, not at the first step
 
     def loss_config(self) -> LossConfig:
@@ -296,7 +331,16 @@ def load_config(path: str | Path) -> SFTConfig | RLConfig:
     """Load an SFT (``[sft]``) or RL (``[rl]``) config from TOML."""
     data = read_toml(path)
     kinds = {c._table: c for c in (SFTConfig, RLConfig)}
+    if not data:
+        raise ValueError(f"{path}: no settings (the file is empty); expected one top-level table, [sft] or [rl]")
     if len(data) != 1 or next(iter(data)) not in kinds:
         raise ValueError(f"{path}: expected exactly one top-level table, [sft] or [rl], got {sorted(data)}")
     ((table, body),) = data.items()
+    _require_settings(path, table, body)
     return kinds[table].from_dict(body, where=str(path))
+
+
+def _require_settings(path, table: str, body) -> None:
+    # an empty table would silently run every default (a full-size run): almost surely not what was meant
+    if isinstance(body, dict) and not body:
+        raise ValueError(f"{path}: no settings (the [{table}] table is empty)")

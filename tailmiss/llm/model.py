@@ -4,7 +4,9 @@ Pre-norm blocks (LayerNorm → causal self-attention → residual; LayerNorm →
 MLP → residual), learned position embeddings and input/output embeddings tied.
 Sized by :class:`ModelConfig` from about 50k (1 layer × 64) to about 5M
 parameters (6 layers × 256); the vocabulary and the context length come from
-the task.
+the task. :func:`generate` draws from a :class:`torch.Generator` or, so that a
+row's tokens do not depend on the batch it is generated in (RL rollouts split
+over processes), from a counter-based :class:`CounterStream`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["ModelConfig", "GPT", "KVCache", "generate", "answer_logprobs", "with_dtype"]
+from tailmiss._hash import hash_uniform
+
+__all__ = ["ModelConfig", "GPT", "KVCache", "CounterStream", "generate", "answer_logprobs", "with_dtype"]
 
 
 def _positive_int(name: str, value) -> None:
@@ -159,6 +163,61 @@ def _filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float) -> tor
     return logits
 
 
+class CounterStream:
+    r"""Counter-based randomness for :func:`generate`: each row's draws depend on its global id alone.
+
+    Row ``b`` of the batch is the global row ``rows[b]``; its token at answer
+    position ``t`` is the inverse-CDF draw of the uniform
+    :math:`u = h(\mathrm{seed}, \mathrm{rows}[b], t)` from the row's filtered
+    next-token law (:func:`tailmiss.sim.sampler.hash_uniform`, a stateless
+    integer hash with 53-bit float64 output). A row therefore gets the same
+    tokens whether it is generated alone or inside any batch, on any number of
+    processes and on any device, as long as its probabilities are the same.
+
+    Parameters
+    ----------
+    seed : int
+        Non-negative; its two 32-bit halves are folded into the 32-bit key the
+        hash takes.
+    rows : sequence of int or LongTensor (B,)
+        Global id of each row of the batch (non-negative, below 2^32).
+    """
+
+    def __init__(self, seed: int, rows):
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        rows = torch.as_tensor(rows, dtype=torch.long, device="cpu").reshape(-1)
+        if rows.numel() and not (0 <= int(rows.min()) and int(rows.max()) < 2**32):
+            raise ValueError(f"rows must lie in [0, 2^32), got min {int(rows.min())}, max {int(rows.max())}")
+        self.seed, self.rows = seed, rows
+        self._key = torch.tensor((seed ^ (seed >> 32)) & 0xFFFFFFFF, dtype=torch.long)
+
+    def uniforms(self, t: int) -> torch.Tensor:
+        """Float64 uniforms on [0, 1) of every row at answer position ``t``, (B,) on the CPU."""
+        return hash_uniform(self._key, self.rows, t)
+
+    def draw(self, probs: torch.Tensor, t: int) -> torch.Tensor:
+        """Token ids (B,) drawn from ``probs`` (B, vocab), unnormalised allowed, at answer position ``t``."""
+        if probs.shape[0] != self.rows.numel():
+            raise ValueError(f"probs has {probs.shape[0]} rows but the stream has {self.rows.numel()}")
+        return _inverse_cdf(probs, self.uniforms(t).to(probs.device))
+
+
+def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """First index whose cumulative probability exceeds ``u`` × the row's total, (B,); never a zero-mass index.
+
+    The prefix sums are taken in float64 within each row. A query that rounds up
+    to the row's total (``u`` next to 1) is clamped to the row's last token of
+    non-zero probability.
+    """
+    cdf = torch.cumsum(probs, dim=-1, dtype=torch.float64)  # (B, vocab)
+    query = (u.to(torch.float64) * cdf[:, -1]).unsqueeze(1)  # (B, 1)
+    idx = torch.searchsorted(cdf, query, right=True).squeeze(1)  # (B,)
+    vocab = probs.shape[-1]
+    last = vocab - 1 - (probs > 0).flip(-1).to(torch.uint8).argmax(-1)  # last index of non-zero mass
+    return torch.minimum(idx, last)
+
+
 @torch.no_grad()
 def generate(
     model: GPT,
@@ -169,7 +228,7 @@ def generate(
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float = 1.0,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | CounterStream | None = None,
     use_cache: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Sample continuations of equal-length ``prompts`` (B, P) until ``<eos>`` or ``max_new_tokens``.
@@ -179,6 +238,10 @@ def generate(
     F-GRPO sampling settings). With ``use_cache`` the prompt is encoded once and
     each new token attends to cached keys and values; without it every step
     re-encodes the whole prefix (same law, for benchmarks).
+
+    ``generator`` is a :class:`torch.Generator` (one stream for the batch, drawn
+    by :func:`torch.multinomial`) or a :class:`CounterStream` (each row's draws a
+    function of its global row id, so independent of the batch split).
 
     Returns
     -------
@@ -195,6 +258,9 @@ def generate(
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
         raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
     B, P = prompts.shape
+    counter = generator if isinstance(generator, CounterStream) else None
+    if counter is not None and counter.rows.numel() != B:
+        raise ValueError(f"the CounterStream has {counter.rows.numel()} rows but prompts has {B}")
     tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros((B, max_new_tokens), dtype=model.wte.weight.dtype, device=prompts.device)
     done = torch.zeros(B, dtype=torch.bool, device=prompts.device)
@@ -204,7 +270,10 @@ def generate(
     for t in range(max_new_tokens):
         logits = logits / temperature
         probs = _filter_logits(logits, top_k, top_p).softmax(-1)
-        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
+        if counter is not None:
+            nxt = counter.draw(probs, t)  # (B,)
+        else:
+            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
         lp = logits.log_softmax(-1).gather(1, nxt[:, None]).squeeze(1)
         tokens[:, t] = torch.where(done, pad_id, nxt)
         logprobs[:, t] = torch.where(done, 0.0, lp)

@@ -3,6 +3,12 @@
 One loop, top to bottom: draw prompts and teacher answers for the step, take
 the cross-entropy on answer tokens (``<eos>`` included), one AdamW step, log,
 evaluate, checkpoint.
+
+Under ``torchrun`` every rank draws the step's whole batch (cheap) and takes
+the loss of its contiguous share of the rows, divided by the batch's token
+count, so that the sum over ranks is the single-process token mean; DDP
+averages the gradients, hence each rank back-propagates K times its share.
+Rank 0 alone evaluates and writes the run folder.
 """
 
 from __future__ import annotations
@@ -15,7 +21,19 @@ import torch
 import torch.nn.functional as F
 
 from tailmiss._device import resolve_device
-from tailmiss.llm._loop import environment, make_optimizer, progress_bar, set_lr, step_done, step_seed
+from tailmiss._dist import barrier, is_main, shard_bounds, world
+from tailmiss.llm._loop import (
+    all_sum,
+    data_parallel,
+    environment,
+    make_optimizer,
+    prepare_run,
+    progress_bar,
+    run_complete,
+    set_lr,
+    step_done,
+    step_seed,
+)
 from tailmiss.llm.checkpoint import RunFolder
 from tailmiss.llm.config import SFTConfig
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
@@ -54,12 +72,15 @@ def train_sft(
 
     ``resume`` continues from the folder's last checkpoint; ``on_step(step)``
     is called after each completed step (tests use it to interrupt a run).
+    Under ``torchrun`` every rank calls this with its own ``device``; rank 0
+    evaluates and writes the folder, and every rank returns its path once the
+    run is complete.
     """
     if not isinstance(cfg, SFTConfig):
         raise ValueError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
     dev = resolve_device(device)
     folder = RunFolder(out)
-    state = folder.prepare(cfg, resume)
+    state = prepare_run(folder, cfg, resume)
     task = cfg.task
 
     # ---- model, optimizer, state -------------------------------------------------------
@@ -73,12 +94,17 @@ def train_sft(
         optimizer.load_state_dict(state["optimizer"])
         history, start = state["history"], state["step"]
     if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
-        if (folder.path / "meta.json").is_file():
+        if run_complete(folder, history, cfg.steps):
             return folder.path
         start = cfg.steps + 1
+    ddp = data_parallel(model, dev)
+    main, k = is_main(), world()  # rank 0 evaluates and writes; the others only train
+    lo, hi = shard_bounds(cfg.batch_size)  # this rank's rows of every batch
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
 
     def checkpoint(step: int) -> None:
+        if not main:
+            return
         folder.save_checkpoint(
             {
                 "kind": "sft",
@@ -93,35 +119,41 @@ def train_sft(
         )
         folder.write_history(history)
 
-    bar = progress_bar(progress, cfg.steps, f"sft {cfg.name} on {dev}", done=start)
+    bar = progress_bar(progress and main, cfg.steps, f"sft {cfg.name} on {dev}" + (f" ×{k}" if k > 1 else ""), start)
     started, tokens_seen = time.perf_counter(), 0
     try:
         for step in range(start, cfg.steps + 1):
             row: dict = {"step": step}
             # ---- evaluation (before the update of this step) -----------------------------
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            evaluated = step % cfg.eval_every == 0 or step == cfg.steps
+            if main and evaluated:
                 model.eval()
                 row.update(evaluate_sft(model, cfg, eval_prompts, step))
             if step == cfg.steps:
                 history.append(row)
                 break
-            # ---- one supervised step ------------------------------------------------------
-            model.train()
+            # ---- one supervised step (this rank's rows; DDP averages the gradients) ----------
+            ddp.train()
             prompts = task.prompts("train", cfg.batch_size, seed=step_seed(cfg.seed, step, _DATA))
             ids, mask = task.sft_batch(prompts, np.random.default_rng(step_seed(cfg.seed, step, _DATA)))
-            ids, mask = ids.to(dev), mask.to(dev)
-            logits = model(ids[:, :-1])  # (B, S-1, vocab)
             target_mask = mask[:, 1:]
-            nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, S-1)
-            loss = (nll * target_mask).sum() / target_mask.sum()
+            tokens = int(target_mask.sum())  # the denominator of the whole batch's token mean
+            if hi > lo:
+                ids_k, target_k = ids[lo:hi].to(dev), target_mask[lo:hi].to(dev)
+                logits = ddp(ids_k[:, :-1])  # (B_k, S-1, vocab)
+                nll = F.cross_entropy(logits.transpose(1, 2), ids_k[:, 1:], reduction="none")  # (B_k, S-1)
+                loss = (nll * target_k).sum() / tokens  # this rank's share of the batch's token mean
+            else:  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
+                loss = ddp(ids[:1, :-1].to(dev)).sum() * 0.0
             lr = set_lr(optimizer, step, cfg)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss * k).backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
-            tokens_seen += int(target_mask.sum())
-            if step % cfg.log_every == 0 or len(row) > 1:
-                row.update({"loss": float(loss.detach()), "lr": lr, "grad_norm": float(grad_norm)})
+            tokens_seen += tokens
+            if step % cfg.log_every == 0 or evaluated:
+                (loss_sum,) = all_sum([loss.detach()], dev)
+                row.update({"loss": loss_sum, "lr": lr, "grad_norm": float(grad_norm)})
                 history.append(row)
             step_done(step, cfg, checkpoint, bar, on_step)
     finally:
@@ -129,16 +161,18 @@ def train_sft(
             bar.close()
     checkpoint(cfg.steps)
     elapsed = time.perf_counter() - started
-    folder.write_meta(
-        {
-            "kind": "sft",
-            "complete": True,
-            "params": model.num_params(),
-            "steps": cfg.steps,
-            "resumed_from": min(start, cfg.steps),
-            "elapsed_s": round(elapsed, 3),
-            "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
-            **environment(dev),
-        }
-    )
+    if main:
+        folder.write_meta(
+            {
+                "kind": "sft",
+                "complete": True,
+                "params": model.num_params(),
+                "steps": cfg.steps,
+                "resumed_from": min(start, cfg.steps),
+                "elapsed_s": round(elapsed, 3),
+                "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
+                **environment(dev),
+            }
+        )
+    barrier()  # every rank returns once the folder is complete
     return folder.path

@@ -32,16 +32,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tailmiss.io import read_toml, require_files, result_dir, write_toml
+from tailmiss.io import check_result_dest, check_run_name, read_toml, write_toml
 from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
 from tailmiss.objectives import POLICY_LOSSES
+from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
 __all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
 
 _FILES = ("config.toml", "history.csv", "final.csv", "meta.json")
+# CSV drops the decimal point of whole floats (gamma 0.0 -> "0"): restore the identifying columns' types on load
+_ID_DTYPES = {"gamma": "float64", "group_size": "int64", "seed": "int64"}
 _METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr. GRPO"}
 
 
@@ -103,8 +106,7 @@ class LLMSweep:
     _runs: list = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith("."):
-            raise ValueError(f"sweep name must be a non-empty string without path separators, got {self.name!r}")
+        check_run_name(self.name, "sweep name")
         if not isinstance(self.sft, SFTConfig) or not isinstance(self.rl, RLConfig):
             raise ValueError("a sweep needs an SFTConfig (sft) and an RLConfig (rl)")
         variants = tuple(v if isinstance(v, Variant) else Variant(**v) for v in self.variants)
@@ -220,23 +222,34 @@ class SweepResult:
     meta: dict
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        with result_dir(path, _FILES, "sweep result") as tmp:
-            self.config.to_toml(tmp / "config.toml")
-            self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
-            self.final.to_csv(tmp / "final.csv", index=False, float_format="%.10g")
-            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
+        """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
+        writers = {
+            "config.toml": self.config.to_toml,
+            "history.csv": lambda p: self.history.to_csv(p, index=False, float_format="%.10g"),
+            "final.csv": lambda p: self.final.to_csv(p, index=False, float_format="%.10g"),
+        }
+        meta = {k: v for k, v in self.meta.items() if k not in ("provenance", "checksums")}
+        path = save_unit(path, writers, meta, "llm", "sweep result")
+        self.meta = read_meta(path)  # now with its provenance and checksums
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> SweepResult:
-        path = require_files(path, _FILES, "sweep result")
-        return cls(
+        """Read a saved result after verifying its checksums and that it holds every run (``CorruptUnit``)."""
+        path = Path(path)
+        meta = open_unit(path, _FILES, "sweep result")
+        result = cls(
             config=LLMSweep.from_toml(path / "config.toml"),
-            history=pd.read_csv(path / "history.csv"),
-            final=pd.read_csv(path / "final.csv"),
-            meta=json.loads((path / "meta.json").read_text()),
+            history=pd.read_csv(path / "history.csv", dtype=_ID_DTYPES),
+            final=pd.read_csv(path / "final.csv", dtype=_ID_DTYPES),
+            meta=meta,
         )
+        want = {(v.label, s) for v, s, _ in result.config.runs()}
+        have = {(r.label, int(r.seed)) for r in result.final.itertuples() if r.method != "sft"}
+        in_history = {(r.label, int(r.seed)) for r in result.history[["label", "seed"]].drop_duplicates().itertuples()}
+        if have != want or in_history != want:
+            raise CorruptUnit(f"{path} is incomplete: it does not hold exactly the sweep's {len(want)} runs")
+        return result
 
     def seed_mean(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
         """Mean and standard deviation over seeds per ``label`` (and ``step`` for histories)."""
@@ -340,35 +353,38 @@ def run_sweep(
     device=None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    reuse_stale: bool = False,
 ) -> SweepResult:
     """Train (or reuse) every run of ``sweep`` under ``root`` and return its tidy result.
 
-    Finished runs of the same config are reused (``log`` says so), partial ones
-    resume from their last checkpoint; the result folder ``root/<sweep.name>``
-    is rewritten atomically only when something changed.
+    Finished runs of the same config made by the same code are reused (``log``
+    says so), partial ones resume from their last checkpoint, damaged or stale
+    ones are redone (``reuse_stale`` reuses stale ones with a warning); the
+    result folder ``root/<sweep.name>`` is rewritten atomically only when
+    something changed.
     """
     if not isinstance(sweep, LLMSweep):
         raise ValueError(f"sweep must be an LLMSweep, got {type(sweep).__name__}")
     root = Path(root)
     log = log or (lambda message: None)
     out_dir = root / sweep.name
-    if (out_dir / "config.toml").is_file():
-        try:
-            cached = SweepResult.load(out_dir)
-        except ValueError:
-            cached = None
-        if cached is not None and cached.config == sweep:
-            log(f"{sweep.name}: every run done, reusing {out_dir}")
-            return cached
-    sft_state = run_state(root / sweep.sft.name, sweep.sft, None)
-    log(f"SFT {sweep.sft.name}: {'done, reused' if sft_state == 'done' else 'training'}")
-    sft_dir = cached_sft(sweep.sft, root, device=device, progress=progress)
+    check_result_dest(out_dir, _FILES, "sweep result")
+    found = lookup(
+        out_dir, _FILES, "sweep result", "llm", SweepResult.load, lambda r: r.config == sweep, reuse_stale, log
+    )
+    if found.usable:
+        if found.state == "fresh":
+            log(f"{sweep.name}: every run done by this code, reusing {out_dir}")
+        return found.value
+    words = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
+    sft_state = run_state(root / sweep.sft.name, sweep.sft, None, reuse_stale)
+    log(f"SFT {sweep.sft.name}: {words.get(sft_state, 'training')}")
+    sft_dir = cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
     runs = sweep.runs()
     for i, (variant, seed, cfg) in enumerate(runs, 1):
-        state = run_state(root / cfg.name, cfg, sft_dir)
-        what = {"done": "done, reused", "partial": "resuming"}.get(state, "training")
-        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {what}")
-        cached_rl(cfg, sft_dir, root, device=device, progress=progress)
+        state = run_state(root / cfg.name, cfg, sft_dir, reuse_stale)
+        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')}")
+        cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
     result = collect(sweep, root)
     result.save(out_dir)
     return result

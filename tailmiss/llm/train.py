@@ -3,7 +3,14 @@ r"""Group-relative RL from an SFT checkpoint: GRPO, DAPO, CISPO and Dr. GRPO, ea
 One loop, top to bottom (CleanRL style). Per step:
 
 1. **Rollouts.** ``prompts_per_step`` training prompts, ``group_size`` samples
-   each (KV cache, T = 1, top-p 1, top-k off by default).
+   each (KV cache, T = 1, top-p 1, top-k off by default). By default
+   (``rollout_sampling = "generator"``) one seeded ``torch.Generator`` per step
+   draws the whole batch. With ``"counter"`` the draws are counter-based
+   (:class:`~tailmiss.llm.model.CounterStream`): rollout row
+   :math:`r = \text{prompt} \cdot N + \text{sample}` takes its token at position
+   t by inverse-CDF sampling of the uniform :math:`h(\text{seed}_{step,round}, r, t)`
+   of a stateless hash, so every rollout is a function of (seed, step, round,
+   r) alone, whatever the split of the batch over processes or the device.
 2. **Rewards.** The task's strict verifier: 1 / 0.
 3. **Advantages.** Per group, :math:`A_i = (R_i - \bar R)/(\sigma_R + \epsilon)`
    (the method's mode; Dr. GRPO drops the std), times the focal weight
@@ -21,6 +28,27 @@ One loop, top to bottom (CleanRL style). Per step:
    only from the second mini-batch on.
 6. **Log, evaluate, checkpoint.** Exact answer-mass metrics on a fixed prompt
    set every ``eval_every`` steps (enumerable tasks).
+
+**Several processes** (``torchrun --nproc_per_node=K``, see
+:mod:`tailmiss._dist`). Every rank draws the same prompts. With counter-based
+sampling rank k samples and scores the rollouts of its contiguous share of
+them, and the shares (answers, rewards) are all-gathered in rank order; with
+the default generator every rank samples the whole batch from the same seeded
+generator. Either way every rank holds the global batch of the single-process
+run. Everything that depends on the global batch only
+(reward statistics, dynamic sampling and its refill rounds, advantages, the
+mini-batch shuffle) is computed identically on every rank. Each mini-batch's
+rows are split into K parts; rank k takes the old and reference log-probs of
+its parts before the first update, and back-propagates its part's loss times
+:math:`K \cdot d_k / d`, where :math:`d_k, d` are the part's and the
+mini-batch's denominators of the aggregation (tokens for token-mean and for
+the KL and entropy terms, non-empty sequences for seq-mean-token-mean, rows for
+token-sum-norm). DistributedDataParallel averages the K gradients, which gives
+the gradient of the whole mini-batch's loss; gradient clipping and AdamW then
+act identically on every rank. Logged statistics are sums over the ranks.
+Rank 0 alone evaluates and writes the run folder; every rank resumes from its
+checkpoint. On the CPU with one thread per process the history equals the
+single-process one to float rounding (sums split over ranks).
 """
 
 from __future__ import annotations
@@ -34,12 +62,25 @@ import torch
 
 from tailmiss import objectives
 from tailmiss._device import resolve_device
-from tailmiss.llm._loop import environment, make_optimizer, progress_bar, set_lr, step_done, step_seed
-from tailmiss.llm.checkpoint import LoadedRun, RunFolder
+from tailmiss._dist import all_gather_objects, barrier, is_main, rank, shard_bounds, world
+from tailmiss.llm._loop import (
+    all_sum,
+    data_parallel,
+    environment,
+    make_optimizer,
+    prepare_run,
+    progress_bar,
+    run_complete,
+    set_lr,
+    step_done,
+    step_seed,
+)
+from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
-from tailmiss.llm.model import GPT, answer_logprobs, generate
+from tailmiss.llm.model import GPT, CounterStream, answer_logprobs, generate
 from tailmiss.llm.tasks import EOS, PAD, Task
+from tailmiss.store import file_sha256
 
 __all__ = ["train_rl", "Rollouts", "collect_rollouts"]
 
@@ -72,19 +113,45 @@ def response_mask(answers: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: int, device) -> Rollouts:
-    """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards."""
+    """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards (the whole round, every rank).
+
+    Every rank draws the same prompts. With ``rollout_sampling = "generator"``
+    every rank samples the whole batch from one seeded ``torch.Generator``.
+    With ``"counter"``, rank k samples and scores the rollouts of its
+    contiguous share of the prompts (:func:`tailmiss._dist.shard_bounds`), and
+    the shares are gathered in rank order: rollout row r = prompt × N + sample
+    draws its tokens from a :class:`CounterStream` keyed by the round's seed and
+    r, so the batch is the same for any number of processes.
+    """
     model.eval()
+    n = cfg.group_size
     prompts = task.prompts("train", cfg.prompts_per_step, seed=step_seed(cfg.seed, step, 10 * round_ + _PROMPTS))
-    prompt_ids = task.encode_prompts(prompts).repeat_interleave(cfg.group_size, dim=0).to(device)  # (B*N, P)
-    gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + _SAMPLING))
-    answers, _ = generate(
-        model, prompt_ids, task.max_answer_len, EOS, PAD, cfg.temperature, cfg.top_k or None, cfg.top_p, gen
-    )
-    rows = answers.cpu().tolist()
+    prompt_ids = task.encode_prompts(prompts).repeat_interleave(n, dim=0)  # (B*N, P)
+    if cfg.rollout_sampling == "generator":  # one generator over the whole batch: every rank draws all of it
+        gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + _SAMPLING))
+        prompt_ids = prompt_ids.to(device)
+        top_k = cfg.top_k or None
+        answers, _ = generate(model, prompt_ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, gen)
+        rewards = torch.tensor(
+            [task.reward(prompts[i // n], row) for i, row in enumerate(answers.cpu().tolist())], dtype=torch.float64
+        ).view(cfg.prompts_per_step, n)  # (B, N)
+        return Rollouts(prompt_ids, answers, response_mask(answers), rewards)
+    lo, hi = shard_bounds(cfg.prompts_per_step)
+    rows = torch.arange(lo * n, hi * n)  # this rank's global rollout rows
+    answers = torch.full((len(rows), task.max_answer_len), PAD, dtype=torch.long)
+    if len(rows):
+        stream = CounterStream(step_seed(cfg.seed, step, 10 * round_ + _SAMPLING), rows)
+        ids = prompt_ids[rows].to(device)
+        top_k = cfg.top_k or None
+        answers, _ = generate(model, ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, stream)
+        answers = answers.cpu()
     rewards = torch.tensor(
-        [task.reward(prompts[i // cfg.group_size], row) for i, row in enumerate(rows)], dtype=torch.float64
-    ).view(cfg.prompts_per_step, cfg.group_size)  # (B, N)
-    return Rollouts(prompt_ids, answers, response_mask(answers), rewards)
+        [task.reward(prompts[r // n], a) for r, a in zip(rows.tolist(), answers.tolist())], dtype=torch.float64
+    ).view(hi - lo, n)  # (B_k, N)
+    shares = all_gather_objects((answers, rewards))
+    answers = torch.cat([a for a, _ in shares]).to(device)  # (B*N, L)
+    rewards = torch.cat([r for _, r in shares])  # (B, N)
+    return Rollouts(prompt_ids.to(device), answers, response_mask(answers), rewards)
 
 
 def _gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
@@ -165,8 +232,69 @@ def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device) ->
 _UPDATE_STATS = ("focal_mean", "entropy", "response_len", "kl_ref", "loss", "clip_frac", "approx_kl", "grad_norm")
 
 
-def _update(model, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: int, dev) -> dict:
-    """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups)."""
+def _loss_denominator(mask: torch.Tensor, aggregation: str) -> int:
+    """What ``aggregation`` divides a mini-batch's summed token losses by, up to a constant factor."""
+    if aggregation == "token-mean":
+        return int(mask.sum())
+    if aggregation == "seq-mean-token-mean":
+        return int((mask.sum(1) > 0).sum())
+    return mask.shape[0]  # token-sum-norm: rows × the constant L
+
+
+def _rank_logprobs(model, reference, batch: Rollouts, rows: torch.Tensor, cfg: RLConfig, dev):
+    """Old and reference log-probs of this rank's ``rows`` and the logged entropy, length and KL of the batch."""
+    with torch.no_grad():
+        model.eval()
+        old_logp, entropy = answer_logprobs(model, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature, True)
+        ref_logp = answer_logprobs(reference, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature)
+    mask = batch.mask[rows]
+    length = float(batch.mask.sum(1).double().mean())
+    if world() == 1:  # one process: float32 token means in batch order, as single-process runs always logged them
+        back = torch.argsort(rows)
+        entropy_mean = float(_masked_mean(entropy[back], mask[back]))
+        kl_mean = float(_masked_mean(_k3(ref_logp, old_logp)[back], mask[back]))
+    else:
+        ent_sum, kl_sum = all_sum([(entropy * mask).sum(), (_k3(ref_logp, old_logp) * mask).sum()], dev)
+        tokens = max(int(batch.mask.sum()), 1)  # every rank's rows together are the batch
+        entropy_mean, kl_mean = ent_sum / tokens, kl_sum / tokens
+    return old_logp, ref_logp, {"entropy": entropy_mean, "response_len": length, "kl_ref": kl_mean}
+
+
+def _share(local: int, whole: int) -> float:
+    # K × (local / whole denominator): DDP's mean over the K ranks of the gradients of the rescaled
+    # local losses is then the gradient of the whole mini-batch's loss
+    return world() * local / max(whole, 1)
+
+
+def _rank_loss(ddp, batch: Rollouts, adv, old_logp, ref_logp, idx_all, idx, cfg: RLConfig, aggregation: str):
+    """This rank's share of mini-batch ``idx_all``'s loss (its rows ``idx``), its clip fraction and approximate KL
+    (token means over its rows) and its token count."""
+    if not len(idx):  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
+        first = idx_all[:1]
+        zero = answer_logprobs(ddp, batch.prompt_ids[first], batch.answers[first], cfg.temperature).sum() * 0.0
+        return zero, 0.0, 0.0, 0
+    mask = batch.mask[idx]
+    need_entropy = cfg.entropy_coef > 0
+    out = answer_logprobs(ddp, batch.prompt_ids[idx], batch.answers[idx], cfg.temperature, need_entropy)
+    logp, ent = out if need_entropy else (out, None)
+    res = objectives.policy_loss(cfg.method, logp, old_logp, adv[idx], mask, cfg.loss_config(), return_stats=True)
+    loss = res.loss * _share(_loss_denominator(mask, aggregation), _loss_denominator(batch.mask[idx_all], aggregation))
+    tokens = int(mask.sum())
+    token_share = _share(tokens, int(batch.mask[idx_all].sum()))  # the KL and entropy terms are token means
+    if cfg.kl_coef > 0:
+        loss = loss + cfg.kl_coef * _masked_mean(_k3(ref_logp, logp), mask) * token_share
+    if need_entropy:
+        loss = loss - cfg.entropy_coef * _masked_mean(ent, mask) * token_share
+    return loss, float(res.clip_fraction), float(res.approx_kl), tokens
+
+
+def _update(model, ddp, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: int, dev) -> dict:
+    """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups).
+
+    ``batch`` is the global batch (the same on every rank); each mini-batch's
+    rows are split over the ranks, and ``ddp`` (``model`` wrapped in DDP, or
+    ``model`` itself in one process) averages their gradients.
+    """
     if batch.rewards.shape[0] == 0:  # dynamic sampling kept no group: nothing to learn from
         return dict.fromkeys(_UPDATE_STATS, float("nan"))
     row: dict = {}
@@ -177,46 +305,42 @@ def _update(model, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: i
     row["focal_mean"] = float(g[active].mean()) if bool(active.any()) else float("nan")
     adv = adv.reshape(-1, 1).to(dev, torch.float32)  # (R, 1): one value per rollout, all its tokens
 
-    # ---- 4. old and reference log-probs -----------------------------------------------------
-    mask = batch.mask
-    with torch.no_grad():
-        model.eval()
-        old_logp, entropy = answer_logprobs(model, batch.prompt_ids, batch.answers, cfg.temperature, with_entropy=True)
-        ref_logp = answer_logprobs(reference, batch.prompt_ids, batch.answers, cfg.temperature)
-    row.update(
-        entropy=float(_masked_mean(entropy, mask)),
-        response_len=float(mask.sum(1).double().mean()),
-        kl_ref=float(_masked_mean(_k3(ref_logp, old_logp), mask)),
-    )
-
-    # ---- 5. K mini-batch updates of the method's loss ----------------------------------------
-    stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
-    model.train()
+    # ---- mini-batches of the global batch, and this rank's rows of each ------------------------
     gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, _SHUFFLE))
-    order = torch.randperm(len(mask), generator=gen).to(dev)
-    need_entropy = cfg.entropy_coef > 0
-    for idx in order.tensor_split(cfg.minibatches):
-        if not len(idx):
-            continue
-        out = answer_logprobs(model, batch.prompt_ids[idx], batch.answers[idx], cfg.temperature, need_entropy)
-        logp, ent = out if need_entropy else (out, None)
-        res = objectives.policy_loss(
-            cfg.method, logp, old_logp[idx], adv[idx], mask[idx], cfg.loss_config(), return_stats=True
+    order = torch.randperm(len(batch.mask), generator=gen)
+    minibatches = [idx.to(dev) for idx in order.tensor_split(cfg.minibatches) if len(idx)]
+    local = [idx.tensor_split(world())[rank()] for idx in minibatches]
+
+    # ---- 4. old and reference log-probs of this rank's rows, before any update ---------------
+    old_logp, ref_logp, logged = _rank_logprobs(model, reference, batch, torch.cat(local), cfg, dev)
+    row.update(logged)
+    sizes = [len(idx) for idx in local]
+    old_logp, ref_logp = old_logp.split(sizes), ref_logp.split(sizes)
+
+    # ---- 5. mini-batch updates of the method's loss -------------------------------------------
+    stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
+    ddp.train()
+    aggregation = objectives.resolve_loss_config(cfg.method, cfg.loss_config()).aggregation
+    for j, (idx_all, idx) in enumerate(zip(minibatches, local)):
+        loss, clip_frac, kl_old, tokens = _rank_loss(
+            ddp, batch, adv, old_logp[j], ref_logp[j], idx_all, idx, cfg, aggregation
         )
-        loss = res.loss
-        if cfg.kl_coef > 0:
-            loss = loss + cfg.kl_coef * _masked_mean(_k3(ref_logp[idx], logp), mask[idx])
-        if need_entropy:
-            loss = loss - cfg.entropy_coef * _masked_mean(ent, mask[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
-        stats["loss"].append(float(loss.detach()))
-        stats["clip_frac"].append(float(res.clip_fraction))
-        stats["approx_kl"].append(float(res.approx_kl))
         stats["grad_norm"].append(float(grad_norm))
-    row.update({k: float(np.mean(v)) if v else float("nan") for k, v in stats.items()})
+        if world() == 1:  # one process: the loss's own statistics
+            stats["loss"].append(float(loss.detach()))
+            stats["clip_frac"].append(clip_frac)
+            stats["approx_kl"].append(kl_old)
+            continue
+        loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], dev)
+        whole = max(int(batch.mask[idx_all].sum()), 1)
+        stats["loss"].append(loss_sum / world())
+        stats["clip_frac"].append(clipped / whole)
+        stats["approx_kl"].append(kl_sum / whole)
+    row.update({key: float(np.mean(v)) if v else float("nan") for key, v in stats.items()})
     return row
 
 
@@ -247,7 +371,9 @@ def train_rl(
 
     ``resume`` continues from ``out``'s last checkpoint (same result as an
     uninterrupted run on the CPU); ``on_step(step)`` is called after each
-    completed step.
+    completed step. Under ``torchrun`` every rank calls this with its own
+    ``device``; rank 0 evaluates and writes the folder, and every rank returns
+    its path once the run is complete.
     """
     if not isinstance(cfg, RLConfig):
         raise ValueError(f"cfg must be an RLConfig, got {type(cfg).__name__}")
@@ -256,7 +382,7 @@ def train_rl(
     sft = LoadedRun(init, dev)
     if sft.kind != "sft":
         raise ValueError(f"--init {str(init)!r} is an {sft.kind} run; RL starts from an SFT run")
-    state = folder.prepare(cfg, resume)
+    state = prepare_run(folder, cfg, resume)
     task, model = sft.task, sft.model
     reference = copy.deepcopy(model).requires_grad_(False)  # the SFT model, frozen
 
@@ -271,13 +397,17 @@ def train_rl(
         history, start = state["history"], state["step"]
         rollouts_spent, tokens_spent = state["rollouts"], state["tokens"]
     if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
-        if (folder.path / "meta.json").is_file():
+        if run_complete(folder, history, cfg.steps):
             return folder.path
         start = cfg.steps + 1
+    ddp = data_parallel(model, dev)
+    main = is_main()  # rank 0 evaluates and writes; the others only train
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
-    reference_dist = answer_distribution(reference, task, eval_prompts) if task.enumerable else None
+    reference_dist = answer_distribution(reference, task, eval_prompts) if task.enumerable and main else None
 
     def checkpoint(step: int) -> None:
+        if not main:
+            return
         folder.save_checkpoint(
             {
                 "kind": "rl",
@@ -296,19 +426,20 @@ def train_rl(
         )
         folder.write_history(history)
 
-    bar = progress_bar(progress, cfg.steps, f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}", done=start)
+    description = f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}" + (f" ×{world()}" if world() > 1 else "")
+    bar = progress_bar(progress and main, cfg.steps, description, done=start)
     started = time.perf_counter()
     try:
         for step in range(start, cfg.steps + 1):
             row: dict = {"step": step}
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            if main and (step % cfg.eval_every == 0 or step == cfg.steps):
                 row.update(evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev))
             if step == cfg.steps:
                 row.update(rollouts=rollouts_spent, tokens=tokens_spent)
                 history.append(row)
                 break
 
-            # ---- 1-2. rollouts and rewards ------------------------------------------------
+            # ---- 1-2. rollouts and rewards (each rank samples its prompts; all hold the batch) ------
             batch, info = _gather_groups(model, task, cfg, step, dev)
             rollouts_spent += info["rollouts"]
             tokens_spent += info["tokens"]
@@ -323,9 +454,9 @@ def train_rl(
                 tokens=tokens_spent,
             )
 
-            # ---- 3-5. advantages, old log-probs, K mini-batch updates ----------------------------
+            # ---- 3-5. advantages, old log-probs, K mini-batch updates (rows split over ranks) ----
             lr = set_lr(optimizer, step, cfg)
-            row.update(_update(model, reference, optimizer, batch, cfg, step, dev))
+            row.update(_update(model, ddp, reference, optimizer, batch, cfg, step, dev))
             row["lr"] = lr
             history.append(row)
 
@@ -336,21 +467,25 @@ def train_rl(
             bar.close()
     checkpoint(cfg.steps)
     elapsed = time.perf_counter() - started
-    folder.write_meta(
-        {
-            "kind": "rl",
-            "complete": True,
-            "init": str(init),
-            "method": cfg.method,
-            "gamma": cfg.gamma,
-            "group_size": cfg.group_size,
-            "params": model.num_params(),
-            "steps": cfg.steps,
-            "resumed_from": min(start, cfg.steps),
-            "rollouts": rollouts_spent,
-            "tokens": tokens_spent,
-            "elapsed_s": round(elapsed, 3),
-            **environment(dev),
-        }
-    )
+    if main:
+        folder.write_meta(
+            {
+                "kind": "rl",
+                "complete": True,
+                "init": str(init),
+                # the SFT model it started from, by content: a moved or copied cache root still matches
+                "init_checkpoint": file_sha256(Path(init) / CHECKPOINT),
+                "method": cfg.method,
+                "gamma": cfg.gamma,
+                "group_size": cfg.group_size,
+                "params": model.num_params(),
+                "steps": cfg.steps,
+                "resumed_from": min(start, cfg.steps),
+                "rollouts": rollouts_spent,
+                "tokens": tokens_spent,
+                "elapsed_s": round(elapsed, 3),
+                **environment(dev),
+            }
+        )
+    barrier()  # every rank returns once the folder is complete
     return folder.path

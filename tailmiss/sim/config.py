@@ -6,16 +6,26 @@ import dataclasses
 import itertools
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tailmiss.io import dataclass_from_mapping, dataclass_to_mapping, read_toml, write_toml
+import numpy as np
+
+from tailmiss.io import (
+    check_run_name,
+    dataclass_from_mapping,
+    dataclass_to_mapping,
+    read_toml,
+    write_toml,
+)
 from tailmiss.objectives import ADVANTAGE_MODES, STD_KINDS, SURROGATES
 
-__all__ = ["SimConfig", "OPTIMIZERS", "DTYPES"]
+__all__ = ["SimConfig", "OPTIMIZERS", "DTYPES", "check_run_name"]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DTYPES = ("float32", "float64")
+_LIST_FIELDS = ("group_sizes", "gammas", "seeds", "betas", "logits")
 
 
 def _plain(value):
@@ -27,16 +37,42 @@ def _plain(value):
     return value
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _choice(name, value, choices):
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
 def _positive(name, value, integer=False):
-    ok = isinstance(value, int) and not isinstance(value, bool) if integer else isinstance(value, (int, float))
+    ok = isinstance(value, int) and not isinstance(value, bool) if integer else _is_number(value)
     if not ok or not math.isfinite(value) or value <= 0:
         kind = "a positive integer" if integer else "a positive number"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+def _finite(name, value, dtype: str, minimum: float | None = None, strict: bool = False) -> None:
+    """A number that is finite in ``dtype`` (NaN and ±inf never are) and ``>= minimum`` (``>`` if ``strict``)."""
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    limit = float(np.finfo(dtype).max)
+    if not abs(value) <= limit:
+        raise ValueError(f"{name} must be a finite number (|{name}| <= {limit:.4g} in {dtype}), got {value!r}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
+
+
+def _epsilon(name, value, dtype: str) -> None:
+    """A stabiliser added to a denominator: at least the smallest normal number of ``dtype``."""
+    _finite(name, value, dtype)
+    tiny = float(np.finfo(dtype).tiny)
+    if not value >= tiny:
+        raise ValueError(
+            f"{name} must be at least the smallest normal {dtype} number, {tiny:.4g} (it guards a division, "
+            f"and a smaller one rounds to 0 or a subnormal in {dtype}), got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -51,7 +87,7 @@ class SimConfig:
     Attributes
     ----------
     name : str
-        Label recorded with the result.
+        Label recorded with the result, and its folder name (:func:`check_run_name`).
     num_actions, num_correct : int
         :math:`V` and :math:`|\mathcal{P}|` (paper: 128,000 and 10,000).
     init : {"seeded", "zero", "logits"}
@@ -59,21 +95,28 @@ class SimConfig:
         ``correct_logit``, incorrect at ``incorrect_logit``. Zero: uniform.
         Logits: start from ``logits`` (e.g. a trained model's answer
         distribution, correct answers first; see :mod:`tailmiss.bridge`).
+    anchor_logit, correct_logit, incorrect_logit : float
+        Finite in ``dtype``, like every float setting (NaN and ±inf never are).
     logits : tuple of float
         The starting logits for ``init="logits"`` (length ``num_actions``,
         finite); empty otherwise.
     reward_correct, reward_incorrect : float
-        :math:`R_c > R_w` (simulations: +1/−1).
+        :math:`R_c > R_w` (simulations: +1/−1), within
+        :math:`\pm\sqrt{\max_{dtype}}/8` (float32: ±2.3e18) so that the
+        optimizer's squared gradient stays finite.
     advantage : {"none", "mean", "std"}
         Raw rewards, mean-centred (paper) or std-normalised.
     std_kind : {"population", "bessel"}; adv_eps : float
-        Only for ``advantage="std"``.
+        Only for ``advantage="std"``. Bessel's std of a group of one is taken
+        as 1 (:func:`tailmiss.objectives.binary_group_advantages`).
     surrogate : {"logprob", "prob", "theory"}
         See :data:`tailmiss.objectives.SURROGATES`. ``"theory"`` is F-GRPO Eq. 5
         and needs ``optimizer="sgd"`` and ``advantage="none"``.
     optimizer : {"sgd", "adam", "adamw"}; lr, betas, eps, weight_decay
         torch's optimizers, applied elementwise to the logits (so one batched
-        optimizer equals one optimizer per run).
+        optimizer equals one optimizer per run). ``eps`` and ``adv_eps`` must be
+        at least the smallest normal number of ``dtype`` (float32: 1.18e-38):
+        below it they round to 0 or a subnormal, and Adam divides by ``eps``.
     group_sizes, gammas, seeds : tuple
         The sweep axes: :math:`N`, focal :math:`\gamma`, random seeds.
     steps, log_every : int
@@ -114,13 +157,25 @@ class SimConfig:
     max_draws_per_chunk: int = 2**22
 
     def __post_init__(self) -> None:
-        for axis in ("group_sizes", "gammas", "seeds", "betas", "logits"):
-            value = getattr(self, axis)
-            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                raise ValueError(f"{axis} must be a list, got {value!r}")
-            object.__setattr__(self, axis, tuple(_plain(v) for v in value))
-        for name in ("num_actions", "num_correct", "steps", "log_every", "max_draws_per_chunk"):
-            object.__setattr__(self, name, _plain(getattr(self, name)))
+        self._normalise()
+        check_run_name(self.name)
+        _choice("dtype", self.dtype, DTYPES)
+        self._check_actions()
+        self._check_update()
+        self._check_sweep()
+
+    def _normalise(self) -> None:
+        """Lists (and other iterables) -> tuples, numpy scalars -> Python numbers."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _LIST_FIELDS:
+                if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+                    raise ValueError(f"{f.name} must be a list, got {value!r}")
+                value = tuple(_plain(v) for v in value)
+            object.__setattr__(self, f.name, _plain(value))
+
+    def _check_actions(self) -> None:
+        """The action space and the starting policy."""
         _positive("num_actions", self.num_actions, integer=True)
         _positive("num_correct", self.num_correct, integer=True)
         if self.num_actions < 2 or self.num_correct >= self.num_actions:
@@ -129,18 +184,34 @@ class SimConfig:
                 f"num_actions={self.num_actions}"
             )
         _choice("init", self.init, ("seeded", "zero", "logits"))
+        for key in ("anchor_logit", "correct_logit", "incorrect_logit"):
+            _finite(key, getattr(self, key), self.dtype)
         if self.init == "logits":
             if len(self.logits) != self.num_actions:
                 raise ValueError(
                     f"logits must hold num_actions={self.num_actions} values for init='logits', got {len(self.logits)}"
                 )
-            finite = (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in self.logits)
-            if not all(finite):
-                raise ValueError("logits must be finite numbers")
+            limit = float(np.finfo(self.dtype).max)
+            for i, x in enumerate(self.logits):
+                if not (_is_number(x) and abs(x) <= limit):
+                    raise ValueError(f"logits must be finite numbers in {self.dtype}, got logits[{i}] = {x!r}")
         elif self.logits:
             raise ValueError(f"logits are only read with init='logits', got init={self.init!r}")
         if self.init == "seeded" and self.num_correct < 2:
             raise ValueError(f"seeded init needs num_correct >= 2 (anchor plus leaves), got {self.num_correct}")
+
+    def _check_update(self) -> None:
+        """Rewards, advantages, surrogate and optimizer."""
+        # |gradient| <= 4 max|reward| (mean-centred advantages); Adam squares it, which must stay finite
+        bound = math.sqrt(float(np.finfo(self.dtype).max)) / 8
+        for key in ("reward_correct", "reward_incorrect"):
+            value = getattr(self, key)
+            _finite(key, value, self.dtype)
+            if abs(value) > bound:
+                raise ValueError(
+                    f"{key} must lie within ±{bound:.3g} for dtype={self.dtype!r} (the optimizer squares "
+                    f"gradients of that size), got {value!r}"
+                )
         if not self.reward_correct > self.reward_incorrect:
             raise ValueError(
                 f"reward_correct must exceed reward_incorrect, got {self.reward_correct} <= {self.reward_incorrect}"
@@ -149,27 +220,37 @@ class SimConfig:
         _choice("std_kind", self.std_kind, STD_KINDS)
         _choice("surrogate", self.surrogate, tuple(SURROGATES))
         _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _choice("dtype", self.dtype, DTYPES)
-        _positive("lr", self.lr)
-        _positive("eps", self.eps)
-        _positive("adv_eps", self.adv_eps)
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+        _finite("lr", self.lr, self.dtype, minimum=0, strict=True)
+        _epsilon("eps", self.eps, self.dtype)
+        _epsilon("adv_eps", self.adv_eps, self.dtype)
+        # a group whose draws are all correct (all incorrect) has sigma = 0, and the advantage the other kind
+        # of draw would get, (R_c - R_w) / adv_eps, still goes through the dtype (times a zero count)
+        floor = (self.reward_correct - self.reward_incorrect) / float(np.finfo(self.dtype).max)
+        if self.advantage == "std" and self.adv_eps < floor:
+            raise ValueError(
+                f"adv_eps must be at least (reward_correct - reward_incorrect) / {np.finfo(self.dtype).max:.4g} = "
+                f"{floor:.4g} with advantage='std' and dtype={self.dtype!r} (a group of all-correct or all-incorrect "
+                f"draws divides the reward gap by adv_eps), got {self.adv_eps!r}"
+            )
+        _finite("weight_decay", self.weight_decay, self.dtype, minimum=0)
+        if len(self.betas) != 2 or not all(_is_number(b) and 0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if self.surrogate == "theory" and (self.optimizer != "sgd" or self.advantage != "none"):
             raise ValueError(
                 "surrogate 'theory' applies F-GRPO Eq. 5 and needs optimizer='sgd' and advantage='none', "
                 f"got optimizer={self.optimizer!r}, advantage={self.advantage!r}"
             )
+
+    def _check_sweep(self) -> None:
+        """The sweep axes and the loop's sizes."""
         for axis in ("group_sizes", "gammas", "seeds"):
             if not getattr(self, axis):
                 raise ValueError(f"{axis} must not be empty")
         for n in self.group_sizes:
             _positive("group_sizes entry", n, integer=True)
         for g in self.gammas:
-            if not isinstance(g, (int, float)) or isinstance(g, bool) or not math.isfinite(g) or g < 0:
-                raise ValueError(f"gammas entry must be a number >= 0, got {g!r}")
+            if not _is_number(g) or not math.isfinite(g) or g < 0:
+                raise ValueError(f"gammas entry must be a finite number >= 0, got {g!r}")
         for s in self.seeds:
             if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**32:
                 raise ValueError(f"seeds entry must be an integer in [0, 2**32), got {s!r}")
@@ -195,6 +276,7 @@ class SimConfig:
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "SimConfig") -> SimConfig:
+        """Build from a mapping; a bad key or value raises one ``ValueError`` line that starts with ``where``."""
         return dataclass_from_mapping(cls, data, where)
 
     @classmethod
@@ -206,6 +288,8 @@ class SimConfig:
             if extra:
                 raise ValueError(f"{path}: unknown top-level key(s) {', '.join(map(repr, extra))} beside [sim]")
             data = data["sim"]
+        if not data:  # every default would run the full paper-scale sweep: almost surely not what was meant
+            raise ValueError(f"{path}: no settings (the file or its [sim] table is empty)")
         return cls.from_dict(data, where=str(path))
 
     def to_toml(self, path: str | Path) -> None:

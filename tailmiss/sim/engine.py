@@ -28,7 +28,7 @@ from tailmiss import analytic, objectives
 from tailmiss._device import resolve_device
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.result import SimResult
-from tailmiss.sim.sampler import CountSampler
+from tailmiss.sim.sampler import CountSampler, NonFiniteProbabilities
 
 __all__ = ["simulate", "initial_logits", "realised_mass_balance", "memory_estimate", "device_memory", "METRICS"]
 
@@ -148,8 +148,8 @@ class _Metrics:
         }
 
 
-def memory_estimate(config: SimConfig) -> dict:
-    """Peak memory of :func:`simulate` for ``config``, by part, in bytes (an upper estimate).
+def memory_estimate(config: SimConfig, runs=None) -> dict:
+    """Peak memory of :func:`simulate` for ``config`` (or its runs ``runs``), by part, in bytes (an upper estimate).
 
     ``[runs, actions]`` matrices: logits, gradient, two Adam moments (SGD: none),
     probabilities and the count buffer in the logit dtype; the float64 CDF and
@@ -157,14 +157,13 @@ def memory_estimate(config: SimConfig) -> dict:
     gradient temporaries. Sampler: two int64 keys per draw plus the largest
     block's float64 temporaries (about five values per draw).
     """
-    runs, v = config.num_runs, config.num_actions
+    chosen = _select_runs(config, runs)[1]
+    runs, v = len(chosen), config.num_actions
     item = 8 if config.dtype == "float64" else 4
     matrix = runs * v
     moments = 0 if config.optimizer == "sgd" else 2
-    draws = sum(n + 1 for n, _, _ in config.runs())
-    largest = max(
-        min(config.max_draws_per_chunk, sum(n + 1 for n2, _, _ in config.runs() if n2 == n)) for n in config.group_sizes
-    )
+    draws = sum(n + 1 for n, _, _ in chosen)
+    largest = max(min(config.max_draws_per_chunk, sum(n + 1 for n2, _, _ in chosen if n2 == n)) for n, _, _ in chosen)
     parts = {
         "state": matrix * item * (2 + moments),  # logits, grad, moments
         "step": matrix * item * 4,  # probabilities, counts, two surrogate temporaries
@@ -189,8 +188,8 @@ def device_memory(device) -> int | None:
         return None
 
 
-def _check_fits(config: SimConfig, dev: torch.device) -> None:
-    need = memory_estimate(config)["total"]
+def _check_fits(config: SimConfig, dev: torch.device, runs=None) -> None:
+    need = memory_estimate(config, runs)["total"]
     free = device_memory(dev)
     if free is not None and need > free:
         raise ValueError(
@@ -199,7 +198,86 @@ def _check_fits(config: SimConfig, dev: torch.device) -> None:
         )
 
 
-def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: bool = False) -> SimResult:
+def _select_runs(config: SimConfig, runs) -> tuple[list[int], list[tuple[int, float, int]]]:
+    """Run indices and ``(N, γ, seed)`` of the selected runs (all by default)."""
+    every = config.runs()
+    if runs is None:
+        return list(range(len(every))), every
+    try:
+        index = [int(i) for i in runs]
+    except (TypeError, ValueError):
+        raise ValueError(f"runs must be run indices, got {runs!r}") from None
+    if not index or any(i < 0 or i >= len(every) for i in index) or len(set(index)) != len(index):
+        raise ValueError(f"runs must be distinct indices in [0, {len(every)}), got {runs!r}")
+    return index, [every[i] for i in index]
+
+
+class _Checkpoint:
+    """Periodic, atomic snapshots of a simulation (logits, optimizer state, step, logged rows).
+
+    Every random draw of a step is a function of ``(seed, N, step)`` only
+    (:class:`~tailmiss.sim.sampler.CountSampler`), so a run resumed from a
+    snapshot repeats the uninterrupted one bit for bit on the same device.
+    """
+
+    def __init__(self, path, config: SimConfig, index: list[int], dev, every_steps, every_s):
+        from pathlib import Path
+
+        from tailmiss.store import code_fingerprint
+
+        self.path = Path(path)
+        self.key = {
+            "config": config.to_dict(),
+            "code": code_fingerprint("sim"),
+            "runs": list(index),
+            "device": dev.type,
+        }
+        self.every_steps, self.every_s = every_steps, every_s
+        self.last = time.monotonic()
+
+    def load(self, log=None) -> dict | None:
+        """The snapshot to resume from, or None (none there, another sweep, other code, or unreadable)."""
+        if not self.path.is_file():
+            return None
+        say = log or (lambda message: None)
+        try:
+            state = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception:  # a damaged file is never loaded: start over
+            say(f"{self.path}: unreadable snapshot, starting over")
+            return None
+        key = state.get("key") if isinstance(state, dict) else None
+        if key != self.key:
+            what = "code" if isinstance(key, dict) and {**key, "code": self.key["code"]} == self.key else "sweep"
+            say(f"{self.path}: a snapshot of another {what}, starting over")
+            return None
+        return state
+
+    def due(self, done: int, total: int) -> bool:
+        if done >= total:
+            return False
+        if self.every_steps is not None and done % self.every_steps == 0:
+            return True
+        return self.every_s is not None and time.monotonic() - self.last >= self.every_s
+
+    def save(self, state: dict) -> None:
+        from tailmiss.io import atomic_write
+
+        with atomic_write(self.path, "wb") as fh:
+            torch.save({"key": self.key, **state}, fh)
+        self.last = time.monotonic()
+
+
+def simulate(
+    config: SimConfig,
+    device=None,
+    progress: bool = True,
+    keep_final: bool = False,
+    runs=None,
+    checkpoint=None,
+    checkpoint_every: int | None = None,
+    checkpoint_every_s: float | None = 60.0,
+    log=None,
+) -> SimResult:
     """Run every ``(group_size, gamma, seed)`` of ``config`` together as one tensor.
 
     Parameters
@@ -212,6 +290,19 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
     keep_final : bool
         Also return every run's final policy (``SimResult.final_probs``,
         float64 ``[runs, actions]``; not saved with the result).
+    runs : sequence of int, optional
+        Simulate only these runs (indices into ``config.runs()``); the history
+        keeps their global ``run`` index. Each run's draws depend on its own
+        ``(N, seed)`` and the step only, so a run's history is the same alone,
+        in a shard or in the whole sweep (bit for bit on the CPU with one
+        intra-op thread, which is what ``torchrun`` sets).
+    checkpoint : path, optional
+        Snapshot file: resume from it when it holds a snapshot of the same
+        config, runs, device type and code, and rewrite it atomically every
+        ``checkpoint_every`` steps and/or ``checkpoint_every_s`` seconds. The
+        caller removes it once the result is saved.
+    log : callable, optional
+        Receives one line when a snapshot is resumed.
 
     Returns
     -------
@@ -220,10 +311,14 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
     """
     if not isinstance(config, SimConfig):
         raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
+    if checkpoint_every is not None and (
+        not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool) or checkpoint_every < 1
+    ):
+        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
     dev = resolve_device(device)
-    _check_fits(config, dev)
+    index, runs = _select_runs(config, runs)
+    _check_fits(config, dev, index)
     dtype = getattr(torch, config.dtype)
-    runs = config.runs()
     num_runs, v, c = len(runs), config.num_actions, config.num_correct
     n_list = [r[0] for r in runs]
     group_size = torch.tensor(n_list, dtype=torch.float64, device=dev)
@@ -238,14 +333,30 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
 
     log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
     log_at = set(log_steps)
+    logged: list[dict[str, torch.Tensor]] = []
+    start, before = 0, 0.0
+    snap = None
+    if checkpoint is not None:
+        snap = _Checkpoint(checkpoint, config, index, dev, checkpoint_every, checkpoint_every_s)
+        state = snap.load(log)
+        if state is not None:
+            with torch.no_grad():
+                z.copy_(state["z"].to(dev))
+            optimizer.load_state_dict(state["optimizer"])
+            logged = [{k: t.to(dev) for k, t in row.items()} for row in state["logged"]]
+            metrics.p0_pos = state["p0_pos"].to(dev)
+            metrics.q0 = state["q0"].to(dev)
+            start, before = int(state["step"]), float(state["elapsed_s"])
+            if log is not None:
+                log(f"{config.name}: resuming runs {index[0]}..{index[-1]} from step {start} ({snap.path})")
     counts = None
     # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
     count_dtype = dtype if max(n_list) < 2**24 else torch.float64
-    logged: list[dict[str, torch.Tensor]] = []
     started = time.perf_counter()
-    bar = _progress(config, dev) if progress else None
+    bar = _progress(config, dev, num_runs, start) if progress else None
+    final_probs = None
     try:
-        for step in range(config.steps + 1):
+        for step in range(start, config.steps + 1):
             with torch.no_grad():
                 # probabilities in the logit dtype; the sampler's CDF and all metric sums accumulate in float64
                 p = torch.softmax(z.detach(), dim=1)
@@ -256,7 +367,14 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
                     logged.append(row)
                     break
                 # draw counts in the logit dtype (exact up to 2^24), in a buffer reused every step
-                counts, n_correct = sampler.sample(p, step, count_dtype, c, out=counts)
+                try:
+                    counts, n_correct = sampler.sample(p, step, count_dtype, c, out=counts)
+                except NonFiniteProbabilities as exc:
+                    n, g, s = runs[exc.row]
+                    raise ValueError(
+                        f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
+                        f"no longer finite; lower lr (now {config.lr:g})"
+                    ) from None
                 if step in log_at:
                     row = metrics(p)
                     row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
@@ -281,13 +399,25 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
                 weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
                 z.grad = surrogate.ascent(p, weights)
             optimizer.step()
+            if snap is not None and snap.due(step + 1, config.steps):
+                snap.save(
+                    {
+                        "step": step + 1,
+                        "z": z.detach().cpu(),
+                        "optimizer": optimizer.state_dict(),
+                        "logged": [{k: t.cpu() for k, t in row.items()} for row in logged],
+                        "p0_pos": metrics.p0_pos.cpu(),
+                        "q0": metrics.q0.cpu(),
+                        "elapsed_s": before + time.perf_counter() - started,
+                    }
+                )
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    elapsed = time.perf_counter() - started
-    history = _tidy(runs, log_steps, logged)
+    elapsed = before + time.perf_counter() - started
+    history = _tidy(index, runs, log_steps, logged)
     meta = {
         "device": str(dev),
         "torch": torch.__version__,
@@ -295,16 +425,18 @@ def simulate(config: SimConfig, device=None, progress: bool = True, keep_final: 
         "action_updates_per_s": num_runs * v * config.steps / max(elapsed, 1e-9),
         "initial": _initial_summary(config),
     }
+    if start:
+        meta["resumed_from_step"] = start
     return SimResult(config=config, history=history, meta=meta, final_probs=final_probs)
 
 
-def _tidy(runs, log_steps, logged) -> pd.DataFrame:
+def _tidy(index, runs, log_steps, logged) -> pd.DataFrame:
     num_runs = len(runs)
     cols = {name: torch.stack([row[name] for row in logged]).cpu().numpy() for name in METRICS}  # (T, R)
     steps = np.repeat(np.asarray(log_steps[: len(logged)]), num_runs)
     frame = pd.DataFrame(
         {
-            "run": np.tile(np.arange(num_runs), len(logged)),
+            "run": np.tile(np.asarray(index, dtype=np.int64), len(logged)),
             "group_size": np.tile([r[0] for r in runs], len(logged)),
             "gamma": np.tile([float(r[1]) for r in runs], len(logged)),
             "seed": np.tile([r[2] for r in runs], len(logged)),
@@ -320,24 +452,10 @@ def _initial_summary(config: SimConfig) -> dict:
     return {"q_pos": init.q_pos, "tau_leaf": init.tau_leaf, "p_anchor": init.p_anchor, "entropy": init.entropy}
 
 
-def _progress(config: SimConfig, dev: torch.device):
+def _progress(config: SimConfig, dev: torch.device, num_runs: int, done: int = 0):
     from tailmiss._progress import ProgressBar
 
-    return ProgressBar(total=config.steps, description=f"{config.name}: {config.num_runs} runs on {dev}")
-
-
-def run_cached(config: SimConfig, cache_root, device=None, progress: bool = True) -> SimResult:
-    """Load ``cache_root/<config.name>`` if it holds a result of exactly ``config``; otherwise simulate and save it."""
-    from pathlib import Path
-
-    path = Path(cache_root) / config.name
-    if (path / "config.toml").is_file():
-        try:
-            cached = SimResult.load(path)
-        except ValueError:
-            cached = None
-        if cached is not None and cached.config == config:
-            return cached
-    result = simulate(config, device=device, progress=progress)
-    result.save(path)
-    return result
+    bar = ProgressBar(total=config.steps, description=f"{config.name}: {num_runs} runs on {dev}")
+    if done:
+        bar.update(done)
+    return bar

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tailmiss.io import require_files, result_dir
 from tailmiss.sim.config import SimConfig
+from tailmiss.store import CorruptUnit, open_unit, read_meta, save_unit
 
 __all__ = ["SimResult"]
 
@@ -53,20 +52,58 @@ class SimResult:
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically.
 
-        An existing ``path`` is replaced only if it is an earlier result folder
-        (those three files and nothing else); anything else raises ``ValueError``.
+        ``meta.json`` is sealed by :func:`tailmiss.store.save_unit` with the
+        files' checksums and the provenance (versions, device, code
+        fingerprint). An existing ``path`` is replaced only if it is an earlier
+        result folder (those three files and nothing else); anything else
+        raises ``ValueError``.
         """
-        path = Path(path)
-        with result_dir(path, _FILES, "SimResult") as tmp:
-            self.config.to_toml(tmp / "config.toml")
-            self.history.to_csv(tmp / "history.csv", index=False, float_format="%.10g")
-            (tmp / "meta.json").write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
+        writers = {
+            "config.toml": self.config.to_toml,
+            "history.csv": lambda p: self.history.to_csv(p, index=False, float_format="%.10g"),
+        }
+        meta = {k: v for k, v in self.meta.items() if k not in ("provenance", "checksums")}
+        path = save_unit(path, writers, meta, "sim", "SimResult")
+        self.meta = read_meta(path)  # now with its provenance and checksums
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> SimResult:
-        path = require_files(path, _FILES, "SimResult")
+        """Read a saved result after verifying it (``CorruptUnit``, a ``ValueError``, otherwise).
+
+        Verified: every file there, each file's SHA-256 equal to the one in
+        ``meta.json``, and the history complete: one row per run and logged step
+        of its config, in order, with every metric column.
+        """
+        path = Path(path)
+        meta = open_unit(path, _FILES, "SimResult")
         config = SimConfig.from_toml(path / "config.toml")
-        history = pd.read_csv(path / "history.csv", dtype=_HISTORY_DTYPES)
-        meta = json.loads((path / "meta.json").read_text())
+        try:
+            history = pd.read_csv(path / "history.csv", dtype=_HISTORY_DTYPES)
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise CorruptUnit(f"{path / 'history.csv'} is not readable: {exc}") from None
+        _check_complete(path, config, history)
         return cls(config=config, history=history, meta=meta)
+
+
+def expected_steps(config: SimConfig) -> list[int]:
+    """The logged steps of ``config``: 0, every ``log_every`` steps, and the last."""
+    return sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
+
+
+def _check_complete(path: Path, config: SimConfig, history: pd.DataFrame) -> None:
+    from tailmiss.sim.engine import METRICS
+
+    missing = [c for c in ("run", "group_size", "gamma", "seed", "step", *METRICS) if c not in history]
+    if missing:
+        raise CorruptUnit(f"{path / 'history.csv'} lacks the column(s) {', '.join(missing)}")
+    steps = expected_steps(config)
+    want_run = np.repeat(np.arange(config.num_runs), len(steps))
+    want_step = np.tile(steps, config.num_runs)
+    if len(history) != len(want_run) or not (
+        np.array_equal(history["run"].to_numpy(), want_run) and np.array_equal(history["step"].to_numpy(), want_step)
+    ):
+        raise CorruptUnit(
+            f"{path / 'history.csv'} is incomplete: it has {len(history)} rows, not one per run and logged step "
+            f"({config.num_runs} x {len(steps)} = {len(want_run)})"
+        )

@@ -1,0 +1,278 @@
+"""The result store: every unit of work is written atomically, sealed with checksums and its provenance.
+
+A *unit* is a folder (a simulation result, an LLM run, a sweep's tidy result, a
+bridge comparison) holding data files and a ``meta.json``. :func:`save_unit`
+writes it under a temporary name and moves it into place as a whole, with a
+``meta.json`` that records
+
+* ``provenance``: package, torch, numpy and Python versions, the device, the
+  time, the git revision when the package lives in a git checkout, and the
+  **code fingerprint** of the unit's scope (:func:`code_fingerprint`);
+* ``checksums``: the SHA-256 of every data file.
+
+:func:`open_unit` verifies a unit before anything reads it (every file there,
+``meta.json`` readable, every checksum equal), so a truncated or edited file is
+detected and the unit is redone, never loaded. :func:`stale_reason` compares a
+unit's fingerprint with the running code's: a cache hit needs the same config
+*and* the same code, unless the caller passes ``reuse_stale`` (the CLI's
+``--reuse-stale``), which reuses it with a warning that names the difference.
+
+The fingerprint hashes the package's own sources that can change a unit's
+numbers (:data:`SCOPES`), not the git revision: a commit that only edits the
+README or a figure's colours keeps every cached simulation valid, while an
+uncommitted edit to the simulator invalidates it. The git revision is recorded
+beside it for the reader.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import json
+import platform
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tailmiss.io import recover, result_dir
+
+__all__ = [
+    "SCOPES",
+    "CorruptUnit",
+    "code_fingerprint",
+    "git_revision",
+    "provenance",
+    "file_sha256",
+    "save_unit",
+    "open_unit",
+    "stale_reason",
+    "read_meta",
+    "Lookup",
+    "lookup",
+]
+
+_PACKAGE = Path(__file__).resolve().parent
+
+_COMMON = ("__init__.py", "io.py", "store.py", "_checks.py", "_device.py", "_dist.py", "objectives.py", "analytic")
+SCOPES: dict[str, tuple[str, ...]] = {
+    "sim": (*_COMMON, "sim"),
+    "llm": (*_COMMON, "llm"),
+    "bridge": (*_COMMON, "sim", "llm", "bridge.py"),
+}
+"""Package paths whose sources make each kind of unit's fingerprint."""
+
+
+class CorruptUnit(ValueError):
+    """A stored unit is incomplete, unreadable or fails its checksums."""
+
+
+def _scope_files(scope: str) -> list[Path]:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(map(repr, SCOPES))}, got {scope!r}")
+    files: set[Path] = set()
+    for part in SCOPES[scope]:
+        path = _PACKAGE / part
+        if path.is_dir():
+            files.update(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+        elif path.is_file():
+            files.add(path)
+    return sorted(files)
+
+
+@functools.cache
+def code_fingerprint(scope: str = "bridge") -> str:
+    """SHA-256 (hex, 16 digits) of the package sources of ``scope`` (:data:`SCOPES`), names included.
+
+    Computed once per process: the code of a running process does not change.
+    """
+    digest = hashlib.sha256()
+    for path in _scope_files(scope):
+        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def git_revision() -> dict | None:
+    """``{"commit": sha, "dirty": bool}`` of the checkout holding the package, or None outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(_PACKAGE), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if head.returncode != 0:
+            return None
+        status = subprocess.run(
+            ["git", "-C", str(_PACKAGE), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def provenance(scope: str, device=None, **extra) -> dict:
+    """Versions, device, time, git revision and the code fingerprint of ``scope``."""
+    import numpy
+    import torch
+
+    from tailmiss import __version__
+
+    out = {
+        "tailmiss": __version__,
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": None if device is None else str(device),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_revision(),
+        "code": {"scope": scope, "fingerprint": code_fingerprint(scope)},
+    }
+    out.update(extra)
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_unit(
+    path: str | Path,
+    writers: dict[str, Callable[[Path], None]],
+    meta: dict,
+    scope: str,
+    what: str,
+    device=None,
+) -> Path:
+    """Write a unit folder atomically: each ``writers[name](tmp / name)``, then a sealed ``meta.json``.
+
+    ``path`` is replaced only if it is an earlier unit of the same kind (its
+    files and nothing else); otherwise ``ValueError``.
+    """
+    path = Path(path)
+    files = (*writers, "meta.json")
+    with result_dir(path, files, what) as tmp:
+        for name, write in writers.items():
+            write(tmp / name)
+        sealed = dict(meta)
+        sealed["provenance"] = provenance(scope, device if device is not None else meta.get("device"))
+        sealed["checksums"] = {name: file_sha256(tmp / name) for name in writers}
+        (tmp / "meta.json").write_text(json.dumps(sealed, indent=2, default=str) + "\n")
+    return path
+
+
+def read_meta(path: str | Path) -> dict:
+    """``path/meta.json`` parsed (``CorruptUnit`` when missing or unreadable)."""
+    meta_file = Path(path) / "meta.json"
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise CorruptUnit(f"{meta_file} is missing or unreadable: {exc}") from None
+    if not isinstance(meta, dict):
+        raise CorruptUnit(f"{meta_file} does not hold a JSON object")
+    return meta
+
+
+def open_unit(path: str | Path, files: Iterable[str], what: str) -> dict:
+    """Verify the unit at ``path`` and return its ``meta.json``.
+
+    Raises
+    ------
+    CorruptUnit
+        A file is missing, ``meta.json`` is unreadable or has no checksums (a
+        unit from before the store, or a foreign folder), or a file's SHA-256
+        differs from the recorded one (truncated or edited).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise CorruptUnit(f"{str(path)!r} is not a saved {what}")
+    if not (path / "meta.json").is_file():
+        raise CorruptUnit(f"{str(path)!r} is not a saved {what}: meta.json is missing")
+    meta = read_meta(path)
+    sums = meta.get("checksums")
+    if not isinstance(sums, dict):
+        raise CorruptUnit(f"{str(path)!r} is not a sealed {what}: meta.json has no checksums")
+    for name in files:
+        if name == "meta.json":
+            continue
+        file = path / name
+        if not file.is_file():
+            raise CorruptUnit(f"{str(path)!r} is not a complete {what}: {name} is missing")
+        if sums.get(name) != file_sha256(file):
+            raise CorruptUnit(f"{file} is damaged: its SHA-256 differs from the one recorded when it was written")
+    return meta
+
+
+def stale_reason(meta: dict, scope: str) -> str | None:
+    """Why a unit's code differs from the running code (None when the fingerprints agree)."""
+    prov = meta.get("provenance") or {}
+    code = prov.get("code") or {}
+    stored, current = code.get("fingerprint"), code_fingerprint(scope)
+    if stored == current:
+        return None
+    git = prov.get("git") or {}
+    made_by = f"code {stored}" if stored else "code of unknown fingerprint"
+    if git.get("commit"):
+        made_by += f" (git {git['commit'][:10]}{', with uncommitted changes' if git.get('dirty') else ''})"
+    now = git_revision()
+    running = f"code {current}"
+    if now:
+        running += f" (git {now['commit'][:10]}{', with uncommitted changes' if now['dirty'] else ''})"
+    return f"made by {made_by}, not by the running {running}"
+
+
+class Lookup:
+    """Outcome of :func:`lookup`: ``state`` is ``"fresh"``, ``"stale"``, ``"missing"``, ``"corrupt"`` or
+    ``"other"`` (another config); ``value`` is the loaded object when it may be used."""
+
+    def __init__(self, state: str, value=None, reason: str | None = None):
+        self.state, self.value, self.reason = state, value, reason
+
+    @property
+    def usable(self) -> bool:
+        return self.value is not None
+
+
+def lookup(
+    path: str | Path,
+    files: Iterable[str],
+    what: str,
+    scope: str,
+    load: Callable[[Path], object],
+    matches: Callable[[object], bool],
+    reuse_stale: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Lookup:
+    """Decide whether the unit at ``path`` may stand in for new work, and say why.
+
+    Used, in order: verified intact (:func:`open_unit`), loaded by ``load``,
+    ``matches`` the requested config, and made by the running code (or
+    ``reuse_stale``, with a warning naming the difference). ``log`` receives
+    one line for every unit found but not used, and for a stale one reused.
+    """
+    path = Path(path)
+    say = log or (lambda message: None)
+    recover(path)
+    if not path.exists():
+        return Lookup("missing")
+    try:
+        meta = open_unit(path, files, what)
+        value = load(path)
+    except ValueError as exc:
+        say(f"{path}: not reused, {exc}; redoing it")
+        return Lookup("corrupt", reason=str(exc))
+    if not matches(value):
+        say(f"{path}: holds another config; redoing it")
+        return Lookup("other")
+    reason = stale_reason(meta, scope)
+    if reason is None:
+        return Lookup("fresh", value)
+    if reuse_stale:
+        say(f"warning: reusing the stale {what} {path} (--reuse-stale): {reason}")
+        return Lookup("stale", value, reason)
+    say(f"{path}: stale, {reason}; redoing it (--reuse-stale would reuse it)")
+    return Lookup("stale", reason=reason)

@@ -1,0 +1,156 @@
+"""The CLI at its edges: destinations checked before any work, unreadable inputs, Ctrl-C, stale caches."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from tailmiss import store
+from tailmiss.cli import app
+
+TINY_SIM = """
+[sim]
+name = "tiny"
+num_actions = 256
+num_correct = 16
+group_sizes = [2, 8]
+gammas = [0.0, 1.0]
+seeds = [0]
+steps = 6
+log_every = 2
+"""
+
+# The full fgrpo-fig2 sweep runs for minutes: each refusal below must come before any of it.
+HEAVY = ["sim", "run", "--preset", "fgrpo-fig2", "--device", "cpu", "--no-progress"]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner(env={"COLUMNS": "200"})
+
+
+def _one_error_line(result, code: int = 2, *needles: str) -> str:
+    assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    for needle in needles:
+        assert needle.lower() in lines[0].lower(), (needle, lines[0])
+    return lines[0]
+
+
+def test_sim_run_refuses_a_file_as_out_before_any_work(runner, tmp_path):
+    (tmp_path / "taken").write_text("x")
+    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "taken")]), 2, "is a file")
+
+
+def test_sim_run_refuses_a_foreign_folder_before_any_work(runner, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "mine")]), 2, "not an earlier")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+def test_sim_run_refuses_an_out_below_a_file_before_any_work(runner, tmp_path):
+    (tmp_path / "file").write_text("x")
+    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "file" / "r")]), 2, "is a file")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user")
+def test_sim_run_refuses_a_read_only_place_before_any_work(runner, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), 2, "not writable")
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user")
+def test_an_unreadable_config_is_one_line(runner, tmp_path):
+    cfg = tmp_path / "secret.toml"
+    cfg.write_text(TINY_SIM)
+    cfg.chmod(0)
+    try:
+        _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg)]), 2, "secret.toml")
+    finally:
+        cfg.chmod(0o600)
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda p: p.mkdir(), "is a folder"),
+        (lambda p: p.write_bytes(b"\xff\xfe\x00name"), "not UTF-8"),
+        (lambda p: p.write_text(""), "no settings"),
+        (lambda p: p.write_text("[sim]\n"), "no settings"),
+    ],
+    ids=["folder", "binary", "empty", "empty-table"],
+)
+def test_unusable_config_files_are_one_line(runner, tmp_path, make, needle):
+    cfg = tmp_path / "c.toml"
+    make(cfg)
+    _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r")]), 2, needle)
+    assert not (tmp_path / "r").exists()
+
+
+def test_figures_make_refuses_a_file_as_out(runner, tmp_path):
+    (tmp_path / "f").write_text("x")
+    _one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(tmp_path / "f")]), 2, "--out")
+
+
+def test_repro_refuses_a_folder_as_out_before_any_work(runner, tmp_path):
+    _one_error_line(runner.invoke(app, ["repro", "--out", str(tmp_path)]), 2, "is a folder")
+
+
+def test_repro_refuses_a_file_as_cache_before_any_work(runner, tmp_path):
+    (tmp_path / "cache").write_text("x")
+    args = ["repro", "--out", str(tmp_path / "r.md"), "--cache", str(tmp_path / "cache")]
+    _one_error_line(runner.invoke(app, args), 2, "--cache")
+
+
+def test_llm_sweep_refuses_a_file_as_root(runner, tmp_path):
+    (tmp_path / "root").write_text("x")
+    args = ["llm", "sweep", "--preset", "multisolution-nsweep", "--root", str(tmp_path / "root")]
+    _one_error_line(runner.invoke(app, args), 2, "--root")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
+def test_checkpoint_every_must_be_positive(runner, tmp_path, value):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_SIM)
+    _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--checkpoint-every", value]), 2)
+
+
+def test_ctrl_c_is_one_line_with_exit_130(runner, tmp_path, monkeypatch):
+    from tailmiss.sim import runner as sim_runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sim_runner, "simulate", interrupted)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_SIM)
+    result = runner.invoke(app, ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r"), "--no-progress"])
+    _one_error_line(result, 130, "interrupted")
+    assert not (tmp_path / "r").exists()
+
+
+def test_sim_run_reuses_then_refuses_stale_results_unless_asked(runner, tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY_SIM)
+    args = ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r"), "--no-progress"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and "reusing" in again.stderr
+    monkeypatch.setattr(store, "code_fingerprint", lambda scope="bridge": "0" * 16)
+    stale = runner.invoke(app, [*args, "--reuse-stale"])
+    assert stale.exit_code == 0 and "warning: reusing the stale SimResult" in stale.stderr
+    redo = runner.invoke(app, args)
+    assert redo.exit_code == 0 and "stale" in redo.stderr and "redoing" in redo.stderr
+    rerun = runner.invoke(app, [*args, "--rerun"])
+    assert rerun.exit_code == 0 and "reusing" not in rerun.stderr

@@ -1,0 +1,335 @@
+"""The result store: sealed units, code fingerprints, atomic replacement, leftovers, and the simulator's reuse."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tailmiss import io, store
+from tailmiss.sim import SimConfig, SimResult, simulate
+from tailmiss.sim.runner import resume_dir, run_sim
+
+TINY = SimConfig(
+    name="tiny",
+    num_actions=512,
+    num_correct=32,
+    group_sizes=(2, 16),
+    gammas=(0.0, 1.0),
+    seeds=(0, 1),
+    steps=12,
+    log_every=4,
+)
+
+
+def _lines():
+    out: list[str] = []
+    return out, out.append
+
+
+# --- units --------------------------------------------------------------------------------------
+
+
+def _unit(path, text="a,b\n1,2\n"):
+    return store.save_unit(path, {"data.csv": lambda p: p.write_text(text)}, {"x": 1}, "sim", "test unit")
+
+
+def test_a_saved_unit_records_provenance_and_checksums(tmp_path):
+    path = _unit(tmp_path / "u")
+    meta = store.open_unit(path, ("data.csv", "meta.json"), "test unit")
+    assert meta["x"] == 1
+    assert meta["checksums"]["data.csv"] == store.file_sha256(path / "data.csv")
+    prov = meta["provenance"]
+    assert prov["code"] == {"scope": "sim", "fingerprint": store.code_fingerprint("sim")}
+    for key in ("tailmiss", "torch", "numpy", "python", "created"):
+        assert prov[key]
+    assert store.stale_reason(meta, "sim") is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: (p / "data.csv").write_text("a,b\n"),  # truncated at a line boundary
+        lambda p: (p / "data.csv").write_text("a,b\n1,3\n"),  # edited
+        lambda p: (p / "data.csv").unlink(),  # missing
+        lambda p: (p / "meta.json").write_text("{"),  # half-written metadata
+        lambda p: (p / "meta.json").write_text(json.dumps({"x": 1})),  # no checksums: not a sealed unit
+    ],
+    ids=["truncated", "edited", "missing", "bad-meta", "unsealed"],
+)
+def test_a_damaged_unit_is_detected(tmp_path, damage):
+    path = _unit(tmp_path / "u")
+    damage(path)
+    with pytest.raises(store.CorruptUnit):
+        store.open_unit(path, ("data.csv", "meta.json"), "test unit")
+
+
+def test_the_fingerprint_follows_the_sources_of_its_scope(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    (pkg / "sim").mkdir(parents=True)
+    (pkg / "llm").mkdir()
+    (pkg / "sim" / "engine.py").write_text("x = 1\n")
+    (pkg / "llm" / "train.py").write_text("y = 1\n")
+    (pkg / "objectives.py").write_text("z = 1\n")
+    monkeypatch.setattr(store, "_PACKAGE", pkg)
+
+    def fingerprint(scope):
+        store.code_fingerprint.cache_clear()
+        return store.code_fingerprint(scope)
+
+    try:
+        sim0, llm0 = fingerprint("sim"), fingerprint("llm")
+        (pkg / "llm" / "train.py").write_text("y = 2\n")
+        assert fingerprint("sim") == sim0  # another scope's edit keeps simulations valid
+        assert fingerprint("llm") != llm0
+        (pkg / "objectives.py").write_text("z = 2\n")  # shared code changes both
+        assert fingerprint("sim") != sim0
+        (pkg / "sim" / "engine.py").rename(pkg / "sim" / "engine2.py")
+        sim1 = fingerprint("sim")
+        (pkg / "sim" / "engine2.py").rename(pkg / "sim" / "engine.py")
+        assert fingerprint("sim") != sim1  # names are part of the fingerprint
+    finally:
+        store.code_fingerprint.cache_clear()
+    with pytest.raises(ValueError, match="scope"):
+        store.code_fingerprint("nope")
+
+
+def test_stale_reason_names_both_codes(monkeypatch):
+    meta = {"provenance": {"code": {"scope": "sim", "fingerprint": "0123"}, "git": {"commit": "a" * 40, "dirty": True}}}
+    reason = store.stale_reason(meta, "sim")
+    assert "0123" in reason and store.code_fingerprint("sim") in reason and "aaaaaaaaaa" in reason
+    assert "uncommitted" in reason
+
+
+# --- atomic replacement and leftovers --------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_replacing_a_result_swaps_it_whole(tmp_path):
+    dest = tmp_path / "r"
+    with io.atomic_dir(dest) as tmp:
+        (tmp / "f").write_text("old")
+    with pytest.raises(RuntimeError):
+        with io.atomic_dir(dest) as tmp:
+            (tmp / "f").write_text("half")
+            raise RuntimeError("crash while writing")
+    assert (dest / "f").read_text() == "old"
+    with io.atomic_dir(dest) as tmp:
+        (tmp / "f").write_text("new")
+    assert (dest / "f").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]  # no temporary folder left
+
+
+def test_a_replacement_that_dies_between_its_renames_is_undone(tmp_path, monkeypatch):
+    dest = tmp_path / "r"
+    with io.atomic_dir(dest) as tmp:
+        (tmp / "f").write_text("old")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # a system without an atomic exchange
+    real_replace, calls = os.replace, []
+
+    def dying_replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed after moving the old result aside
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", dying_replace)
+    with pytest.raises(KeyboardInterrupt):
+        with io.atomic_dir(dest) as tmp:
+            (tmp / "f").write_text("new")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert not dest.exists()
+    io.recover(dest)
+    assert (dest / "f").read_text() == "old"
+
+
+def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    dest = tmp_path / "r"
+    dead = tmp_path / f".r.{io._HOST}-{_dead_pid()}.abc.tmp"
+    live = tmp_path / f".r.{io._HOST}-{os.getpid()}.abc.tmp"
+    dead.mkdir()
+    (dead / "history.csv").write_text("half")
+    live.mkdir()
+    with io.atomic_dir(dest) as tmp:
+        (tmp / "f").write_text("x")
+    assert not dead.exists()
+    assert live.exists()
+    stale_file = tmp_path / f".x.csv.{io._HOST}-{_dead_pid()}.q.tmp"
+    stale_file.write_text("half")
+    with io.atomic_write(tmp_path / "x.csv") as fh:
+        fh.write("ok")
+    assert not stale_file.exists()
+
+
+# --- the simulator through the store --------------------------------------------------------------
+
+
+def test_a_truncated_history_is_never_loaded_and_is_redone(tmp_path):
+    out = tmp_path / "tiny"
+    first = run_sim(TINY, out, device="cpu", progress=False)
+    history = (out / "history.csv").read_text().splitlines(keepends=True)
+    (out / "history.csv").write_text("".join(history[:-5]))  # cut at a line boundary
+    with pytest.raises(store.CorruptUnit, match="damaged"):
+        SimResult.load(out)
+    lines, log = _lines()
+    again = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    assert any("not reused" in line and "damaged" in line for line in lines)
+    pd.testing.assert_frame_equal(again.history, first.history)
+    pd.testing.assert_frame_equal(SimResult.load(out).history, SimResult.load(out).history)
+
+
+def test_an_incomplete_history_is_refused_even_with_valid_checksums(tmp_path):
+    result = simulate(TINY, device="cpu", progress=False)
+    short = SimResult(TINY, result.history[result.history["step"] < TINY.steps].reset_index(drop=True), result.meta)
+    short.save(tmp_path / "r")
+    with pytest.raises(store.CorruptUnit, match="incomplete"):
+        SimResult.load(tmp_path / "r")
+
+
+def test_a_result_of_other_code_is_redone_unless_reuse_stale(tmp_path, monkeypatch):
+    out = tmp_path / "tiny"
+    run_sim(TINY, out, device="cpu", progress=False)
+    made = json.loads((out / "meta.json").read_text())["provenance"]["created"]
+    monkeypatch.setattr(store, "code_fingerprint", lambda scope="bridge": "f" * 16)
+
+    lines, log = _lines()
+    reused = run_sim(TINY, out, device="cpu", progress=False, reuse_stale=True, log=log)
+    assert reused.meta["provenance"]["created"] == made
+    assert any(line.startswith("warning: reusing the stale") and "ffff" in line for line in lines)
+
+    lines, log = _lines()
+    redone = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    assert any("stale" in line and "redoing" in line for line in lines)
+    assert redone.meta["provenance"]["code"]["fingerprint"] == "f" * 16
+
+
+def test_a_fresh_result_is_reused_and_another_config_redone(tmp_path):
+    out = tmp_path / "tiny"
+    first = run_sim(TINY, out, device="cpu", progress=False)
+    lines, log = _lines()
+    again = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    assert any("reusing" in line for line in lines)
+    assert again.meta["provenance"]["created"] == first.meta["provenance"]["created"]
+    other = TINY.replace(steps=8)
+    lines, log = _lines()
+    assert run_sim(other, out, device="cpu", progress=False, log=log).config == other
+    assert any("another config" in line for line in lines)
+
+
+def test_the_destination_is_checked_before_any_work(tmp_path):
+    heavy = TINY.replace(num_actions=2**20, steps=10**6)  # would run for hours
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        run_sim(heavy, tmp_path / "file", device="cpu", progress=False)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an earlier SimResult folder"):
+        run_sim(heavy, tmp_path / "foreign", device="cpu", progress=False)
+    assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user")
+def test_a_read_only_destination_is_refused_before_any_work(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(ValueError, match="cannot write"):
+            run_sim(TINY.replace(steps=10**6), locked / "r", device="cpu", progress=False)
+    finally:
+        locked.chmod(0o700)
+
+
+# --- snapshots: resume bit for bit -------------------------------------------------------------------
+
+
+def test_a_run_interrupted_after_a_snapshot_resumes_bit_for_bit(tmp_path, monkeypatch, one_torch_thread):
+    from tailmiss.sim import engine
+
+    config = TINY.replace(steps=30, log_every=3, optimizer="adam")
+    whole = simulate(config, device="cpu", progress=False)
+    snap = tmp_path / "snap.pt"
+    real_save, saves = engine._Checkpoint.save, []
+
+    def save_then_die(self, state):
+        real_save(self, state)
+        saves.append(state["step"])
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine._Checkpoint, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=7)
+    monkeypatch.setattr(engine._Checkpoint, "save", real_save)
+    assert saves == [7, 14]
+    lines, log = _lines()
+    resumed = simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=7, log=log)
+    assert resumed.meta["resumed_from_step"] == 14
+    assert any("from step 14" in line for line in lines)
+    pd.testing.assert_frame_equal(resumed.history, whole.history, check_exact=True)
+
+
+def test_a_snapshot_of_another_sweep_or_a_damaged_one_is_ignored(tmp_path):
+    config = TINY.replace(steps=10)
+    whole = simulate(config, device="cpu", progress=False)
+    snap = tmp_path / "snap.pt"
+    simulate(config.replace(lr=0.5), device="cpu", progress=False, checkpoint=snap, checkpoint_every=5)
+    assert snap.is_file()  # the other sweep's snapshot at step 5
+    again = simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=100)
+    assert "resumed_from_step" not in again.meta
+    pd.testing.assert_frame_equal(again.history, whole.history, check_exact=True)
+    snap.write_bytes(b"not a snapshot")
+    again = simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=100)
+    pd.testing.assert_frame_equal(again.history, whole.history, check_exact=True)
+
+
+def test_run_sim_removes_its_snapshots_once_saved(tmp_path):
+    out = tmp_path / "tiny"
+    run_sim(TINY, out, device="cpu", progress=False, checkpoint_every=2)
+    assert not resume_dir(out).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny"]
+
+
+# --- shards -------------------------------------------------------------------------------------------
+
+
+def test_shard_bounds_split_like_array_split():
+    import numpy as np
+
+    from tailmiss._dist import shard_bounds
+
+    for n in (0, 1, 5, 136):
+        for parts in (1, 2, 3, 8):
+            bounds = [shard_bounds(n, parts, k) for k in range(parts)]
+            expected = [(int(a[0]), int(a[-1]) + 1) if len(a) else None for a in np.array_split(np.arange(n), parts)]
+            for (start, stop), want in zip(bounds, expected):
+                assert (start, stop) == want if want else start == stop
+
+
+def test_shards_of_a_sweep_concatenate_to_the_whole_sweep(one_torch_thread):
+    config = TINY.replace(group_sizes=(2, 16, 128, 1024), gammas=(0.0, 0.5, 1.0), seeds=(0, 1, 2), steps=10)
+    whole = simulate(config, device="cpu", progress=False).history
+    from tailmiss._dist import shard_bounds
+
+    for parts in (2, 5):
+        shares = [
+            simulate(config, device="cpu", progress=False, runs=range(*shard_bounds(config.num_runs, parts, k))).history
+            for k in range(parts)
+        ]
+        joined = pd.concat(shares, ignore_index=True).sort_values(["run", "step"], kind="stable")
+        pd.testing.assert_frame_equal(joined.reset_index(drop=True), whole, check_exact=True)
+
+
+@pytest.mark.parametrize("runs", [[], [0, 0], [-1], [99], "ab"])
+def test_bad_run_selections_are_refused(runs):
+    with pytest.raises(ValueError, match="runs must be"):
+        simulate(TINY, device="cpu", progress=False, runs=runs)
