@@ -9,6 +9,7 @@ code calls them unconditionally.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -26,11 +27,31 @@ __all__ = [
     "broadcast_object",
     "barrier",
     "destroy",
+    "local",
+    "env_rank",
 ]
 
 
+_local_depth = 0
+
+
 def _active() -> bool:
-    return dist.is_available() and dist.is_initialized()
+    return _local_depth == 0 and dist.is_available() and dist.is_initialized()
+
+
+@contextlib.contextmanager
+def local():
+    """Inside the block this process acts as a world of one, group or not.
+
+    A sweep sharded across ranks trains each of its runs on one rank alone:
+    the run's code must not wait for the other ranks, which train other runs.
+    """
+    global _local_depth
+    _local_depth += 1
+    try:
+        yield
+    finally:
+        _local_depth -= 1
 
 
 def world() -> int:

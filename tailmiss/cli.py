@@ -409,7 +409,11 @@ def llm_sweep_cmd(
     progress: ProgressOpt = True,
     reuse_stale: ReuseStaleOpt = False,
 ) -> None:
-    """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/."""
+    """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/.
+
+    Under ``torchrun --nproc_per_node=K`` the sweep's runs are shared among K
+    processes (each run on one of them) and rank 0 writes the result.
+    """
     from tailmiss.llm.presets import llm_sweep, quick_name
     from tailmiss.llm.sweep import load_sweep, run_sweep
 
@@ -417,7 +421,17 @@ def llm_sweep_cmd(
         raise ValueError("give exactly one of --preset and --config")
     sweep = llm_sweep(quick_name(preset) if quick else preset) if preset is not None else load_sweep(config)
     _check_folder("--root", root)
-    result = run_sweep(sweep, root, device=device, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
+    from tailmiss import _dist
+
+    rank_device = _dist.init_from_env(device)
+    try:
+        result = run_sweep(
+            sweep, root, device=rank_device or device, progress=progress, log=typer.echo, reuse_stale=reuse_stale
+        )
+    finally:
+        _dist.destroy()
+    if result is None:  # a rank other than 0 under torchrun
+        return
     cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
     summary = result.seed_mean()
     cols = [c for c in cols if c in summary]

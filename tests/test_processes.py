@@ -219,3 +219,22 @@ def test_torchrun_with_two_gloo_processes_trains_the_single_process_llm_run(llm_
         np.testing.assert_allclose(b[col].dropna(), a[col].dropna(), rtol=1e-4, atol=1e-6, err_msg=col)
     meta = __import__("json").loads((tmp_path / "two" / "meta.json").read_text())
     assert meta["processes"] == 2
+
+
+def test_torchrun_shares_an_llm_sweeps_runs_and_writes_the_single_process_result(tmp_path):
+    from conftest import tiny_llm_sweeps
+
+    from tailmiss.llm.sweep import Variant
+
+    sweep = tiny_llm_sweeps()["nsweep"].replace(
+        name="shared", variants=(Variant("grpo", 0.0, 2), Variant("grpo", 0.5, 4)), seeds=(0,)
+    )
+    sweep.to_toml(tmp_path / "sweep.toml")
+    args = ["llm", "sweep", "--config", "sweep.toml", "--no-progress", "--device", "cpu"]
+    one = _tailmiss(*args, "--root", "one", cwd=tmp_path, timeout=600)
+    assert one.returncode == 0, one.stderr
+    two = _torchrun([*args, "--root", "two"], tmp_path)
+    assert two.returncode == 0, two.stderr
+    assert "(rank 0)" in two.stdout and "(rank 1)" in two.stdout  # each rank trained one of the two runs
+    for name in ("final.csv", "history.csv"):
+        assert (tmp_path / "one" / "shared" / name).read_bytes() == (tmp_path / "two" / "shared" / name).read_bytes()

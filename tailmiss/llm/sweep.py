@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tailmiss import _dist
 from tailmiss.io import check_result_dest, check_run_name, read_toml, write_toml
 from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
@@ -362,29 +363,47 @@ def run_sweep(
     ones are redone (``reuse_stale`` reuses stale ones with a warning); the
     result folder ``root/<sweep.name>`` is rewritten atomically only when
     something changed.
+
+    Under ``torchrun`` (a process group of K ranks) the SFT run is trained on
+    rank 0, then rank k trains runs k, k + K, ... each on its own, and rank 0
+    collects and saves the result; the other ranks return None. Every run is
+    the one a single process would train.
     """
     if not isinstance(sweep, LLMSweep):
         raise ValueError(f"sweep must be an LLMSweep, got {type(sweep).__name__}")
     root = Path(root)
     log = log or (lambda message: None)
     out_dir = root / sweep.name
-    check_result_dest(out_dir, _FILES, "sweep result")
-    found = lookup(
-        out_dir, _FILES, "sweep result", "llm", SweepResult.load, lambda r: r.config == sweep, reuse_stale, log
-    )
-    if found.usable:
-        if found.state == "fresh":
+    main, ranks, me = _dist.is_main(), _dist.world(), _dist.rank()
+    found = None
+    if main:
+        check_result_dest(out_dir, _FILES, "sweep result")
+        found = lookup(
+            out_dir, _FILES, "sweep result", "llm", SweepResult.load, lambda r: r.config == sweep, reuse_stale, log
+        )
+        if found.usable and found.state == "fresh":
             log(f"{sweep.name}: every run done by this code, reusing {out_dir}")
-        return found.value
+    if _dist.broadcast_object(found is not None and found.usable):  # every rank takes rank 0's decision
+        return found.value if main else None
     words = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
-    sft_state = run_state(root / sweep.sft.name, sweep.sft, None, reuse_stale)
-    log(f"SFT {sweep.sft.name}: {words.get(sft_state, 'training')}")
-    sft_dir = cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    sft_dir = root / sweep.sft.name
+    if main:  # the SFT run first, on rank 0 alone; the other ranks wait for it
+        log(f"SFT {sweep.sft.name}: {words.get(run_state(sft_dir, sweep.sft, None, reuse_stale), 'training')}")
+        with _dist.local():
+            cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    _dist.barrier()
     runs = sweep.runs()
     for i, (variant, seed, cfg) in enumerate(runs, 1):
+        if (i - 1) % ranks != me:  # under torchrun, rank k trains runs k, k + K, ...: each on one process
+            continue
         state = run_state(root / cfg.name, cfg, sft_dir, reuse_stale)
-        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')}")
-        cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+        where = f" (rank {me})" if ranks > 1 else ""
+        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')}{where}")
+        with _dist.local():
+            cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    _dist.barrier()
+    if not main:
+        return None
     result = collect(sweep, root)
     result.save(out_dir)
     return result
