@@ -313,8 +313,13 @@ def test_spec_31_peak_table(row):
 @given(mu=st.floats(0.05, 0.95), rho=st.floats(0.005, 0.95), n_max=st.integers(1, 3000))
 def test_peak_is_brute_force_argmax_up_to_n_max(mu, rho, n_max):
     tau = mu * rho
+    brute = an.tail_miss_probability(mu, tau, np.arange(1, n_max + 2))
+    if brute[n_max] > brute[:n_max].max():  # the peak lies beyond n_max: an error, not the end of the range
+        with pytest.raises(ValueError, match=r"peak lies beyond n_max"):
+            an.tail_miss_peak(mu, tau, n_max=n_max)
+        return
+    brute = brute[:n_max]
     res = an.tail_miss_peak(mu, tau, n_max=n_max)
-    brute = an.tail_miss_probability(mu, tau, np.arange(1, n_max + 1))
     j = int(np.argmax(brute))
     assert 1 <= res.n_star <= n_max
     assert res.peak == pytest.approx(brute[j], rel=1e-13, abs=1e-300)

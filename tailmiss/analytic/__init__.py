@@ -1,8 +1,12 @@
 r"""Closed forms of the F-GRPO and BroRL theory (numpy/scipy only).
 
 Every function broadcasts over its scalar arguments, validates its inputs
-(``ValueError`` naming the argument and the bad value) and works in log space
-where powers such as :math:`(1-\tau)^N` would otherwise lose all their digits.
+(``ValueError`` naming the argument and the bad value; arguments that do not
+broadcast are named with their shapes) and works in log space where powers such
+as :math:`(1-\tau)^N` would otherwise lose all their digits. Booleans (outside
+the masks), strings, ``None``, NaN and infinities are rejected; group sizes and counts must be whole
+numbers below ``2**53``, the range in which float64 is exact for integers (see
+:mod:`tailmiss._checks`).
 
 Distribution arguments ``probs`` are arrays whose *last* axis runs over the
 action set; ``correct`` and ``sampled`` broadcast against them.

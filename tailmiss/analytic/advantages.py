@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from tailmiss._checks import check_integer, check_interval, check_nonnegative
+from tailmiss._checks import broadcast_named, check_choice, check_integer, check_interval, check_nonnegative
 
 
 def focal_weight(mu_hat, gamma):
@@ -22,7 +22,8 @@ def focal_weight(mu_hat, gamma):
     mu_hat : array_like
         Empirical success rate ``X / N`` in ``[0, 1]``.
     gamma : array_like
-        Focusing exponent, ``gamma >= 0``; 0 recovers the base method.
+        Focusing exponent, finite and ``>= 0``; 0 recovers the base method.
+        Broadcast against ``mu_hat``.
 
     References
     ----------
@@ -30,6 +31,7 @@ def focal_weight(mu_hat, gamma):
     """
     mu = check_interval("mu_hat", mu_hat, 0.0, 1.0, lo_open=False, hi_open=False)
     g = check_nonnegative("gamma", gamma)
+    mu, g = broadcast_named(("mu_hat", mu), ("gamma", g))
     out = np.power(1.0 - mu, g)
     return out if out.ndim else float(out)
 
@@ -60,24 +62,27 @@ def advantage_magnitudes(mu_pos, std: str = "population", n=None) -> AdvantageMa
         advantage is 0 anyway).
     std : {"population", "bessel"}
     n : array_like of int, optional
-        Group size, required for ``std="bessel"``.
+        Group size, a whole number in ``[2, 2**53)``; required for
+        ``std="bessel"``. It is validated and broadcast against ``mu_pos``
+        in both modes, so the result has their broadcast shape.
 
     References
     ----------
     F-GRPO Eq. 3 and §4.2.
     """
     mu = check_interval("mu_pos", mu_pos, 0.0, 1.0, lo_open=True, hi_open=True)
-    if std == "population":
-        scale = 1.0
-    elif std == "bessel":
-        if n is None:
+    std = check_choice("std", std, ("population", "bessel"))
+    if n is None:
+        if std == "bessel":
             raise ValueError("n is required when std='bessel', got n=None")
-        nn = check_integer("n", n, 2).astype(float)
-        scale = np.sqrt((nn - 1.0) / nn)
+        scale = 1.0
     else:
-        raise ValueError(f"std must be 'population' or 'bessel', got {std!r}")
-    pos = scale * np.sqrt((1.0 - mu) / mu)
-    neg = scale * np.sqrt(mu / (1.0 - mu))
+        nn = check_integer("n", n, 2).astype(np.float64)
+        mu, nn = broadcast_named(("mu_pos", mu), ("n", nn))
+        scale = np.sqrt((nn - 1.0) / nn) if std == "bessel" else np.ones(nn.shape)
+    root_mu, root_rest = np.sqrt(mu), np.sqrt(1.0 - mu)  # ratios of roots: (1 - mu) / mu overflows for tiny mu
+    pos = scale * (root_rest / root_mu)
+    neg = scale * (root_mu / root_rest)
     return AdvantageMagnitudes(pos if np.ndim(pos) else float(pos), neg if np.ndim(neg) else float(neg))
 
 
@@ -92,6 +97,12 @@ def lr_matched_scale(gamma):
 
     ``m_0.5 = 0.67906``; the paper's "GRPO low-LR" control uses
     ``6.8e-7 ≈ m_0.5 × 1e-6``.
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focusing exponent, finite and ``>= 0`` (the limit 0 at ``inf`` is not
+        a value). Large ``gamma`` underflows gracefully to 0.
 
     References
     ----------

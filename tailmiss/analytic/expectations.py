@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tailmiss._checks import check_integer, check_not_above
-from tailmiss.analytic._inputs import check_mask, check_probs, check_rewards
+from tailmiss._checks import broadcast_shapes_named, check_integer, check_not_above
+from tailmiss.analytic._inputs import BATCH, batch_shape, check_mask, check_probs, check_rewards
 
 
 def _hit_probability(q: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -26,6 +26,8 @@ def _expectation_inputs(probs, n, mask):
     n_arr = check_integer("n", n, 0).astype(np.float64)
     if mask is not None:
         mask = check_mask("mask", mask, p.shape)
+    batch = batch_shape(p, *(() if mask is None else (("mask", mask),)))
+    broadcast_shapes_named((BATCH, batch), ("n", n_arr.shape))
     return p, n_arr, mask
 
 
@@ -43,8 +45,10 @@ def expected_unsampled_second_moment(probs, n, mask=None):
     ----------
     probs : array_like, shape (..., V)
     n : array_like of int
-        Number of i.i.d. draws; broadcast against ``probs.shape[:-1]``.
+        Number of i.i.d. draws, whole numbers in ``[0, 2**53)``; broadcast
+        against ``probs.shape[:-1]``.
     mask : array_like of bool, optional
+        Restricts the sum; broadcast against ``probs``.
 
     References
     ----------
@@ -125,8 +129,15 @@ def expected_sampled_mass(probs, correct, n, k) -> SampledMass:
     probs : array_like, shape (..., V)
     correct : array_like of bool
     n, k : array_like of int
-        Group size and number of correct draws, ``0 <= k <= n``; broadcast
-        against each other and ``probs.shape[:-1]``.
+        Group size and number of correct draws, ``0 <= k <= n`` and
+        ``1 <= n < 2**53``; broadcast against each other and
+        ``probs.shape[:-1]``.
+
+    Returns
+    -------
+    SampledMass
+        A class without mass (:math:`Q_{pos} = 0` or :math:`Q_{neg} = 0`) has
+        nothing to sample and contributes 0.
 
     References
     ----------
@@ -136,13 +147,16 @@ def expected_sampled_mass(probs, correct, n, k) -> SampledMass:
     pos = check_mask("correct", correct, p.shape)
     n_arr = check_integer("n", n, 1)
     k_arr = check_integer("k", k, 0)
+    broadcast_shapes_named((BATCH, batch_shape(p, ("correct", pos))), ("n", n_arr.shape), ("k", k_arr.shape))
     n_arr, k_arr = np.broadcast_arrays(n_arr, k_arr)
     check_not_above("k", k_arr, "n", n_arr)
+    # each class mass summed on its own: 1 - q_pos could be ~1e-6 off (probs sum to 1 within 1e-6) or negative
     q_pos = np.sum(p * pos, axis=-1, keepdims=True)
-    q_neg = 1.0 - q_pos
+    q_neg = np.sum(p * ~pos, axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        qp = np.where(pos, p / q_pos, 0.0)
-        qn = np.where(~pos, p / q_neg, 0.0)
+        # a class without mass is never sampled: its conditional draw distribution is taken as 0, not 0/0
+        qp = np.where(pos & (q_pos > 0.0), p / q_pos, 0.0)
+        qn = np.where(~pos & (q_neg > 0.0), p / q_neg, 0.0)
     kf, rest = k_arr.astype(float)[..., None], (n_arr - k_arr).astype(float)[..., None]
     hit_pos, hit_neg = _hit_probability(qp, kf), _hit_probability(qn, rest)
     return SampledMass(np.sum(p * pos * hit_pos, axis=-1), np.sum(p * ~pos * hit_neg, axis=-1))
@@ -161,6 +175,6 @@ def expected_batch_mood(probs, correct, n, k, r_c=1.0, r_w=-1.0):
     ----------
     F-GRPO Corollary H.2 (Eq. 23).
     """
-    r_c, r_w = check_rewards(r_c, r_w)
     m = expected_sampled_mass(probs, correct, n, k)
+    r_c, r_w = check_rewards(r_c, r_w, ("the batch of probs, n and k", m.p_pos.shape))
     return r_c * m.p_pos + r_w * m.p_neg

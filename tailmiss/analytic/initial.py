@@ -7,7 +7,19 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from tailmiss._checks import check_integer
+from tailmiss._checks import check_choice, check_finite, check_integer, check_scalar
+
+
+def _count(name: str, value, minimum: int) -> int:
+    arr = check_integer(name, value, minimum)
+    check_scalar(name, arr)
+    return int(arr)
+
+
+def _scalar_finite(name: str, value) -> float:
+    arr = check_finite(name, value)
+    check_scalar(name, arr)
+    return float(arr)
 
 
 class InitialDistribution(NamedTuple):
@@ -62,6 +74,11 @@ def initial_distribution(
     ``incorrect_logit``; ``init="zero"``: uniform. Correct actions are indices
     ``0 .. num_correct - 1`` (the anchor is index 0).
 
+    ``num_actions`` and ``num_correct`` are single whole numbers with
+    ``1 <= num_correct < num_actions < 2**53`` (memory is the practical limit:
+    the result holds arrays of ``num_actions`` entries); the logits are single finite
+    numbers; ``init`` is one of the two strings.
+
     At the paper's V = 128,000: :math:`Q_{pos} = 0.63008`, anchor 4.6527e-4,
     leaf :math:`\tau = 6.2967\mathrm{e}{-5}`.
 
@@ -69,20 +86,26 @@ def initial_distribution(
     ----------
     F-GRPO App. J; BroRL §4.1.
     """
-    v = int(check_integer("num_actions", num_actions, 2))
-    c = int(check_integer("num_correct", num_correct, 1))
+    v, c = _count("num_actions", num_actions, 2), _count("num_correct", num_correct, 1)
     if c >= v:
         raise ValueError(f"num_correct must be smaller than num_actions, got {c} with num_actions={v}")
+    init = check_choice("init", init, ("seeded", "zero"))
+    anchor_z, correct_z, incorrect_z = (
+        _scalar_finite(name, value)
+        for name, value in (
+            ("anchor_logit", anchor_logit),
+            ("correct_logit", correct_logit),
+            ("incorrect_logit", incorrect_logit),
+        )
+    )
     correct = np.zeros(v, dtype=bool)
     correct[:c] = True
     if init == "zero":
         z = np.zeros(v)
         anchor = None
-    elif init == "seeded":
-        z = np.where(correct, float(correct_logit), float(incorrect_logit))
-        z[0] = float(anchor_logit)
-        anchor = 0
     else:
-        raise ValueError(f"init must be 'seeded' or 'zero', got {init!r}")
+        z = np.where(correct, correct_z, incorrect_z)
+        z[0] = anchor_z
+        anchor = 0
     probs = special.softmax(z)
     return InitialDistribution(probs, correct, anchor, z)
