@@ -154,3 +154,19 @@ def test_sim_run_reuses_then_refuses_stale_results_unless_asked(runner, tmp_path
     assert redo.exit_code == 0 and "stale" in redo.stderr and "redoing" in redo.stderr
     rerun = runner.invoke(app, [*args, "--rerun"])
     assert rerun.exit_code == 0 and "reusing" not in rerun.stderr
+
+
+def test_a_read_only_place_is_refused_before_any_work_even_for_root(runner, tmp_path, monkeypatch):
+    """root may write anywhere, so the permission check is exercised by denying access to one folder."""
+    import tailmiss.io as tio
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(
+        tio.os, "access", lambda p, mode: False if os.fspath(p) == str(locked) else real_access(p, mode)
+    )
+    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), 2, "not writable")
+    _one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(locked / "figs")]), 2, "not writable")
+    _one_error_line(runner.invoke(app, ["repro", "--out", str(locked / "report.md")]), 2, "not writable")
+    assert list(locked.iterdir()) == []
