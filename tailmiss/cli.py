@@ -106,6 +106,17 @@ def _log(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def _single_process(command: str) -> None:
+    """Refuse to run ``command`` as one of several ``torchrun`` processes (they would race on the same files)."""
+    from tailmiss import _dist
+
+    if _dist.env_world_size() > 1:
+        raise ValueError(
+            f"`tailmiss {command}` runs in one process; under torchrun, run `sim run` and `llm sweep` "
+            "(which share their work among the ranks), then this command alone"
+        )
+
+
 def _check_folder(option: str, path: Path) -> None:
     """Before any work: ``path`` must be a folder this process can create and write."""
     from tailmiss.io import check_writable_folder
@@ -498,6 +509,7 @@ def figures_make_cmd(
     """Render figures to PNG and PDF."""
     from tailmiss.figures import FIGURES, Context, make
 
+    _single_process("figures make")
     if all_ == bool(names):
         raise ValueError("give figure names or --all (not both)")
     selected = list(FIGURES) if all_ else list(names)
@@ -529,6 +541,7 @@ def repro_cmd(
     from tailmiss.figures import FIGURES, Context, make
     from tailmiss.repro import write_report
 
+    _single_process("repro")
     ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
     out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
     if out.is_dir():

@@ -170,3 +170,11 @@ def test_a_read_only_place_is_refused_before_any_work_even_for_root(runner, tmp_
     _one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(locked / "figs")]), 2, "not writable")
     _one_error_line(runner.invoke(app, ["repro", "--out", str(locked / "report.md")]), 2, "not writable")
     assert list(locked.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["figures", "make", "fig3"], ["repro", "--quick"]], ids=["figures", "repro"])
+def test_commands_that_run_in_one_process_refuse_torchrun(runner, tmp_path, monkeypatch, args):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.chdir(tmp_path)
+    _one_error_line(runner.invoke(app, args), 2, "under torchrun")
+    assert list(tmp_path.iterdir()) == []
