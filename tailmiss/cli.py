@@ -40,7 +40,7 @@ class _OneLineErrors(TyperGroup):
         except _Interrupted:
             _fail(
                 "interrupted: finished results and checkpoints are kept, no result is half-written; "
-                "rerun the command to resume",
+                "rerun the command to continue (`llm sft` / `llm train` with --resume)",
                 130,
             )
         except Exception as exc:
