@@ -811,3 +811,14 @@ def test_memory_estimate_scales_with_the_sweep():
     assert 3.5 * small["total"] < full["total"] <= 4 * small["total"]
     sgd = memory_estimate(preset("fgrpo-fig2").replace(optimizer="sgd"))
     assert sgd["state"] == full["state"] // 2
+
+
+def test_one_shared_policy_row_draws_what_every_row_holding_it_draws():
+    """A ``(1, actions)`` policy shared by all rows gives each row the draws it gets from its own copy."""
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(1, 300, dtype=torch.float64), 1)
+    sampler = CountSampler([5, 5, 64, 1000], [0, 1, 2, 3], 300, "cpu", max_draws_per_chunk=600)
+    for step in (0, 7):
+        shared = sampler.indices(probs, step)
+        own = sampler.indices(probs.expand(4, -1).contiguous(), step)
+        assert torch.equal(shared, own)

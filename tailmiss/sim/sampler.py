@@ -135,8 +135,11 @@ class CountSampler:
             if not search:
                 yield block, query, None
                 continue
-            bounds = cdf[rows].expand(block.r1 - block.r0, -1) if shared else cdf[rows]
-            yield block, query, torch.searchsorted(bounds, query, right=True)
+            if shared:  # one CDF for every row: search all the block's queries in it at once (no expanded copy)
+                hits = torch.searchsorted(cdf[rows], query.reshape(1, -1), right=True).reshape(query.shape)
+            else:
+                hits = torch.searchsorted(cdf[rows], query, right=True)
+            yield block, query, hits
 
     def _block_indices(self, probs: torch.Tensor, step: int):
         for block, _, idx in self._block_queries(probs, step):
