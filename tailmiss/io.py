@@ -39,7 +39,6 @@ __all__ = [
     "result_dir",
     "check_result_dest",
     "check_writable_folder",
-    "require_files",
     "check_run_name",
     "RUN_NAME_MAX_BYTES",
     "read_toml",
@@ -194,10 +193,7 @@ def result_dir(path: str | os.PathLike, files: tuple[str, ...], what: str) -> It
     An existing ``path`` is replaced only if it is an earlier result of the same
     kind (nothing but ``files`` in it); anything else raises ``ValueError``.
     """
-    path = Path(path)
-    if path.exists() and not (path.is_dir() and {p.name for p in path.iterdir()} <= set(files)):
-        raise ValueError(f"refusing to replace {str(path)!r}: it is not an earlier {what} folder")
-    with atomic_dir(path) as tmp:
+    with atomic_dir(check_result_dest(path, files, what)) as tmp:
         yield tmp
 
 
@@ -213,7 +209,7 @@ def check_result_dest(path: str | os.PathLike, files: tuple[str, ...], what: str
     if path.exists() and not path.is_dir():
         raise ValueError(f"{str(path)!r} is a file, not a result folder")
     if path.is_dir() and not {p.name for p in path.iterdir()} <= set(files):
-        raise ValueError(f"refusing to write into {str(path)!r}: it is not an earlier {what} folder")
+        raise ValueError(f"refusing to replace {str(path)!r}: it is not an earlier {what} folder")
     check_writable_folder(path.parent, f"cannot write {str(path)!r}")
     return path
 
@@ -233,15 +229,6 @@ def check_writable_folder(path: str | os.PathLike, what: str) -> Path:
         raise ValueError(f"{what}{inside} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{what}{inside} is not writable")
-    return path
-
-
-def require_files(path: str | os.PathLike, files: tuple[str, ...], what: str) -> Path:
-    """``Path(path)`` after checking that every one of ``files`` is in it (``ValueError`` naming the first missing)."""
-    path = Path(path)
-    for name in files:
-        if not (path / name).is_file():
-            raise ValueError(f"{str(path)!r} is not a saved {what}: {name} is missing")
     return path
 
 
