@@ -281,12 +281,12 @@ def _sim_dry_run(cfg, device) -> None:
     from tailmiss.sim.engine import device_memory, memory_estimate
 
     dev = resolve_device(device)
-    est = memory_estimate(cfg)
+    est = memory_estimate(cfg, device=dev)
     free = device_memory(dev)
     gib = 2**30
     typer.echo(f"{cfg.name}: {est['runs']} runs x {est['actions']:,} actions x {cfg.steps} steps")
     typer.echo(f"draws per step: {est['draws_per_step']:,}")
-    for part in ("state", "step", "cdf_and_metrics", "sampler"):
+    for part in ("state", "tile", "sampler", "allocator"):
         typer.echo(f"  {part:<16} {est[part] / gib:8.3f} GiB")
     typer.echo(f"peak memory (estimate): {est['total'] / gib:.3f} GiB ({est['total']:,} bytes)")
     if free is None:

@@ -185,28 +185,29 @@ def focal_weight(n_correct: torch.Tensor, group_size: torch.Tensor, gamma) -> to
 # ---------------------------------------------------------------------------
 
 
-def _logprob_ascent(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def _logprob_ascent(probs: torch.Tensor, weights: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     # d/dz_i sum_j w_j log p_{a_j} = w_i - p_i * sum_k w_k
-    return torch.addcmul(weights, probs, weights.sum(dim=-1, keepdim=True), value=-1.0)
+    return torch.addcmul(weights, probs, weights.sum(dim=-1, keepdim=True), value=-1.0, out=out)
 
 
-def _prob_ascent(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def _prob_ascent(probs: torch.Tensor, weights: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     # d/dz_i sum_j w_j p_{a_j} = p_i * (w_i - sum_k w_k p_k)
-    return probs * (weights - (weights * probs).sum(dim=-1, keepdim=True))
+    return torch.mul(probs, weights - (weights * probs).sum(dim=-1, keepdim=True), out=out)
 
 
 @dataclass(frozen=True)
 class Surrogate:
     r"""A categorical-policy surrogate :math:`J(z)` and its closed-form gradient.
 
-    ``ascent(probs, weights)`` returns :math:`N \cdot \partial J/\partial z`, where
-    ``weights[i]`` is the summed advantage of the draws of action ``i`` (or, for
-    ``distinct=True``, the reward of each distinct sampled action). The caller
-    divides by N and multiplies by the focal weight.
+    ``ascent(probs, weights, out=None)`` returns :math:`N \cdot \partial J/\partial z`
+    (written into ``out`` when given), where ``weights[i]`` is the summed
+    advantage of the draws of action ``i`` (or, for ``distinct=True``, the
+    reward of each distinct sampled action). The caller divides by N and
+    multiplies by the focal weight.
     """
 
     name: str
-    ascent: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    ascent: Callable[..., torch.Tensor]
     distinct: bool
     description: str
 

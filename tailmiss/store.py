@@ -54,7 +54,17 @@ __all__ = [
 
 _PACKAGE = Path(__file__).resolve().parent
 
-_COMMON = ("__init__.py", "io.py", "store.py", "_checks.py", "_device.py", "_dist.py", "objectives.py", "analytic")
+_COMMON = (
+    "__init__.py",
+    "io.py",
+    "store.py",
+    "_checks.py",
+    "_device.py",
+    "_dist.py",
+    "_hash.py",
+    "objectives.py",
+    "analytic",
+)
 SCOPES: dict[str, tuple[str, ...]] = {
     "sim": (*_COMMON, "sim"),
     "llm": (*_COMMON, "llm"),

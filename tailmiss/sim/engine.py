@@ -62,18 +62,21 @@ def realised_mass_balance(p: torch.Tensor, counts: torch.Tensor, num_correct: in
     :func:`tailmiss.analytic.mass_balance`, batched on the device.
     """
     c = num_correct
-    sampled = counts > 0
-    p2 = p.square()  # masked sums below accumulate in float64
-    q_pos = p[:, :c].sum(1, dtype=torch.float64)
+    pos, neg = slice(0, c), slice(c, None)
+    sampled = (counts > 0).to(p.dtype)  # exactly 0 or 1, so every product below is a masked value, exactly
+    p2 = p.square()
+    p_s = p * sampled
+    p2_s = p2 * sampled
+    p2_u = p2.sub_(p2_s)  # p^2 on the unsampled actions: x - x = 0 and x - 0 = x exactly
+    q_pos = p[:, pos].sum(1, dtype=torch.float64)  # masked sums below accumulate in float64
     q_neg = 1.0 - q_pos
 
-    def masked_sum(values, lo, hi, mask):
-        return (values[:, lo:hi] * mask[:, lo:hi]).sum(1, dtype=torch.float64)
+    def part_sum(values, part):
+        return values[:, part].sum(1, dtype=torch.float64)
 
-    v = p.shape[1]
-    p_pos, p_neg = masked_sum(p, 0, c, sampled), masked_sum(p, c, v, sampled)
-    a2, b2 = masked_sum(p2, 0, c, sampled), masked_sum(p2, c, v, sampled)
-    u_pos2, u_neg2 = masked_sum(p2, 0, c, ~sampled), masked_sum(p2, c, v, ~sampled)
+    p_pos, p_neg = part_sum(p_s, pos), part_sum(p_s, neg)
+    a2, b2 = part_sum(p2_s, pos), part_sum(p2_s, neg)
+    u_pos2, u_neg2 = part_sum(p2_u, pos), part_sum(p2_u, neg)
     s_r = r_c * p_pos + r_w * p_neg
     return (
         (r_c - s_r) * q_neg * a2,
@@ -101,6 +104,14 @@ def initial_policy(config: SimConfig) -> analytic.InitialDistribution:
         config.correct_logit,
         config.incorrect_logit,
     )
+
+
+TILE_ELEMENTS = 2**20
+"""On the CPU a step works through the sweep in tiles of rows of about this many actions (at least two rows)."""
+
+
+def _tile_rows(num_actions: int) -> int:
+    return max(2, TILE_ELEMENTS // num_actions)
 
 
 def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Optimizer:
@@ -148,30 +159,45 @@ class _Metrics:
         }
 
 
-def memory_estimate(config: SimConfig, runs=None) -> dict:
-    """Peak memory of :func:`simulate` for ``config`` (or its runs ``runs``), by part, in bytes (an upper estimate).
+def memory_estimate(config: SimConfig, runs=None, device=None) -> dict:
+    """Peak memory of :func:`simulate` for ``config`` (or its runs ``runs``) on ``device``, by part, in bytes.
 
-    ``[runs, actions]`` matrices: logits, gradient, two Adam moments (SGD: none),
-    probabilities and the count buffer in the logit dtype; the float64 CDF and
-    three float64 temporaries of a logged step's metrics; the surrogate's
-    gradient temporaries. Sampler: two int64 keys per draw plus the largest
-    block's float64 temporaries (about five values per draw).
+    An upper estimate. ``state``: the ``[runs, actions]`` logits, gradient and
+    two Adam moments (SGD: none). ``tile``: a step works through the sweep a
+    block of rows at a time (on the CPU at most :data:`TILE_ELEMENTS` actions,
+    elsewhere every run of one group size), holding that block's
+    probabilities, counts and surrogate temporaries in the logit dtype and its
+    float64 CDF and three float64 metric temporaries. ``sampler``: two int32
+    keys per draw for the whole sweep plus a workspace of 36 bytes per draw of
+    its largest segment of rows (:class:`~tailmiss.sim.sampler.CountSampler`).
+    ``allocator`` (CPU only): the C allocator keeps freed temporaries (the
+    sampler's construction, the tiles) and the runtime holds thread arenas, so
+    the process grows by more than its live tensors; half the tensors plus
+    96 MiB bounds what was measured (peak RSS growth over 4 steps, 2 CPU
+    threads: fgrpo-fig2 635-647 MiB against 703, fgrpo-fig2-prob 517-646
+    against 703, brorl-fig3 107-112 against 123).
     """
+    from tailmiss.sim.sampler import partition_rows
+
     chosen = _select_runs(config, runs)[1]
+    dev = resolve_device(device)
     runs, v = len(chosen), config.num_actions
     item = 8 if config.dtype == "float64" else 4
-    matrix = runs * v
     moments = 0 if config.optimizer == "sgd" else 2
-    draws = sum(n + 1 for n, _, _ in chosen)
-    largest = max(min(config.max_draws_per_chunk, sum(n + 1 for n2, _, _ in chosen if n2 == n)) for n, _, _ in chosen)
+    sizes = [n for n, _, _ in chosen]
+    most = _tile_rows(v) if dev.type == "cpu" else None
+    tile_rows = max(r1 - r0 for r0, r1, _ in _tiles(partition_rows(sizes, config.max_draws_per_chunk, most), most))
+    values = sum(n + 1 for n in sizes)
+    segment = max(min(config.max_draws_per_chunk, values), max(n + 1 for n in sizes))
     parts = {
-        "state": matrix * item * (2 + moments),  # logits, grad, moments
-        "step": matrix * item * 4,  # probabilities, counts, two surrogate temporaries
-        "cdf_and_metrics": matrix * 8 * 4,  # CDF; a logged step: float64 probabilities, xlogy, masks
-        "sampler": draws * 16 + largest * 8 * 5,
+        "state": runs * v * item * (2 + moments),
+        "tile": tile_rows * v * (item * 5 + 8 * 4),
+        "sampler": values * 8 + segment * 36,
     }
-    parts["total"] = sum(parts.values())
-    parts.update(runs=runs, actions=v, draws_per_step=draws - runs)
+    tensors = sum(parts.values())
+    parts["allocator"] = tensors // 2 + 96 * 2**20 if dev.type == "cpu" else 0
+    parts["total"] = tensors + parts["allocator"]
+    parts.update(runs=runs, actions=v, draws_per_step=values - runs, tile_rows=tile_rows)
     return parts
 
 
@@ -189,7 +215,7 @@ def device_memory(device) -> int | None:
 
 
 def _check_fits(config: SimConfig, dev: torch.device, runs=None) -> None:
-    need = memory_estimate(config, runs)["total"]
+    need = memory_estimate(config, runs, dev)["total"]
     free = device_memory(dev)
     if free is not None and need > free:
         raise ValueError(
@@ -319,11 +345,13 @@ def simulate(
     index, runs = _select_runs(config, runs)
     _check_fits(config, dev, index)
     dtype = getattr(torch, config.dtype)
-    num_runs, v, c = len(runs), config.num_actions, config.num_correct
+    num_runs, v = len(runs), config.num_actions
     n_list = [r[0] for r in runs]
     group_size = torch.tensor(n_list, dtype=torch.float64, device=dev)
     gamma = torch.tensor([r[1] for r in runs], dtype=torch.float64, device=dev)
-    sampler = CountSampler(n_list, [r[2] for r in runs], v, dev, config.max_draws_per_chunk)
+    tile_rows = _tile_rows(v) if dev.type == "cpu" else None
+    sampler = CountSampler(n_list, [r[2] for r in runs], v, dev, config.max_draws_per_chunk, tile_rows)
+    tile_plan = _tiles(sampler.blocks, tile_rows)
     surrogate = objectives.SURROGATES[config.surrogate]
 
     z0 = torch.as_tensor(initial_logits(config), device=dev)
@@ -349,55 +377,53 @@ def simulate(
             start, before = int(state["step"]), float(state["elapsed_s"])
             if log is not None:
                 log(f"{config.name}: resuming runs {index[0]}..{index[-1]} from step {start} ({snap.path})")
-    counts = None
     # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
     count_dtype = dtype if max(n_list) < 2**24 else torch.float64
+    grad = torch.zeros_like(z, requires_grad=False)
+    counts = None  # one tile's count matrix, reused
     started = time.perf_counter()
     bar = _progress(config, dev, num_runs, start) if progress else None
     final_probs = None
     try:
         for step in range(start, config.steps + 1):
             with torch.no_grad():
-                # probabilities in the logit dtype; the sampler's CDF and all metric sums accumulate in float64
-                p = torch.softmax(z.detach(), dim=1)
                 if step == config.steps:
-                    final_probs = p.to(torch.float64).cpu().numpy() if keep_final else None
-                    row = metrics(p)
+                    if keep_final:
+                        final_probs = torch.softmax(z.detach(), dim=1).to(torch.float64).cpu().numpy()
+                    row = _cat([metrics(torch.softmax(z.detach()[r0:r1], dim=1)) for r0, r1, _ in tile_plan])
                     row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
                     logged.append(row)
                     break
-                # draw counts in the logit dtype (exact up to 2^24), in a buffer reused every step
-                try:
-                    counts, n_correct = sampler.sample(p, step, count_dtype, c, out=counts)
-                except NonFiniteProbabilities as exc:
-                    n, g, s = runs[exc.row]
-                    raise ValueError(
-                        f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
-                        f"no longer finite; lower lr (now {config.lr:g})"
-                    ) from None
+                tiles = []
+                uniforms = sampler.uniforms(step)  # block by block, used before the next is asked for
+                for r0, r1, members in tile_plan:
+                    rows = slice(r0, r1)
+                    if counts is None or counts.shape[0] != r1 - r0:
+                        counts = torch.empty((r1 - r0, v), dtype=count_dtype, device=dev)
+                    draws = ((i, next(uniforms)) for i in members)
+                    tiles.append(
+                        _step_tile(
+                            config,
+                            surrogate,
+                            metrics,
+                            sampler,
+                            r0,
+                            draws,
+                            z.detach()[rows],
+                            counts,
+                            step,
+                            group_size[rows],
+                            gamma[rows],
+                            dtype,
+                            grad[rows],
+                            step in log_at,
+                            runs,
+                            index,
+                        )
+                    )
                 if step in log_at:
-                    row = metrics(p)
-                    row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
-                    row["mu_hat"] = n_correct / group_size
-                    terms = realised_mass_balance(p, counts, c, config.reward_correct, config.reward_incorrect)
-                    row.update(zip(("mb_sampled_correct", "mb_sampled_incorrect", "mb_unsampled"), terms))
-                    logged.append(row)
-                a_pos, a_neg = objectives.binary_group_advantages(
-                    n_correct,
-                    group_size,
-                    config.reward_correct,
-                    config.reward_incorrect,
-                    config.advantage,
-                    config.std_kind,
-                    config.adv_eps,
-                )
-                # the surrogates are linear in the weights, so -g/N (optimizers minimise) folds into them
-                scale = -objectives.focal_weight(n_correct, group_size, gamma) / group_size
-                # the count buffer becomes the weights in place (metrics above have read it)
-                weights = (counts > 0).to(dtype) if surrogate.distinct else counts.to(dtype)
-                weights[:, :c] *= (a_pos * scale).to(dtype)[:, None]
-                weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
-                z.grad = surrogate.ascent(p, weights)
+                    logged.append(_cat(tiles))
+                z.grad = grad
             optimizer.step()
             if snap is not None and snap.due(step + 1, config.steps):
                 snap.save(
@@ -428,6 +454,80 @@ def simulate(
     if start:
         meta["resumed_from_step"] = start
     return SimResult(config=config, history=history, meta=meta, final_probs=final_probs)
+
+
+def _cat(tiles: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """One logged row from the tiles' rows (rows in order)."""
+    return {name: torch.cat([t[name] for t in tiles]) for name in tiles[0]}
+
+
+def _tiles(blocks, most_rows: int | None) -> list[tuple[int, int, list[int]]]:
+    """Consecutive blocks ``(r0, r1, ...)`` grouped into tiles ``(r0, r1, block indices)``.
+
+    A tile holds at most ``most_rows`` rows (a larger block stays whole); with
+    ``most_rows`` None every block is a tile of its own.
+    """
+    plan: list[tuple[int, int, list[int]]] = []
+    for i, (b0, b1, *_) in enumerate(blocks):
+        if plan and most_rows is not None and b1 - plan[-1][0] <= most_rows:
+            r0, _, members = plan[-1]
+            plan[-1] = (r0, b1, [*members, i])
+        else:
+            plan.append((b0, b1, [i]))
+    return plan
+
+
+def _step_tile(
+    config, surrogate, metrics, sampler, r0, draws, z, counts, step, group_size, gamma, dtype, grad, log, runs, index
+):
+    """One step of the tile of rows starting at ``r0``: draws, logged metrics (if ``log``), the gradient into ``grad``.
+
+    ``draws`` yields ``(sampler block index, its uniforms)`` for the tile's
+    blocks. Every operation works on the tile's rows alone (softmax, row sums,
+    draws), so a tile's numbers are those of the whole matrix; small tiles keep
+    the step's matrices in cache and its temporaries small.
+    """
+    c = config.num_correct
+    p = torch.softmax(z, dim=1)  # in the logit dtype; the CDF and all metric sums accumulate in float64
+    n_correct = torch.empty(p.shape[0], dtype=torch.float64, device=p.device)
+    try:
+        tile_cdf = sampler.cdf(p, r0)  # one pass of the thread pool for the whole tile
+        for i, u in draws:
+            block = sampler.blocks[i]
+            part = slice(block.r0 - r0, block.r1 - r0)
+            _, n_correct[part] = sampler.sample_block(
+                i, p[part], u, counts.dtype, c, out=counts[part], cdf=tuple(x[part] for x in tile_cdf)
+            )
+    except NonFiniteProbabilities as exc:
+        n, g, s = runs[exc.row]
+        raise ValueError(
+            f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
+            f"no longer finite; lower lr (now {config.lr:g})"
+        ) from None
+    row = {}
+    if log:
+        row = metrics(p)
+        row["q_u_pos"] = (p[:, :c] * (counts[:, :c] == 0)).sum(1, dtype=torch.float64)
+        row["mu_hat"] = n_correct / group_size
+        terms = realised_mass_balance(p, counts, c, config.reward_correct, config.reward_incorrect)
+        row.update(zip(("mb_sampled_correct", "mb_sampled_incorrect", "mb_unsampled"), terms))
+    a_pos, a_neg = objectives.binary_group_advantages(
+        n_correct,
+        group_size,
+        config.reward_correct,
+        config.reward_incorrect,
+        config.advantage,
+        config.std_kind,
+        config.adv_eps,
+    )
+    # the surrogates are linear in the weights, so -g/N (optimizers minimise) folds into them
+    scale = -objectives.focal_weight(n_correct, group_size, gamma) / group_size
+    # the count buffer becomes the weights in place (metrics above have read it)
+    weights = (counts > 0).to(dtype) if surrogate.distinct else counts.to(dtype)
+    weights[:, :c] *= (a_pos * scale).to(dtype)[:, None]
+    weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
+    surrogate.ascent(p, weights, out=grad)
+    return row
 
 
 def _tidy(index, runs, log_steps, logged) -> pd.DataFrame:
