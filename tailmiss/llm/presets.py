@@ -97,6 +97,8 @@ _N_SWEEP = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8, 16, 32)) + tuple(Var
 _OBJECTIVES = tuple(Variant(m, g, 8) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5))
 _MAZE_N = tuple(Variant("grpo", g, n) for g in (0.0, 0.5, 1.0) for n in (4, 8, 16, 32, 64, 128))
 _MAZE_N_SMALL = tuple(v for v in _MAZE_N if v.group_size <= 32)
+# the quick reproduction's maze arm: GRPO against F-GRPO (γ = 0.5) at two N, 4 runs instead of 12
+_MAZE_N_QUICK = tuple(v for v in _MAZE_N if v.gamma in (0.0, 0.5) and v.group_size in (4, 16))
 _MS_RL = _MS_GRPO.replace(name="multisolution-rl", eval_every=50)
 _MS_RL_QUICK = _MS_RL.replace(name="multisolution-rl-quick", **_MS_QUICK)
 _MAZE_CPU_RL = _MAZE_GRPO.replace(
@@ -119,7 +121,7 @@ LLM_SWEEPS: dict[str, LLMSweep] = {
         LLMSweep("maze-nsweep", _MAZE_SFT, _MAZE_GRPO.replace(name="maze-rl"), _MAZE_N),
         # what two CPU cores afford in about 20 minutes: 7x7 mazes, 0.1M parameters, 150 steps of 16 prompts
         LLMSweep("maze-nsweep-cpu", LLM_PRESETS["maze-sft-quick"], _MAZE_CPU_RL, _MAZE_N_SMALL),
-        LLMSweep("maze-nsweep-quick", LLM_PRESETS["maze-sft-quick"], _MAZE_QUICK_RL, _MAZE_N_SMALL),
+        LLMSweep("maze-nsweep-quick", LLM_PRESETS["maze-sft-quick"], _MAZE_QUICK_RL, _MAZE_N_QUICK),
     )
 }
 """Named sweeps (``tailmiss llm sweep --preset NAME``), each with a ``-quick`` variant."""

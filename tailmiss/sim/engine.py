@@ -380,7 +380,8 @@ def simulate(
     # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
     count_dtype = dtype if max(n_list) < 2**24 else torch.float64
     grad = torch.zeros_like(z, requires_grad=False)
-    counts = None  # one tile's count matrix, reused
+    # one tile's count matrix, reused by every tile and step
+    counts = torch.empty((max(r1 - r0 for r0, r1, _ in tile_plan), v), dtype=count_dtype, device=dev)
     started = time.perf_counter()
     bar = _progress(config, dev, num_runs, start) if progress else None
     final_probs = None
@@ -398,8 +399,6 @@ def simulate(
                 uniforms = sampler.uniforms(step)  # block by block, used before the next is asked for
                 for r0, r1, members in tile_plan:
                     rows = slice(r0, r1)
-                    if counts is None or counts.shape[0] != r1 - r0:
-                        counts = torch.empty((r1 - r0, v), dtype=count_dtype, device=dev)
                     draws = ((i, next(uniforms)) for i in members)
                     tiles.append(
                         _step_tile(
@@ -410,7 +409,7 @@ def simulate(
                             r0,
                             draws,
                             z.detach()[rows],
-                            counts,
+                            counts[: r1 - r0],
                             step,
                             group_size[rows],
                             gamma[rows],
