@@ -2,17 +2,22 @@ r"""The batched categorical-policy simulation loop.
 
 State: logits ``z`` of shape ``[runs, actions]`` on one device, one optimizer
 over that single tensor (torch's SGD/Adam/AdamW are elementwise, so this equals
-one optimizer per run). One step, for all runs at once:
+one optimizer per run). One step, for all runs, a tile of consecutive rows at a
+time (on the CPU at most :data:`TILE_ELEMENTS` actions per tile, so that the
+tile's matrices stay in cache; elsewhere all runs of one group size):
 
-1. ``p = softmax(z)`` (float64 accumulation for the CDF and metric sums); log metrics if due;
+1. ``p = softmax(z)`` of the tile (float64 accumulation for the CDF and metric sums); log metrics if due;
 2. draw ``N_r`` actions per run (:class:`~tailmiss.sim.sampler.CountSampler`) straight into a
-   ``[runs, actions]`` count matrix of the logit dtype, reused every step;
+   count matrix of the logit dtype, reused by every tile and step;
 3. per-run advantages of a correct and an incorrect draw and the focal weight
    from the correct count ``X`` (:mod:`tailmiss.objectives`);
 4. per-action weights ``w_i = c_i A(i)`` (scaled in place in the count matrix;
    the distinct-action rewards for the ``theory`` surrogate) and the
-   surrogate's closed-form gradient, times ``g / N``;
-5. one optimizer step (ascent).
+   surrogate's closed-form gradient, times ``g / N``, into the tile's rows of
+   the gradient;
+
+then one optimizer step (ascent) for the whole sweep. Every operation of a
+tile works row by row, so tiles change no number (tested bit for bit).
 """
 
 from __future__ import annotations
