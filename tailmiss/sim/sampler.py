@@ -22,9 +22,10 @@ Speed (same values, bit for bit): on the CPU each row's prefix sum is one
 sequential float64 scan of that row's float32 probabilities, taken by a pool of
 ``torch.get_num_threads()`` threads over the rows into a buffer reused every
 step (``torch.cumsum`` of a whole ``[rows, actions]`` matrix with a float64
-result first copies the matrix to float64 and scans on one thread, about 8x
+result first copies the matrix to float64 and scans on one thread, 4-8x
 slower); the uniforms are hashed on int32 words, over many rows at once
-(one set of elementwise passes instead of one per group size).
+(one set of elementwise passes instead of one per group size), into work
+buffers reused every step, and the queries are computed in place.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import torch
 
 from tailmiss._hash import _SALT_HI, _SALT_LO, _from_keys, _keys, hash_uniform
 
-__all__ = ["CountSampler", "hash_uniform", "row_cdf"]
+__all__ = ["CountSampler", "hash_uniform", "row_cdf", "partition_rows"]
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
