@@ -402,29 +402,33 @@ def simulate(
                     break
                 tiles = []
                 uniforms = sampler.uniforms(step)  # block by block, used before the next is asked for
-                for r0, r1, members in tile_plan:
-                    rows = slice(r0, r1)
-                    draws = ((i, next(uniforms)) for i in members)
-                    tiles.append(
-                        _step_tile(
-                            config,
-                            surrogate,
-                            metrics,
-                            sampler,
-                            r0,
-                            draws,
-                            z.detach()[rows],
-                            counts[: r1 - r0],
-                            step,
-                            group_size[rows],
-                            gamma[rows],
-                            dtype,
-                            grad[rows],
-                            step in log_at,
-                            runs,
-                            index,
+                try:
+                    for r0, r1, members in tile_plan:
+                        rows = slice(r0, r1)
+                        draws = ((i, next(uniforms)) for i in members)
+                        tiles.append(
+                            _step_tile(
+                                config,
+                                surrogate,
+                                metrics,
+                                sampler,
+                                r0,
+                                draws,
+                                z.detach()[rows],
+                                counts[: r1 - r0],
+                                group_size[rows],
+                                gamma[rows],
+                                dtype,
+                                grad[rows],
+                                step in log_at,
+                            )
                         )
-                    )
+                except NonFiniteProbabilities as exc:
+                    n, g, s = runs[exc.row]
+                    raise ValueError(
+                        f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
+                        f"no longer finite; lower lr (now {config.lr:g})"
+                    ) from None
                 if step in log_at:
                     logged.append(_cat(tiles))
                 z.grad = grad
@@ -481,33 +485,25 @@ def _tiles(blocks, most_rows: int | None) -> list[tuple[int, int, list[int]]]:
     return plan
 
 
-def _step_tile(
-    config, surrogate, metrics, sampler, r0, draws, z, counts, step, group_size, gamma, dtype, grad, log, runs, index
-):
+def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_size, gamma, dtype, grad, log):
     """One step of the tile of rows starting at ``r0``: draws, logged metrics (if ``log``), the gradient into ``grad``.
 
     ``draws`` yields ``(sampler block index, its uniforms)`` for the tile's
     blocks. Every operation works on the tile's rows alone (softmax, row sums,
     draws), so a tile's numbers are those of the whole matrix; small tiles keep
-    the step's matrices in cache and its temporaries small.
+    the step's matrices in cache and its temporaries small. Raises
+    :class:`~tailmiss.sim.sampler.NonFiniteProbabilities` for a diverged row.
     """
     c = config.num_correct
     p = torch.softmax(z, dim=1)  # in the logit dtype; the CDF and all metric sums accumulate in float64
     n_correct = torch.empty(p.shape[0], dtype=torch.float64, device=p.device)
-    try:
-        tile_cdf = sampler.cdf(p, r0)  # one pass of the thread pool for the whole tile
-        for i, u in draws:
-            block = sampler.blocks[i]
-            part = slice(block.r0 - r0, block.r1 - r0)
-            _, n_correct[part] = sampler.sample_block(
-                i, p[part], u, counts.dtype, c, out=counts[part], cdf=tuple(x[part] for x in tile_cdf)
-            )
-    except NonFiniteProbabilities as exc:
-        n, g, s = runs[exc.row]
-        raise ValueError(
-            f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
-            f"no longer finite; lower lr (now {config.lr:g})"
-        ) from None
+    tile_cdf = sampler.cdf(p, r0)  # one pass of the thread pool for the whole tile
+    for i, u in draws:
+        block = sampler.blocks[i]
+        part = slice(block.r0 - r0, block.r1 - r0)
+        _, n_correct[part] = sampler.sample_block(
+            i, p[part], u, counts.dtype, c, out=counts[part], cdf=tuple(x[part] for x in tile_cdf)
+        )
     row = {}
     if log:
         row = metrics(p)

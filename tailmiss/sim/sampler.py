@@ -182,6 +182,8 @@ class CountSampler:
         self.group_sizes = sizes
         self._cdf: torch.Tensor | None = None
         self._segments: list[_Segment] = []
+        self._work_size = 0  # values of the largest segment
+        self._work = None  # buffers of :meth:`_workspace`, made on first use
         self.blocks: list[_Block] = []
         """Blocks of consecutive rows with one group size, in row order."""
         parts = partition_rows(sizes, max_draws_per_chunk, max_rows_per_block)
@@ -216,11 +218,11 @@ class CountSampler:
             key_hi[part] = _keys(seed, index, _SALT_HI)
             key_lo[part] = _keys(seed, index, _SALT_LO)
         self._segments.append(_Segment(blocks, key_hi.to(self.device), key_lo.to(self.device)))
-        self._work_size = max(getattr(self, "_work_size", 0), size)
+        self._work_size = max(self._work_size, size)
 
     def _workspace(self):
         """Buffers reused every step: the hash's words, the float64 values and the search hits."""
-        if getattr(self, "_work", None) is None:
+        if self._work is None:
             size, dev = self._work_size, self.device
             self._work = (
                 [torch.empty(size, dtype=torch.int32, device=dev) for _ in range(3)]
