@@ -44,6 +44,7 @@ from tailmiss import analytic
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
 from tailmiss.llm.sweep import LLMSweep, SweepResult
+from tailmiss.regimes import zones
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
 from tailmiss.store import lookup, open_unit, save_unit
@@ -65,8 +66,6 @@ DEFAULT_SIM_LR = 1e-2
 """Adam learning rate of the simulated logits (F-GRPO App. J's)."""
 SENSITIVITY_LRS = (1e-2, 3e-2, 1e-1)
 """Simulator learning rates the report checks the verdict against (the LLM runs fix N, γ and steps, not this)."""
-ZONE_THRESHOLD = 0.5
-"""M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
 _OFF_FORMAT_FLOOR = 1e-30
 _FILES = ("prompts.csv", "summary.csv", "verdict.json", "config.toml", "meta.json")
 
@@ -195,22 +194,6 @@ def _llm_prompts(sweep: LLMSweep, root: Path, prompts, policies, reference) -> p
                 }
             )
     return pd.DataFrame(rows)
-
-
-def zones(group_sizes, retained) -> list[str]:
-    """Regime of each group size from its final M_ret (F-GRPO Fig. 2).
-
-    Zone II: :math:`M_{ret} <` :data:`ZONE_THRESHOLD`; zone I: not zone II and
-    smaller than every zone-II group size (or there is no zone II); zone III:
-    not zone II and larger than some zone-II group size.
-    """
-    n = np.asarray(group_sizes)
-    m = np.asarray(retained, dtype=float)
-    if n.shape != m.shape:
-        raise ValueError(f"group_sizes and retained must have the same shape, got {n.shape} and {m.shape}")
-    low = m < ZONE_THRESHOLD
-    first = n[low].min() if low.any() else np.inf
-    return ["II" if lo else ("I" if size < first else "III") for size, lo in zip(n, low)]
 
 
 def verdict(summary: pd.DataFrame, focal_n: int | None = None) -> dict:

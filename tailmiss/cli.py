@@ -326,6 +326,23 @@ def llm_presets_cmd() -> None:
         for name, s in LLM_SWEEPS.items()
     ]
     _print_table("LLM sweeps", ["name", "task", "variants", "seeds", "steps", "runs"], rows, False)
+    from tailmiss.llm.presets import LADDERS
+
+    rows = [
+        [
+            name,
+            lad.sft.task.name,
+            ", ".join(r.name for r in lad.rungs),
+            ", ".join(map(str, lad.group_sizes)),
+            ", ".join(f"{g:g}" for g in lad.gammas),
+            len(lad.seeds),
+            lad.budget,
+        ]
+        for name, lad in LADDERS.items()
+    ]
+    _print_table(
+        "Ladders (`llm sweep --preset NAME`)", ["name", "task", "rungs", "N", "γ", "seeds", "budget"], rows, False
+    )
 
 
 @llm_app.command("export-presets")
@@ -425,22 +442,25 @@ def llm_sweep_cmd(
     Under ``torchrun --nproc_per_node=K`` the sweep's runs are shared among K
     processes (each run on one of them) and rank 0 writes the result.
     """
-    from tailmiss.llm.presets import llm_sweep, quick_name
+    from tailmiss.llm.presets import LADDERS, LLM_SWEEPS, llm_sweep, quick_name
     from tailmiss.llm.sweep import load_sweep, run_sweep
 
     if (preset is None) == (config is None):
         raise ValueError("give exactly one of --preset and --config")
-    sweep = llm_sweep(quick_name(preset) if quick else preset) if preset is not None else load_sweep(config)
-    _check_folder("--root", root)
-    from tailmiss import _dist
-
-    rank_device = _dist.init_from_env(device)
-    try:
-        result = run_sweep(
-            sweep, root, device=rank_device or device, progress=progress, log=typer.echo, reuse_stale=reuse_stale
+    name = (quick_name(preset) if quick else preset) if preset is not None else None
+    if name is not None and name not in LADDERS and name not in LLM_SWEEPS:
+        raise ValueError(
+            f"unknown LLM sweep {name!r}; known sweeps: {', '.join(LLM_SWEEPS)}; ladders: {', '.join(LADDERS)}"
         )
-    finally:
-        _dist.destroy()
+    if name in LADDERS:
+        _run_ladder_cmd(LADDERS[name], root, device, progress, reuse_stale)
+        return
+    sweep = llm_sweep(name) if preset is not None else load_sweep(config)
+    _check_folder("--root", root)
+    result = _on_ranks(
+        device,
+        lambda dev: run_sweep(sweep, root, device=dev, progress=progress, log=typer.echo, reuse_stale=reuse_stale),
+    )
     if result is None:  # a rank other than 0 under torchrun
         return
     cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
@@ -449,6 +469,53 @@ def llm_sweep_cmd(
     rows = [[r["label"], int(r["rollouts"]), *(r[c] for c in cols)] for _, r in summary.iterrows()]
     _print_table(f"{sweep.name} (mean over {len(sweep.seeds)} seed(s))", ["run", "rollouts", *cols], rows, False)
     typer.echo(f"saved {root / sweep.name} ({result.meta['total_elapsed_s']} s of training)")
+
+
+def _on_ranks(device, work):
+    """``work(device)`` inside this process's torch.distributed group (when torchrun started it), then leave it."""
+    from tailmiss import _dist
+
+    rank_device = _dist.init_from_env(device)
+    try:
+        return work(rank_device or device)
+    finally:
+        _dist.destroy()
+
+
+def _run_ladder_cmd(ladder, root: Path, device, progress: bool, reuse_stale: bool) -> None:
+    """``llm sweep`` on a ladder preset: every rung's sweep, then the N-shape of M_ret per rung."""
+    from tailmiss.ladder_analysis import shape_table
+    from tailmiss.llm.ladder import run_ladder
+
+    _check_folder("--root", root)
+    result = _on_ranks(
+        device,
+        lambda dev: run_ladder(ladder, root, device=dev, progress=progress, log=typer.echo, reuse_stale=reuse_stale),
+    )
+    if result is None:  # a rank other than 0 under torchrun
+        return
+    shape = shape_table(result.final)
+    rows = [
+        [
+            r["rung"],
+            r["set"],
+            f"{r['gamma']:g}",
+            " ".join(f"{float(v.split('±')[0]):.2f}" for v in r["values"].split(", ")),
+            f"{r['spearman']:+.2f}" if r["spearman"] == r["spearman"] else "flat",
+            r["worst_n"],
+            _yes(r["recovers"]),
+        ]
+        for _, r in shape.iterrows()
+    ]
+    ns = ", ".join(map(str, ladder.group_sizes))
+    title = f"{ladder.name}: M_ret by N = {ns} (mean over {len(ladder.seeds)} seed(s))"
+    _print_table(title, ["rung", "set", "γ", "M_ret", "Spearman", "worst N", "recovers"], rows, False)
+    total = sum(r.meta["total_elapsed_s"] for r in result.sweeps.values())
+    typer.echo(f"saved {len(result.sweeps)} rung sweeps under {root} ({total:.1f} s of training)")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 @llm_app.command("eval")
@@ -536,10 +603,17 @@ def repro_cmd(
     device: Annotated[str | None, typer.Option(help="Device for simulations.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     reuse_stale: ReuseStaleOpt = False,
+    only: Annotated[
+        str | None,
+        typer.Option(help="Regenerate only this section (ladder, objectives) and its figures in the existing report."),
+    ] = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
     from tailmiss.figures import FIGURES, Context, make
-    from tailmiss.repro import write_report
+    from tailmiss.repro import SECTIONS, write_report
+
+    if only is not None and only not in SECTIONS:
+        raise ValueError(f"--only must be one of {', '.join(SECTIONS)}, got {only!r}")
 
     _single_process("repro")
     ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
@@ -550,11 +624,14 @@ def repro_cmd(
     if figures:
         _check_folder("the figure folder", out.parent / "figures")
     _check_folder("--cache", cache)
+    if only is not None and not out.is_file():
+        raise ValueError(f"--only needs an existing report at {str(out)!r}: run without --only first")
     if figures:
         fig_dir = out.parent / "figures"
-        for path in make(list(FIGURES), fig_dir, ctx):
+        names = {"ladder": ["ladder", "frontier"], "objectives": ["llm-objectives"]}.get(only, list(FIGURES))
+        for path in make(names, fig_dir, ctx):
             typer.echo(f"wrote {path}")
-    write_report(out, ctx)
+    write_report(out, ctx, only=only)
     typer.echo(f"wrote {out}")
 
 

@@ -283,10 +283,7 @@ def llm_section(ctx: Context) -> str:
     parts.append(f"### Group-size sweep `{nsweep.config.name}` (Table 2 analog; figure `llm-nsweep.png`)\n")
     parts.append(_table(header, rows) + "\n")
     parts.append(_table(["Table 2 claim", "ours"], report.nsweep_claims(nsweep)) + "\n")
-    header, rows = report.objectives_table(objectives)
-    parts.append(f"### Objectives `{objectives.config.name}` (Table 1 analog; figure `llm-objectives.png`)\n")
-    parts.append(_table(header, rows) + "\n")
-    parts.append(_table(["Table 1 claim", "ours"], report.objectives_claims(objectives)) + "\n")
+    parts.append(objectives_section(objectives))
     header, rows = report.maze_table(maze)
     maze_cfg = maze.config
     parts.append(
@@ -310,6 +307,23 @@ def llm_section(ctx: Context) -> str:
         + "\n"
     )
     return "\n".join(parts)
+
+
+OBJECTIVES_HEADING = "### Objectives"
+
+
+def objectives_section(objectives) -> str:
+    """Markdown for the objective sweep (F-GRPO Table 1 analog), DAPO with and without dynamic sampling included."""
+    from tailmiss.llm import report
+
+    header, rows = report.objectives_table(objectives)
+    return (
+        f"{OBJECTIVES_HEADING} `{objectives.config.name}` (Table 1 analog; figure `llm-objectives.png`)\n\n"
+        + _table(header, rows)
+        + "\n\n"
+        + _table(["Table 1 claim", "ours"], report.objectives_claims(objectives))
+        + "\n"
+    )
 
 
 def _bridge_agrees(v: dict) -> bool:
@@ -397,15 +411,64 @@ def bridge_section(bridge, others=()) -> str:
 
 
 def render_report(ctx: Context, figdir: str = "figures/") -> str:
+    from tailmiss.repro_ladder import ladder_section
+
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    return "\n".join([*sections, llm_section(ctx)])
+    return "\n".join([*sections, llm_section(ctx), ladder_section(ctx)])
 
 
-def write_report(path: str | Path, ctx: Context) -> Path:
-    """Render and atomically write the report."""
+SECTIONS = ("ladder", "objectives")
+"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
+
+
+def replace_section(text: str, heading: str, body: str) -> str:
+    """``text`` with the section starting at the line ``heading…`` replaced by ``body`` (appended if absent).
+
+    The section runs to the next heading of the same or a higher level (``## `` ends a ``### `` section).
+    """
+    level = len(heading) - len(heading.lstrip("#"))
+    start = text.find("\n" + heading)
+    start = 0 if text.startswith(heading) else (start + 1 if start >= 0 else -1)
+    if start < 0:
+        return text.rstrip("\n") + "\n\n" + body.rstrip("\n") + "\n"
+    end, pos = -1, text.find("\n", start)
+    while pos >= 0:
+        line_end = text.find("\n", pos + 1)
+        line = text[pos + 1 : line_end if line_end >= 0 else None]
+        depth = len(line) - len(line.lstrip("#"))
+        if 0 < depth <= level and line[depth : depth + 1] == " ":
+            end = pos
+            break
+        pos = line_end
+    tail = "" if end < 0 else text[end + 1 :]
+    return text[:start] + body.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
+
+
+def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Path:
+    """Render and atomically write the report.
+
+    ``only = "ladder"`` (or ``"objectives"``) regenerates just that section
+    inside the existing report at ``path`` (its other sections are left as
+    they were generated).
+    """
     path = Path(path)
-    text = render_report(ctx, figdir=str(path.parent / "figures") + "/")
+    if only is not None:
+        from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
+
+        if only not in SECTIONS:
+            raise ValueError(f"only must be one of {', '.join(map(repr, SECTIONS))}, got {only!r}")
+        if not path.is_file():
+            raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
+        if only == "ladder":
+            text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
+        else:
+            from tailmiss.figures.llm import sweep_result
+
+            body = objectives_section(sweep_result("objectives", ctx))
+            text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
+    else:
+        text = render_report(ctx, figdir=str(path.parent / "figures") + "/")
     with atomic_write(path) as fh:
         fh.write(text)
     return path

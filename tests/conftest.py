@@ -58,10 +58,42 @@ def tiny_llm_sweeps() -> dict:
         )
 
     nsweep = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8)) + (Variant("grpo", 0.5, 8),)
-    objectives = tuple(Variant(m, g, 4) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5))
+    objectives = tuple(Variant(m, g, 4) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5)) + tuple(
+        Variant("dapo", g, 4, dynamic_sampling=True) for g in (0.0, 0.5)
+    )
     maze = tuple(Variant("grpo", g, n) for g in (0.0, 0.5) for n in (2, 4))
     return {
         "nsweep": shrink("multisolution-nsweep-quick", nsweep),
         "objectives": shrink("multisolution-objectives-quick", objectives),
         "maze": shrink("maze-nsweep-quick", maze, samples=256),
+        **tiny_ladders(),
+    }
+
+
+def tiny_ladders() -> dict:
+    """Seconds-sized stand-ins for the quick ladders (``Context.llm_sweeps`` families ``ladder*``).
+
+    The main one keeps a table, a factorized and a transformer rung with Adam plus the table with SGD (so every
+    ingredient verdict has both sides), two group sizes, γ = 0 and 1 and two seeds; the others three group sizes,
+    γ = 0, one seed; a few steps on a pool of four prompts.
+    """
+    from tailmiss.llm.ladder import Rung
+    from tailmiss.llm.presets import ladder_preset
+
+    def shrink(name, rungs, gammas=(0.0,), seeds=(0,), ns=(2, 4, 8)):
+        lad = ladder_preset(name)
+        sft = lad.sft.replace(name=f"{lad.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20)
+        rl = lad.rl.replace(
+            name=f"{lad.rl.name}-tiny", steps=4, eval_every=2, train_prompts=4, prompts_per_step=2, eval_prompts=4
+        )
+        return lad.replace(
+            name=f"{name}-tiny", sft=sft, rl=rl, rungs=rungs, group_sizes=ns, gammas=gammas, seeds=seeds
+        )
+
+    table, sgd = Rung("table", "adamw", 0.1), Rung("table", "sgd", 20.0)
+    fact, trans = Rung("factorized", "adamw", 0.05), Rung("transformer", "adamw", 2e-4)
+    return {
+        "ladder": shrink("ladder-quick", (table, sgd, fact, trans), gammas=(0.0, 1.0), seeds=(0, 1), ns=(2, 8)),
+        "ladder-budget": shrink("ladder-budget-quick", (table, trans)),
+        "ladder-hard": shrink("ladder-hard-quick", (table, trans)),
     }

@@ -35,6 +35,8 @@ EXPECTED_FIGURES = {
     "llm-objectives",
     "maze",
     "bridge",
+    "ladder",
+    "frontier",
 }
 
 

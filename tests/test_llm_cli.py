@@ -470,3 +470,32 @@ def test_sweep_bad_toml_and_root(runner, tmp_path):
         app, ["llm", "sweep", "--config", str(tmp_path / "ok.toml"), "--root", str(tmp_path / "file")]
     )
     assert result.exit_code == 2 and "is a file, not a folder" in result.output
+
+
+# --- ladders ----------------------------------------------------------------------------------------------
+
+
+def test_sweep_runs_a_ladder_preset_and_prints_its_shapes(runner, tmp_path, monkeypatch):
+    from conftest import tiny_ladders
+
+    from tailmiss.llm import presets
+
+    tiny = tiny_ladders()["ladder-hard"]
+    monkeypatch.setitem(presets.LADDERS, tiny.name, tiny)
+    args = ["llm", "sweep", "--preset", tiny.name, "--root", str(tmp_path), "--no-progress"]
+    out = _ok(runner.invoke(app, args)).stdout
+    for rung in tiny.rungs:
+        assert rung.name in out
+        assert (tmp_path / f"{tiny.name}-{rung.name}" / "final.csv").is_file()
+    assert "M_ret by N = 2, 4, 8" in out and "recovers" in out and "saved 2 rung sweeps" in out
+    again = _ok(runner.invoke(app, args)).stdout
+    assert ": training" not in again  # every run reused
+
+
+def test_ladder_quick_names_and_unknown_ladder(runner, tmp_path):
+    from tailmiss.llm.presets import LADDERS, quick_name
+
+    for name in ("ladder", "ladder-budget", "ladder-hard"):
+        assert quick_name(name) == f"{name}-quick" and f"{name}-quick" in LADDERS
+    result = runner.invoke(app, ["llm", "sweep", "--preset", "ladder-nope", "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "ladders: ladder" in result.output and "Traceback" not in result.output

@@ -138,7 +138,7 @@ def test_to_dict_nested_tables():
     d = TINY_SFT.to_dict()
     assert d["task"] == {"name": "multisolution", **{k: v for k, v in d["task"].items() if k != "name"}}
     assert d["task"]["num_digits"] == 2
-    assert d["model"] == {"n_layer": 1, "n_head": 2, "n_embd": 16, "mlp_ratio": 4}
+    assert d["model"] == {"n_layer": 1, "n_head": 2, "n_embd": 16, "mlp_ratio": 4, "kind": "transformer"}
     assert d["betas"] == [0.9, 0.999]
     assert SFTConfig.from_dict(d) == TINY_SFT
 

@@ -228,3 +228,65 @@ def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
 
     monkeypatch.setattr(tailmiss.bridge, "simulate", _no_training)
     assert llm_section(quick_ctx) in quick_report
+
+
+def test_quick_report_ladder_section(quick_report, quick_ctx):
+    """The ladder section is in the quick report, from cached runs, with every part and a verdict per ingredient."""
+    from tailmiss.llm import cached
+    from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
+
+    assert LADDER_HEADING in quick_report
+    section = quick_report[quick_report.index(LADDER_HEADING) :]
+    for part in (
+        "### GRPO: M_ret against N on every rung",
+        "### Focal weight",
+        "### At matched Q_pos",
+        "### Equal rollout budget",
+        "### Difficulty",
+        "### One verdict per ingredient",
+        "### The simulator setting that predicts the transformer",
+        "### Where the paper's claims do and do not appear",
+    ):
+        assert part in section, part
+    for ingredient in ("optimizer geometry", "parameter sharing", "prompt reuse", "difficulty", "compute matching"):
+        assert f"| {ingredient} |" in section, ingredient
+    assert "Lemma 3.1 at the pool's mean SFT μ_pos" in section
+
+    def _no_training(*args, **kwargs):
+        raise AssertionError("the ladder section retrained a cached run")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cached, "train_sft", _no_training)
+    mp.setattr(cached, "train_rl", _no_training)
+    try:
+        assert ladder_section(quick_ctx) in quick_report
+    finally:
+        mp.undo()
+
+
+def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_path):
+    from tailmiss.repro import replace_section, write_report
+    from tailmiss.repro_ladder import LADDER_HEADING
+
+    text = "# report\n\n## Theory\n\nkeep me\n\n" + LADDER_HEADING + "\n\nold ladder\n\n## After\n\nkeep me too\n"
+    replaced = replace_section(text, LADDER_HEADING, LADDER_HEADING + "\n\nnew ladder\n")
+    assert "old ladder" not in replaced and "new ladder" in replaced
+    assert replaced.index("keep me\n") < replaced.index("new ladder") < replaced.index("## After")
+    assert "keep me too" in replaced
+    sub = "## LLM\n\n### Objectives `a`\n\nold rows\n\n### Maze\n\nmaze rows\n\n## Next\n"
+    new_sub = replace_section(sub, "### Objectives", "### Objectives `b`\n\nnew rows\n")
+    assert new_sub == "## LLM\n\n### Objectives `b`\n\nnew rows\n\n### Maze\n\nmaze rows\n\n## Next\n"
+    appended = replace_section("# report\n\n## Theory\n\nx\n", LADDER_HEADING, LADDER_HEADING + "\n\nbody\n")
+    assert appended.endswith(LADDER_HEADING + "\n\nbody\n")
+    path = tmp_path / "paper_repro.md"
+    path.write_text(text)
+    write_report(path, quick_ctx, only="ladder")
+    new = path.read_text()
+    assert "old ladder" not in new and "## Theory\n\nkeep me" in new and "keep me too" in new
+    assert "### One verdict per ingredient" in new
+    with pytest.raises(ValueError, match="only must be one of"):
+        write_report(path, quick_ctx, only="theory")
+    write_report(path, quick_ctx, only="objectives")  # appended: this stand-in report has no objective table
+    assert "### Objectives `" in path.read_text() and "DAPO+DS" in path.read_text()
+    with pytest.raises(ValueError, match="does not exist"):
+        write_report(tmp_path / "missing.md", quick_ctx, only="ladder")

@@ -102,4 +102,4 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
 
 
 # registration side effects: the figure modules add themselves to FIGURES
-from tailmiss.figures import llm, simulation, theory  # noqa: E402,F401
+from tailmiss.figures import ladder, llm, simulation, theory  # noqa: E402,F401

@@ -21,7 +21,7 @@ SWEEPS = {
 }
 """Figure data source per figure family: (full sweep, quick sweep)."""
 MAZE_KS = (1, 128, 256)
-_METHOD_COLORS = {"grpo": "C0", "dapo": "C1", "cispo": "C2", "drgrpo": "C4"}
+_METHOD_COLORS = {"grpo": "C0", "dapo": "C1", "dapo+ds": "C3", "cispo": "C2", "drgrpo": "C4"}
 
 
 def sweep_result(family: str, ctx: Context):

@@ -7,12 +7,9 @@ import pandas as pd
 
 from tailmiss.figures import Context, FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
+from tailmiss.regimes import ZONE_THRESHOLD  # zone II: final γ = 0 M_ret below it (our convention)
 
 FIG2_CURVE_NS = (2, 256, 8192, 131072)
-ZONE_THRESHOLD = 0.5
-"""Zone II (concentration) = group sizes whose final γ = 0 retained mass is below this.
-
-Our convention: the paper shades the zone without placing its boundaries."""
 
 
 def simulated_means(preset_name: str, ctx: Context) -> pd.DataFrame:

@@ -55,12 +55,16 @@ def set_lr(optimizer: torch.optim.Optimizer, step: int, cfg) -> float:
     return lr
 
 
-def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
+    """AdamW (or plain SGD when ``cfg.optimizer == "sgd"``) with weight decay on the matrices only."""
     # decay matrices only (nanoGPT): no weight decay on biases, LayerNorm gains or position tables
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    if getattr(cfg, "optimizer", "adamw") == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
 
 

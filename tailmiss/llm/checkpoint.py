@@ -20,6 +20,7 @@ import torch
 from tailmiss.io import atomic_write
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import GPT, ModelConfig
+from tailmiss.llm.tabular import tabular_from_state
 from tailmiss.llm.tasks import Task, make_task
 from tailmiss.store import code_fingerprint, file_sha256, provenance
 
@@ -125,6 +126,8 @@ class LoadedRun:
 
 
 def _build(model_config: ModelConfig, task: Task, weights: dict, device) -> GPT:
+    if model_config.kind != "transformer":
+        return tabular_from_state(model_config.kind, weights, len(task.vocab)).to(device).eval()
     model = GPT(model_config, len(task.vocab), task.prompt_len + task.max_answer_len)
     model.load_state_dict(weights)
     return model.to(device).eval()

@@ -24,6 +24,7 @@ from tailmiss.objectives import ADVANTAGE_MODES, POLICY_LOSSES, STD_KINDS, LossC
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
 LR_SCHEDULES = ("constant", "cosine")
+RL_OPTIMIZERS = ("adamw", "sgd")
 ROLLOUT_SAMPLING = ("generator", "counter")
 # the trainer computes in float32: a float setting must be finite there, an epsilon a normal float32 number
 _F32_MAX = 3.4028234663852886e38
@@ -217,9 +218,22 @@ class RLConfig(_TomlConfig):
         (:class:`~tailmiss.llm.model.CounterStream`), so each rank generates
         only its share of the prompts, with the same rollouts as one process.
         Both give the single-process batch on any number of processes.
+    optimizer : {"adamw", "sgd"}
+        AdamW (the paper's, F-GRPO Table 5) or plain SGD (no momentum; its
+        ``weight_decay`` is an L2 term on the matrices).
+    train_prompts, pool_seed : int
+        ``train_prompts = 0`` (default): every step draws fresh i.i.d. prompts
+        of the training split. ``train_prompts > 0``: a fixed pool of that many
+        distinct training prompts (drawn from ``pool_seed``, the same for every
+        run seed); each step draws ``prompts_per_step`` of them without
+        replacement, and evaluations also score the pool (columns ``pool_*``),
+        so "trained-on" is well defined.
     eval_every, eval_prompts, eval_split, eval_samples, rare_share
         Exact answer-mass metrics on a fixed prompt set (enumerable tasks) and,
         when ``eval_samples > 0``, sampled pass@k from that many samples.
+    eval_seed : int or None
+        Draws the evaluation prompts (``None``: the run's ``seed``, so seeds
+        differ in their evaluation prompts; set it to compare runs on one set).
     """
 
     _table = "rl"
@@ -254,7 +268,11 @@ class RLConfig(_TomlConfig):
     top_k: int = 0
     top_p: float = 1.0
     rollout_sampling: str = "generator"
+    optimizer: str = "adamw"
+    train_prompts: int = 0
+    pool_seed: int = 0
     seed: int = 0
+    eval_seed: int | None = None
     eval_every: int = 25
     eval_prompts: int = 64
     eval_split: str = "test"
@@ -266,11 +284,21 @@ class RLConfig(_TomlConfig):
         check_run_name(self.name)
         _choice("method", self.method, tuple(POLICY_LOSSES))
         _choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
+        _choice("optimizer", self.optimizer, RL_OPTIMIZERS)
         _num("gamma", self.gamma)
         for key in ("group_size", "prompts_per_step", "steps", "minibatches", "eval_every", "eval_prompts"):
             _int(key, getattr(self, key))
         for key in ("warmup_steps", "max_refills", "seed", "top_k", "eval_samples", "checkpoint_every"):
             _int(key, getattr(self, key), 0)
+        _int("train_prompts", self.train_prompts, 0)
+        _int("pool_seed", self.pool_seed, 0)
+        if self.eval_seed is not None:
+            _int("eval_seed", self.eval_seed, 0)
+        if self.train_prompts and self.prompts_per_step > self.train_prompts:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) must not exceed the training pool "
+                f"(train_prompts = {self.train_prompts}): a step draws its prompts from the pool without replacement"
+            )
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be an integer >= 1, got {self.checkpoint_every!r}")
         if self.minibatches > self.prompts_per_step * self.group_size:
@@ -320,6 +348,11 @@ class RLConfig(_TomlConfig):
             aggregation=self.aggregation,
             norm_length=self.norm_length,
         )
+
+    @property
+    def eval_prompt_seed(self) -> int:
+        """The seed that draws the evaluation prompts: ``eval_seed``, else the run's ``seed``."""
+        return self.seed if self.eval_seed is None else self.eval_seed
 
     @property
     def advantage_mode(self) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from tailmiss import analytic
-from tailmiss.llm.model import GPT, generate, with_dtype
+from tailmiss.llm.model import GPT, generate, param_device, with_dtype
 from tailmiss.llm.tasks import EOS, PAD, Task
 
 __all__ = [
@@ -81,24 +81,37 @@ class AnswerDistribution:
 
 @torch.no_grad()
 def _score_answers(model, prompt_ids: torch.Tensor, owner: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
-    """Token log-probs (R, L) of ``answers`` (R, L) after ``prompt_ids[owner]``, encoding each prompt once.
+    r"""Token log-probs (R, L) of ``answers`` (R, L) after ``prompt_ids[owner]``, each distinct prefix run once.
 
-    The prompts (B, P) fill a KV cache once; it is copied to every answer row,
-    and the answers' first ``L - 1`` tokens are run on top of it, which costs
-    ``L - 1`` token positions per answer instead of ``P + L - 1``.
+    The prompts (B, P) fill a KV cache once. Then, depth by depth, every
+    distinct (prompt, answer prefix) pair is one row whose cache is copied from
+    its parent prefix's row and advanced by its last token: answers that share
+    a prefix share its computation, so 10^K digit strings of length K cost
+    :math:`10 + 100 + \dots + 10^{K-1}` token positions per prompt instead of
+    :math:`(K) \cdot 10^K`.
     """
     B, P = prompt_ids.shape
-    L = answers.shape[1]
+    R, L = answers.shape
     cache = model.new_cache(B, P)
-    last = model(prompt_ids, cache, 0)[:, -1].log_softmax(-1)  # (B, vocab): the answer's first token
-    first = last[owner].gather(1, answers[:, :1])  # (R, 1)
-    if L == 1:
-        return first
-    big = model.new_cache(len(owner), P + L - 1)
-    big.k[:, :, :, :P] = cache.k[:, owner]
-    big.v[:, :, :, :P] = cache.v[:, owner]
-    rest = model(answers[:, :-1], big, P).log_softmax(-1)  # (R, L-1, vocab)
-    return torch.cat([first, rest.gather(-1, answers[:, 1:, None]).squeeze(-1)], dim=1)
+    logits = model(prompt_ids, cache, 0)[:, -1].log_softmax(-1)  # (B, vocab): after the empty prefix
+    out = torch.empty((R, L), dtype=logits.dtype, device=logits.device)
+    node = owner  # (R,): each answer's row at the current depth
+    out[:, 0] = logits[node].gather(1, answers[:, :1]).squeeze(1)
+    for d in range(1, L):
+        keys = torch.cat([owner[:, None], answers[:, :d]], dim=1)  # (R, 1 + d): prompt and prefix
+        _, child = torch.unique(keys, dim=0, return_inverse=True)  # (R,): the prefix's row at depth d
+        n = int(child.max()) + 1
+        first = torch.empty(n, dtype=torch.long, device=child.device).scatter_(
+            0, child, torch.arange(R, device=child.device)
+        )
+        parent = node[first]  # (n,): each new row's parent row
+        nxt = model.new_cache(n, P + d)
+        nxt.k[:, :, :, : P + d - 1] = cache.k[:, parent, :, : P + d - 1]
+        nxt.v[:, :, :, : P + d - 1] = cache.v[:, parent, :, : P + d - 1]
+        logits = model(answers[first, d - 1 : d], nxt, P + d - 1)[:, -1].log_softmax(-1)  # (n, vocab)
+        out[:, d] = logits[child].gather(1, answers[:, d : d + 1]).squeeze(1)
+        cache, node = nxt, child
+    return out
 
 
 @torch.no_grad()
@@ -107,7 +120,7 @@ def answer_distribution(model: GPT, task: Task, prompts: Sequence, batch_size: i
     if not task.enumerable:
         raise ValueError(f"task {task.name!r} has no finite answer space; use sampled_pass_at_k")
     model64 = with_dtype(model, torch.float64).eval()
-    device = model.wte.weight.device
+    device = param_device(model)
     sets = [task.enumerate_answers(p) for p in prompts]
     width = max(s.tokens.shape[0] for s in sets)
     logp = torch.full((len(prompts), width), float("-inf"), dtype=torch.float64)
@@ -214,7 +227,7 @@ def sample_correct_counts(
 ) -> np.ndarray:
     """Correct answers among ``n_samples`` KV-cache samples of each prompt, (P,) int64."""
     model = model.eval()
-    device = model.wte.weight.device
+    device = param_device(model)
     ids = task.encode_prompts(prompts)
     counts = np.zeros(len(prompts), dtype=np.int64)
     per_batch = max(1, batch_size // n_samples)

@@ -21,7 +21,18 @@ import torch.nn.functional as F
 
 from tailmiss._hash import hash_uniform
 
-__all__ = ["ModelConfig", "GPT", "KVCache", "CounterStream", "generate", "answer_logprobs", "with_dtype"]
+__all__ = [
+    "MODEL_KINDS",
+    "ModelConfig",
+    "GPT",
+    "param_dtype",
+    "param_device",
+    "KVCache",
+    "CounterStream",
+    "generate",
+    "answer_logprobs",
+    "with_dtype",
+]
 
 
 def _positive_int(name: str, value) -> None:
@@ -29,16 +40,28 @@ def _positive_int(name: str, value) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
+MODEL_KINDS = ("transformer", "table", "factorized")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    """Transformer shape: ``n_layer`` blocks of width ``n_embd`` with ``n_head`` heads."""
+    """Transformer shape: ``n_layer`` blocks of width ``n_embd`` with ``n_head`` heads.
+
+    ``kind`` is ``"transformer"`` (this module's :class:`GPT`) or one of the
+    network-free policies of :mod:`tailmiss.llm.tabular` (``"table"``,
+    ``"factorized"``), which are built from a trained transformer's answer
+    distribution rather than trained by SFT; the shape fields do not apply to them.
+    """
 
     n_layer: int = 2
     n_head: int = 4
     n_embd: int = 64
     mlp_ratio: int = 4
+    kind: str = "transformer"
 
     def __post_init__(self) -> None:
+        if self.kind not in MODEL_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, MODEL_KINDS))}, got {self.kind!r}")
         for name in ("n_layer", "n_head", "n_embd", "mlp_ratio"):
             _positive_int(name, getattr(self, name))
         if self.n_embd % self.n_head:
@@ -143,9 +166,19 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)
 
 
+def param_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the model's parameters (a transformer's or a table policy's)."""
+    return next(model.parameters()).dtype
+
+
+def param_device(model: nn.Module) -> torch.device:
+    """The device of the model's parameters."""
+    return next(model.parameters()).device
+
+
 def with_dtype(model: GPT, dtype: torch.dtype) -> GPT:
     """The model itself if it already has ``dtype``, else a converted copy (e.g. float64 for exact masses)."""
-    if model.wte.weight.dtype == dtype:
+    if param_dtype(model) == dtype:
         return model
     return copy.deepcopy(model).to(dtype)
 
@@ -262,7 +295,7 @@ def generate(
     if counter is not None and counter.rows.numel() != B:
         raise ValueError(f"the CounterStream has {counter.rows.numel()} rows but prompts has {B}")
     tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=prompts.device)
-    logprobs = torch.zeros((B, max_new_tokens), dtype=model.wte.weight.dtype, device=prompts.device)
+    logprobs = torch.zeros((B, max_new_tokens), dtype=param_dtype(model), device=prompts.device)
     done = torch.zeros(B, dtype=torch.bool, device=prompts.device)
     cache = model.new_cache(B, P + max_new_tokens) if use_cache else None
     seq = prompts

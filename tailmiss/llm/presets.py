@@ -12,11 +12,21 @@ at γ = 0.5 (the value F-GRPO selects most often, F-GRPO Table 7).
 from __future__ import annotations
 
 from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.ladder import Ladder, Rung
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.sweep import LLMSweep, Variant
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
-__all__ = ["LLM_PRESETS", "LLM_SWEEPS", "llm_preset", "llm_sweep", "quick_name"]
+__all__ = [
+    "LLM_PRESETS",
+    "LLM_SWEEPS",
+    "LADDERS",
+    "LADDER_RUNGS",
+    "llm_preset",
+    "llm_sweep",
+    "ladder_preset",
+    "quick_name",
+]
 
 _SMALL = ModelConfig(n_layer=2, n_head=4, n_embd=64)
 _MAZE_FULL = ModelConfig(n_layer=4, n_head=8, n_embd=256)  # about 3.2M parameters
@@ -94,7 +104,11 @@ LLM_PRESETS: dict[str, SFTConfig | RLConfig] = {
 
 _MS_QUICK = dict(steps=60, prompts_per_step=16, eval_every=20)
 _N_SWEEP = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8, 16, 32)) + tuple(Variant("grpo", g, 8) for g in (0.5, 1.0))
-_OBJECTIVES = tuple(Variant(m, g, 8) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5))
+# DAPO twice: F-GRPO's DAPO (clip-higher only) and DAPO with its defining dynamic sampling (mixed-reward groups
+# only, the batch refilled), with and without the focal weight
+_OBJECTIVES = tuple(Variant(m, g, 8) for m in ("grpo", "dapo", "cispo") for g in (0.0, 0.5)) + tuple(
+    Variant("dapo", g, 8, dynamic_sampling=True) for g in (0.0, 0.5)
+)
 _MAZE_N = tuple(Variant("grpo", g, n) for g in (0.0, 0.5, 1.0) for n in (4, 8, 16, 32, 64, 128))
 _MAZE_N_SMALL = tuple(v for v in _MAZE_N if v.group_size <= 32)
 # the quick reproduction's maze arm: GRPO against F-GRPO (γ = 0.5) at two N, 4 runs instead of 12
@@ -143,5 +157,106 @@ def llm_preset(name: str) -> SFTConfig | RLConfig:
 
 def quick_name(name: str) -> str:
     """Name of the quick variant of ``name`` (itself if it has none)."""
-    known = f"{name}-quick" in LLM_PRESETS or f"{name}-quick" in LLM_SWEEPS
+    known = any(f"{name}-quick" in table for table in (LLM_PRESETS, LLM_SWEEPS, LADDERS))
     return name if name.endswith("-quick") or not known else f"{name}-quick"
+
+
+# ---- the ladder (simulator -> transformer), one ingredient at a time -------------------------------
+# A fixed pool of 16 training prompts, 4 per step, one on-policy update per step (GRPO = DAPO = CISPO),
+# no weight decay (AdamW is Adam), 16 held-out prompts, 100 steps. Each rung's learning rate was set once,
+# from one calibration run per rung (N = 8, γ = 0, seed 0), so that Q_pos on the pool moves by a similar
+# amount (to about 0.85-0.95 from about 0.7); never from an N-shape. The table is the simulator's policy;
+# its two Adam rates are the simulator settings the report chooses between.
+_LADDER_RL = RLConfig(
+    name="ladder",
+    method="grpo",
+    group_size=8,
+    prompts_per_step=4,
+    train_prompts=16,
+    pool_seed=0,
+    minibatches=1,
+    steps=100,
+    weight_decay=0.0,
+    eval_every=20,
+    eval_prompts=16,
+    eval_seed=0,
+    checkpoint_every=50,
+)
+LADDER_RUNGS = (
+    Rung("table", "adamw", 0.1),
+    Rung("table", "adamw", 0.3),
+    Rung("table", "sgd", 20.0),
+    Rung("factorized", "adamw", 0.05),
+    Rung("factorized", "sgd", 10.0),
+    Rung("transformer", "adamw", 2e-4),
+    Rung("transformer", "sgd", 0.05),
+)
+"""The rungs of the full ladders (model, optimizer, learning rate)."""
+_TABLE_ADAM, _TABLE_ADAM_FAST, _TABLE_SGD, _, _, _TRANSFORMER_ADAM, _ = LADDER_RUNGS
+_LADDER_NS = (2, 4, 8, 16, 32, 64, 128)
+_HARD_TASK = MultiSolutionTask(mu_mean=0.3)
+_HARD_SFT = _MS_SFT.replace(name="multisolution-hard-sft", task=_HARD_TASK)
+_LADDER_QUICK = dict(steps=30, eval_every=10, train_prompts=8, eval_prompts=8)
+_QUICK_SFT = LLM_PRESETS["multisolution-sft-quick"]
+
+LADDERS: dict[str, Ladder] = {
+    lad.name: lad
+    for lad in (
+        Ladder("ladder", _MS_SFT, _LADDER_RL, LADDER_RUNGS, _LADDER_NS),
+        Ladder(
+            "ladder-quick",
+            _QUICK_SFT,
+            _LADDER_RL.replace(name="ladder-quick", **_LADDER_QUICK),
+            tuple(r for r in LADDER_RUNGS if r.optimizer == "adamw" and r != _TABLE_ADAM_FAST),
+            (2, 8, 32),
+            gammas=(0.0, 1.0),
+            seeds=(0,),
+        ),
+        # compute matching: the table and the transformer with Adam at an equal rollout budget (N takes 800 / N steps)
+        Ladder(
+            "ladder-budget",
+            _MS_SFT,
+            _LADDER_RL.replace(name="ladder-budget"),
+            (_TABLE_ADAM, _TRANSFORMER_ADAM),
+            _LADDER_NS,
+            gammas=(0.0,),
+            budget="rollouts",
+        ),
+        Ladder(
+            "ladder-budget-quick",
+            _QUICK_SFT,
+            _LADDER_RL.replace(name="ladder-budget-quick", **_LADDER_QUICK),
+            (_TABLE_ADAM, _TRANSFORMER_ADAM),
+            (2, 8, 32),
+            gammas=(0.0,),
+            seeds=(0,),
+            budget="rollouts",
+        ),
+        # difficulty: the paper's math tasks start near pass@1 0.37; task (a) with mean correct share 0.3 and a
+        # rare set of 1 % of mu_pos, for the simulator's settings (table rungs) and the transformer with Adam
+        Ladder(
+            "ladder-hard",
+            _HARD_SFT,
+            _LADDER_RL.replace(name="ladder-hard", rare_share=0.01),
+            (_TABLE_ADAM, _TABLE_ADAM_FAST, _TABLE_SGD, _TRANSFORMER_ADAM),
+            _LADDER_NS,
+        ),
+        Ladder(
+            "ladder-hard-quick",
+            _HARD_SFT.replace(name="multisolution-hard-sft-quick", steps=600, eval_every=300, checkpoint_every=300),
+            _LADDER_RL.replace(name="ladder-hard-quick", rare_share=0.01, **_LADDER_QUICK),
+            (_TABLE_ADAM, _TRANSFORMER_ADAM),
+            (2, 8, 32),
+            gammas=(0.0,),
+            seeds=(0,),
+        ),
+    )
+}
+"""Named ladders (``tailmiss llm sweep --preset NAME``), each with a ``-quick`` variant."""
+
+
+def ladder_preset(name: str) -> Ladder:
+    """The ladder called ``name`` (``ValueError`` listing the known names otherwise)."""
+    if name not in LADDERS:
+        raise ValueError(f"unknown ladder {name!r}; known: {', '.join(LADDERS)}")
+    return LADDERS[name]

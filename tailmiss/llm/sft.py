@@ -37,7 +37,7 @@ from tailmiss.llm._loop import (
 from tailmiss.llm.checkpoint import RunFolder
 from tailmiss.llm.config import SFTConfig
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
-from tailmiss.llm.model import GPT
+from tailmiss.llm.model import GPT, param_device
 
 __all__ = ["train_sft", "evaluate_sft"]
 
@@ -55,7 +55,7 @@ def evaluate_sft(model: GPT, cfg: SFTConfig, prompts, step: int) -> dict:
         if hasattr(task, "target_mu_pos"):
             row["target_mu_pos"] = float(np.mean([task.target_mu_pos(p) for p in prompts]))
         return row
-    gen = torch.Generator(device=model.wte.weight.device).manual_seed(step_seed(cfg.seed, step, _EVAL_SAMPLES))
+    gen = torch.Generator(device=param_device(model)).manual_seed(step_seed(cfg.seed, step, _EVAL_SAMPLES))
     counts = sample_correct_counts(model, task, prompts, EVAL_SAMPLES_NON_ENUMERABLE, gen)
     return {"pass_at_1": float(np.mean(counts) / EVAL_SAMPLES_NON_ENUMERABLE)}
 
@@ -78,6 +78,11 @@ def train_sft(
     """
     if not isinstance(cfg, SFTConfig):
         raise ValueError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
+    if cfg.model.kind != "transformer":
+        raise ValueError(
+            f"a {cfg.model.kind!r} policy is not trained by SFT: it is built from a trained transformer's answer "
+            "distribution (tailmiss.llm.ladder.derive_policy)"
+        )
     dev = resolve_device(device)
     folder = RunFolder(out)
     state = prepare_run(folder, cfg, resume)

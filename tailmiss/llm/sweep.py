@@ -51,11 +51,19 @@ _METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr
 
 @dataclass(frozen=True)
 class Variant:
-    """One arm of a sweep: the method, its focal exponent and the group size."""
+    """One arm of a sweep: the method, its focal exponent and the group size.
+
+    ``dynamic_sampling`` turns on DAPO's filter (keep only mixed-reward groups
+    and refill the batch); ``steps`` overrides the base config's step count (an
+    equal-rollout-budget sweep gives each group size its own), keeping the same
+    number of evaluations.
+    """
 
     method: str = "grpo"
     gamma: float = 0.0
     group_size: int = 8
+    dynamic_sampling: bool = False
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in POLICY_LOSSES:
@@ -68,17 +76,27 @@ class Variant:
         n = self.group_size
         if not isinstance(n, int) or isinstance(n, bool) or n < 2:
             raise ValueError(f"variant group_size must be an integer >= 2, got {n!r}")
+        if not isinstance(self.dynamic_sampling, bool):
+            raise ValueError(f"variant dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        t = self.steps
+        if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 1):
+            raise ValueError(f"variant steps must be a positive integer, got {t!r}")
         object.__setattr__(self, "gamma", float(g))
 
     @property
     def label(self) -> str:
-        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"`` ..."""
-        base = _METHOD_NAMES[self.method]
-        return f"F-{base} γ={self.gamma:g} N={self.group_size}" if self.gamma > 0 else f"{base} N={self.group_size}"
+        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"``, ``"DAPO+DS N=8"`` ..."""
+        base = _METHOD_NAMES[self.method] + ("+DS" if self.dynamic_sampling else "")
+        name = f"F-{base} γ={self.gamma:g} N={self.group_size}" if self.gamma > 0 else f"{base} N={self.group_size}"
+        return name + (f" T={self.steps}" if self.steps is not None else "")
 
     @property
     def slug(self) -> str:
-        return f"{self.method}-n{self.group_size}-g{self.gamma:g}"
+        extra = ("-ds" if self.dynamic_sampling else "") + (f"-t{self.steps}" if self.steps is not None else "")
+        return f"{self.method}-n{self.group_size}-g{self.gamma:g}{extra}"
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -126,10 +144,15 @@ class LLMSweep:
 
     def _config(self, variant: Variant, seed: int) -> RLConfig:
         name = f"{self.rl.name}-{variant.slug}-s{seed}"
+        changes = dict(method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed)
+        if variant.dynamic_sampling:
+            changes["dynamic_sampling"] = True
+        if variant.steps is not None:  # same number of evaluations over the new length
+            evals = max(1, self.rl.steps // self.rl.eval_every)
+            changes.update(steps=variant.steps, eval_every=max(1, variant.steps // evals))
+            changes["checkpoint_every"] = max(1, min(self.rl.checkpoint_every, variant.steps))
         try:
-            return self.rl.replace(
-                name=name, method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed
-            )
+            return self.rl.replace(name=name, **changes)
         except ValueError as exc:
             raise ValueError(f"variant {variant.label!r}: {exc}") from None
 
@@ -146,7 +169,7 @@ class LLMSweep:
             "sweep": {
                 "name": self.name,
                 "seeds": list(self.seeds),
-                "variants": [dataclasses.asdict(v) for v in self.variants],
+                "variants": [v.to_dict() for v in self.variants],
             },
             "sft": self.sft.to_dict(),
             "rl": self.rl.to_dict(),
@@ -165,8 +188,11 @@ class LLMSweep:
             raise ValueError(f"{where}: [sweep] needs name and variants")
         variants = []
         for i, v in enumerate(body["variants"]):
-            if not isinstance(v, dict) or set(v) - {"method", "gamma", "group_size"}:
-                raise ValueError(f"{where}: variant {i} must be a table of method, gamma, group_size, got {v!r}")
+            if not isinstance(v, dict) or set(v) - {"method", "gamma", "group_size", "dynamic_sampling", "steps"}:
+                raise ValueError(
+                    f"{where}: variant {i} must be a table of method, gamma, group_size (and optionally "
+                    f"dynamic_sampling, steps), got {v!r}"
+                )
             try:
                 variants.append(Variant(**v))
             except ValueError as exc:
@@ -286,7 +312,7 @@ def _final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
 
 def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
     run = LoadedRun(sft_dir)
-    prompts = run.task.prompts(rl.eval_split, rl.eval_prompts, seed=rl.seed, distinct=True)
+    prompts = run.task.prompts(rl.eval_split, rl.eval_prompts, seed=rl.eval_prompt_seed, distinct=True)
     m = exact_metrics(answer_distribution(run.model, run.task, prompts), None, PASS_KS, rl.rare_share)
     row = {"mu_pos": m["mu_pos_mean"], "off_format": m["off_format_mean"], "retained_mass": 1.0, "dnll_rare": 0.0}
     row["tau_ratio"] = 1.0
@@ -304,7 +330,9 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
     for variant, seed, cfg in sweep.runs():
         path = root / cfg.name
         meta = json.loads((path / "meta.json").read_text())
-        ident = {"label": variant.label, "method": variant.method, "gamma": variant.gamma}
+        # DAPO with dynamic sampling is its own row of the tables: method "dapo+ds"
+        method = variant.method + ("+ds" if variant.dynamic_sampling else "")
+        ident = {"label": variant.label, "method": method, "gamma": variant.gamma}
         ident.update(group_size=variant.group_size, seed=seed)
         history = pd.read_csv(path / "history.csv")
         eval_cols = [c for c in history if c in ("mu_pos", "pass_at_1") or c.startswith("reward")]
@@ -317,7 +345,7 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
         if enumerable is None:
             enumerable = LoadedRun(path).task.enumerable
         if enumerable:
-            row.update(_final_row(path, sweep.rl.seed, reference_cache))
+            row.update(_final_row(path, sweep.rl.eval_prompt_seed, reference_cache))
         else:
             row.update({c: last[c] for c in history if c.startswith("pass_at_")})
         finals.append(row)

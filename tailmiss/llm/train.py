@@ -54,6 +54,7 @@ single-process one to float rounding (sums split over ranks).
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from pathlib import Path
 
@@ -82,7 +83,7 @@ from tailmiss.llm.model import GPT, CounterStream, answer_logprobs, generate
 from tailmiss.llm.tasks import EOS, PAD, Task
 from tailmiss.store import file_sha256
 
-__all__ = ["train_rl", "Rollouts", "collect_rollouts"]
+__all__ = ["train_rl", "Rollouts", "collect_rollouts", "training_pool", "step_prompts"]
 
 _PROMPTS, _SAMPLING, _SHUFFLE, _EVAL = 1, 2, 3, 4  # random streams of step_seed
 
@@ -125,7 +126,7 @@ def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: i
     """
     model.eval()
     n = cfg.group_size
-    prompts = task.prompts("train", cfg.prompts_per_step, seed=step_seed(cfg.seed, step, 10 * round_ + _PROMPTS))
+    prompts = step_prompts(task, cfg, step, round_)
     prompt_ids = task.encode_prompts(prompts).repeat_interleave(n, dim=0)  # (B*N, P)
     if cfg.rollout_sampling == "generator":  # one generator over the whole batch: every rank draws all of it
         gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + _SAMPLING))
@@ -152,6 +153,39 @@ def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: i
     answers = torch.cat([a for a, _ in shares]).to(device)  # (B*N, L)
     rewards = torch.cat([r for _, r in shares])  # (B, N)
     return Rollouts(prompt_ids.to(device), answers, response_mask(answers), rewards)
+
+
+_REFERENCE_CACHE: dict = {}
+
+
+def _reference_distribution(reference, start_sha: str, task: Task, prompts):
+    """Exact answer distribution of the SFT model on ``prompts``, scored once per process for every run of a sweep.
+
+    Keyed by the SFT checkpoint's SHA-256 and the prompts' tokens: the runs of a
+    sweep start from one checkpoint and share their evaluation prompts.
+    """
+    key = (start_sha, task.encode_prompts(prompts).numpy().tobytes())
+    if key not in _REFERENCE_CACHE:
+        if len(_REFERENCE_CACHE) >= 16:
+            _REFERENCE_CACHE.pop(next(iter(_REFERENCE_CACHE)))
+        _REFERENCE_CACHE[key] = answer_distribution(reference, task, prompts)
+    return _REFERENCE_CACHE[key]
+
+
+@functools.lru_cache(maxsize=32)
+def training_pool(task: Task, size: int, seed: int) -> tuple:
+    """The fixed pool of ``size`` distinct training prompts drawn from ``seed`` (``RLConfig.train_prompts``)."""
+    return tuple(task.prompts("train", size, seed=seed, distinct=True))
+
+
+def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
+    """The prompts of a step's sampling round: fresh training prompts, or a draw without replacement from the pool."""
+    seed = step_seed(cfg.seed, step, 10 * round_ + _PROMPTS)
+    if not cfg.train_prompts:
+        return task.prompts("train", cfg.prompts_per_step, seed=seed)
+    pool = training_pool(task, cfg.train_prompts, cfg.pool_seed)
+    picks = np.random.default_rng(seed).choice(len(pool), size=cfg.prompts_per_step, replace=False)
+    return [pool[i] for i in picks]
 
 
 def _gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
@@ -206,21 +240,38 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
-def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device) -> dict:
-    """Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``)."""
+def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None) -> dict:
+    current = answer_distribution(model, task, prompts) if current is None else current
+    m = exact_metrics(current, reference_dist, rare_share=rare_share)
+    row = dict(
+        mu_pos=m["mu_pos_mean"],
+        retained_mass=m["retained_mass_mean"],
+        dnll_rare=m["dnll_rare"],
+        tau_rare=float(np.mean(m["tau_rare"])),
+        off_format=m["off_format_mean"],
+        exact_pass_at_1=m["exact_pass_at_k"][1],
+        exact_pass_at_256=m["exact_pass_at_k"][256],
+        rare_hit_at_256=m["rare_pass_at_k"][256],
+    )
+    return {prefix + k: v for k, v in row.items()}
+
+
+def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device, pool=None, untrained=False) -> dict:
+    """Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``).
+
+    ``pool``: ``(prompts, reference distribution)`` of the training pool, scored
+    too (columns ``pool_*``) when the run trains on a fixed pool. ``untrained``:
+    the model still equals the reference (step 0), whose exact distributions are
+    reused instead of scored again (the same numbers: the same weights).
+    """
     row: dict = {}
     model.eval()
     if task.enumerable:
-        m = exact_metrics(answer_distribution(model, task, eval_prompts), reference_dist, rare_share=cfg.rare_share)
-        row.update(
-            mu_pos=m["mu_pos_mean"],
-            retained_mass=m["retained_mass_mean"],
-            dnll_rare=m["dnll_rare"],
-            tau_rare=float(np.mean(m["tau_rare"])),
-            off_format=m["off_format_mean"],
-            exact_pass_at_1=m["exact_pass_at_k"][1],
-            exact_pass_at_256=m["exact_pass_at_k"][256],
-        )
+        same = reference_dist if untrained else None
+        row.update(_exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, current=same))
+        if pool is not None:
+            same = pool[1] if untrained else None
+            row.update(_exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))
     if cfg.eval_samples > 0:
         gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, _EVAL))
         counts = sample_correct_counts(model, task, eval_prompts, cfg.eval_samples, gen, cfg.temperature)
@@ -402,8 +453,15 @@ def train_rl(
         start = cfg.steps + 1
     ddp = data_parallel(model, dev)
     main = is_main()  # rank 0 evaluates and writes; the others only train
-    eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
-    reference_dist = answer_distribution(reference, task, eval_prompts) if task.enumerable and main else None
+    eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
+    start_sha = file_sha256(Path(init) / CHECKPOINT)
+    reference_dist = (
+        _reference_distribution(reference, start_sha, task, eval_prompts) if task.enumerable and main else None
+    )
+    pool = None
+    if cfg.train_prompts and task.enumerable and main:
+        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
+        pool = (pool_prompts, _reference_distribution(reference, start_sha, task, pool_prompts))
 
     def checkpoint(step: int) -> None:
         if not main:
@@ -433,7 +491,8 @@ def train_rl(
         for step in range(start, cfg.steps + 1):
             row: dict = {"step": step}
             if main and (step % cfg.eval_every == 0 or step == cfg.steps):
-                row.update(evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev))
+                untrained = step == 0  # resumed runs never re-evaluate step 0
+                row.update(evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev, pool, untrained))
             if step == cfg.steps:
                 row.update(rollouts=rollouts_spent, tokens=tokens_spent)
                 history.append(row)

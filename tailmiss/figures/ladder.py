@@ -1,0 +1,177 @@
+"""Ladder figures: M_ret against N on every rung, and the retention/accuracy frontier along training.
+
+Data come from :func:`tailmiss.llm.ladder.run_ladder` (the ``ladder`` preset, or
+``ladder-quick`` in quick mode; ``ctx.llm_sweeps["ladder"]`` overrides it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tailmiss.figures import Context, FigureSpec, register
+from tailmiss.figures.style import GAMMA_STYLE, palette
+
+LADDERS = {
+    "ladder": ("ladder", "ladder-quick"),
+    "ladder-budget": ("ladder-budget", "ladder-budget-quick"),
+    "ladder-hard": ("ladder-hard", "ladder-hard-quick"),
+}
+"""Data source per ladder family: (full ladder, quick ladder)."""
+_SET_STYLE = {"pool": ("o", 1.0), "heldout": ("s", 0.45)}
+
+
+def ladder_result(ctx: Context, family: str = "ladder"):
+    """The ladder of ``family`` (``"ladder"``, ``"ladder-budget"``, ``"ladder-hard"``), run or loaded from the cache.
+
+    ``ctx.llm_sweeps[family]``, when given, replaces the preset (e.g. a small ladder in a notebook or a test).
+    """
+    from tailmiss.llm.ladder import run_ladder
+    from tailmiss.llm.presets import ladder_preset
+
+    if ctx.llm_sweeps is not None and family in ctx.llm_sweeps:
+        ladder = ctx.llm_sweeps[family]
+    else:
+        full, quick = LADDERS[family]
+        ladder = ladder_preset(quick if ctx.quick else full)
+    return run_ladder(
+        ladder, ctx.llm_cache, device=ctx.device, progress=ctx.progress, log=ctx.log, reuse_stale=ctx.reuse_stale
+    )
+
+
+def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:
+    lad = result.ladder
+    order = {r.name: i for i, r in enumerate(lad.rungs)}
+    return frame.assign(ladder=lad.name, num_seeds=len(lad.seeds), rung_order=frame["rung"].map(order))
+
+
+def ladder_data(ctx: Context) -> pd.DataFrame:
+    result = ladder_result(ctx)
+    return _tag(result.final, result)
+
+
+def _grid(frame: pd.DataFrame, width: float, height: float):
+    """One panel per rung: a row per model (table, factorized, transformer), its rungs side by side."""
+    import matplotlib.pyplot as plt
+
+    rungs = frame.sort_values("rung_order").drop_duplicates("rung")
+    models = list(dict.fromkeys(rungs["model"]))
+    per_model = {m: list(rungs.loc[rungs["model"] == m, "rung"]) for m in models}
+    cols = max(len(v) for v in per_model.values())
+    fig, axes = plt.subplots(
+        len(models), cols, figsize=(width * cols, height * len(models)), squeeze=False, sharey=True
+    )
+    cells = {}
+    for i, m in enumerate(models):
+        for j in range(cols):
+            if j < len(per_model[m]):
+                cells[per_model[m][j]] = axes[i, j]
+            else:
+                axes[i, j].set_visible(False)
+    return fig, axes, cells
+
+
+def _ladder_plot(frame: pd.DataFrame):
+    fig, axes, cells = _grid(frame, 3.6, 2.6)
+    ns = sorted(frame["group_size"].unique())
+    gammas = sorted(frame["gamma"].unique())
+    colors = dict(zip(gammas, palette(max(len(gammas), 2))))
+    for rung, ax in cells.items():
+        part = frame[frame["rung"] == rung]
+        model, optimizer = part["model"].iloc[0], part["optimizer"].iloc[0]
+        for where, (marker, alpha) in _SET_STYLE.items():
+            if where == "heldout" and model != "transformer":
+                continue  # no parameter is shared across prompts: held-out prompts never move (M_ret = 1)
+            for g in gammas:
+                sel = part[(part["set"] == where) & (part["gamma"] == g)]
+                if sel.empty:
+                    continue
+                stats = sel.groupby("group_size")["retained_mass"].agg(["mean", "std"]).reindex(ns)
+                ax.errorbar(
+                    ns,
+                    stats["mean"],
+                    yerr=stats["std"].fillna(0.0),
+                    marker=marker,
+                    ms=3,
+                    capsize=2,
+                    ls=GAMMA_STYLE.get(g, "-"),
+                    color=colors[g],
+                    alpha=alpha,
+                    label=f"{'trained-on' if where == 'pool' else 'held-out'}, γ={g:g}",
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(int(n)) for n in ns])
+        ax.axhline(0.5, color="0.7", lw=0.8, zorder=0)
+        ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
+        ax.set_xlabel("group size N")
+        ax.set_ylabel("M_ret (final)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), bbox_to_anchor=(0.5, 1.0))
+    seeds = int(frame["num_seeds"].iloc[0])
+    fig.suptitle(
+        f"Ladder {frame['ladder'].iloc[0]}: retained correct mass vs N per rung ({seeds} seed{'s' * (seeds > 1)}, "
+        "mean ± sd; grey line = zone II threshold; table and factorized policies share nothing across prompts, "
+        "so only the transformer has held-out curves)",
+        y=1.04,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def frontier_data(ctx: Context) -> pd.DataFrame:
+    result = ladder_result(ctx)
+    h = result.history
+    h = h[(h["set"] == "pool") & (h["gamma"] == 0)]
+    mean = h.groupby(["rung", "model", "optimizer", "lr", "group_size", "step"], as_index=False)[
+        ["q_pos", "retained_mass"]
+    ].mean()
+    return _tag(mean, result)
+
+
+def _frontier_plot(frame: pd.DataFrame):
+    fig, axes, cells = _grid(frame, 3.4, 2.7)
+    ns = sorted(frame["group_size"].unique())
+    colors = dict(zip(ns, palette(len(ns))))
+    for rung, ax in cells.items():
+        part = frame[frame["rung"] == rung]
+        model, optimizer = part["model"].iloc[0], part["optimizer"].iloc[0]
+        for n in ns:
+            run = part[part["group_size"] == n].sort_values("step")
+            ax.plot(run["q_pos"], run["retained_mass"], marker="o", ms=2.5, color=colors[n], label=f"N={n}")
+        q0 = part.loc[part["step"] == 0, "q_pos"]
+        if len(q0):
+            ax.axvline(float(np.mean(q0)), color="0.7", lw=0.8, zorder=0)
+        ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
+        ax.set_xlabel("Q_pos on the training pool")
+        ax.set_ylabel("M_ret on the training pool")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 8), bbox_to_anchor=(0.5, 1.0))
+    fig.suptitle(
+        f"Ladder {frame['ladder'].iloc[0]}: retention/accuracy frontier along training (GRPO, seed means; "
+        "table = the simulator's policy; grey line = start)",
+        y=1.04,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+register(
+    FigureSpec(
+        "ladder",
+        "F-GRPO Fig. 2(c) across policy parameterisations",
+        "final M_ret vs N on every rung of the ladder (table = simulator, factorized, transformer; Adam and SGD), "
+        "trained-on and held-out prompts",
+        ladder_data,
+        _ladder_plot,
+    )
+)
+register(
+    FigureSpec(
+        "frontier",
+        "F-GRPO Fig. 2(a,b) as a frontier",
+        "M_ret against Q_pos along training per N on every rung (learning speed taken out)",
+        frontier_data,
+        _frontier_plot,
+    )
+)

@@ -1,0 +1,79 @@
+r"""Regimes of a retained-mass curve over the group size N (F-GRPO Fig. 2): zones I / II / III and recovery.
+
+One definition shared by the bridge, the ladder and the figures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ZONE_THRESHOLD", "RECOVERY_MARGIN", "zones", "n_shape"]
+
+ZONE_THRESHOLD = 0.5
+"""M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
+RECOVERY_MARGIN = 0.05
+"""How far M_ret at the largest N must rise above its minimum (and above twice the seed spread) to count as
+recovery: the large-N regime (zone III) of F-GRPO Fig. 2, read from the curve's shape rather than a threshold."""
+
+
+def zones(group_sizes, retained) -> list[str]:
+    """Regime of each group size from its final M_ret (F-GRPO Fig. 2).
+
+    Zone II: :math:`M_{ret} <` :data:`ZONE_THRESHOLD`; zone I: not zone II and
+    smaller than every zone-II group size (or there is no zone II); zone III:
+    not zone II and larger than some zone-II group size.
+    """
+    n = np.asarray(group_sizes)
+    m = np.asarray(retained, dtype=float)
+    if n.shape != m.shape:
+        raise ValueError(f"group_sizes and retained must have the same shape, got {n.shape} and {m.shape}")
+    low = m < ZONE_THRESHOLD
+    first = n[low].min() if low.any() else np.inf
+    return ["II" if lo else ("I" if size < first else "III") for size, lo in zip(n, low)]
+
+
+def n_shape(group_sizes, mean, sd=None, lower_is_worse: bool = True) -> dict:
+    r"""The shape of a metric's curve over N: rank trend, worst N and whether the largest N recovers.
+
+    Parameters
+    ----------
+    group_sizes, mean : array_like
+        The curve (any order; sorted by N here).
+    sd : array_like, optional
+        Seed standard deviation of each point (0 if absent).
+    lower_is_worse : bool
+        True for :math:`M_{ret}` and rare hit@k (a dip is the loss of rare
+        mass); False for :math:`\Delta\mathrm{NLL}_{rare}` (a peak is).
+
+    Returns
+    -------
+    dict
+        ``spearman`` (rank correlation of the metric with N), ``worst_n`` (argmin,
+        or argmax when higher is worse), ``worst`` and ``at_max_n`` (values),
+        ``recovers``: the worst N lies strictly inside the sweep (a dip, not a
+        monotone trend) and the largest N is better than the worst by more than
+        :data:`RECOVERY_MARGIN` × the metric's scale and more than twice the two
+        points' combined seed spread.
+    """
+    from scipy import stats
+
+    n = np.asarray(group_sizes, dtype=float)
+    m = np.asarray(mean, dtype=float)
+    s = np.zeros_like(m) if sd is None else np.nan_to_num(np.asarray(sd, dtype=float))
+    if n.shape != m.shape or s.shape != m.shape:
+        raise ValueError(f"group_sizes, mean and sd must have one shape, got {n.shape}, {m.shape}, {s.shape}")
+    order = np.argsort(n)
+    n, m, s = n[order], m[order], s[order]
+    sign = 1.0 if lower_is_worse else -1.0
+    worst = int(np.argmin(sign * m))
+    gain = sign * (m[-1] - m[worst])
+    scale = max(float(np.ptp(m)), 1e-12) if not lower_is_worse else 1.0
+    margin = max(RECOVERY_MARGIN * scale, 2.0 * float(np.hypot(s[-1], s[worst])))
+    rho = stats.spearmanr(n, m).statistic if len(n) > 2 and np.ptp(m) > 0 else float("nan")
+    return {
+        "spearman": float(rho),
+        "worst_n": int(n[worst]),
+        "worst": float(m[worst]),
+        "at_max_n": float(m[-1]),
+        "recovers": bool(0 < worst < len(n) - 1 and gain > margin),
+    }
