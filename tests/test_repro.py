@@ -203,7 +203,12 @@ def test_quick_report_llm_section(quick_report):
         "the focal weight keeps pass@1 (9/9 pairs within +2.8 / −0.0)",
     ):
         row = _row(objectives, claim)
-        assert row.count("GRPO") >= 1 and row.count("CISPO") == 1 and row.count("DAPO") == 1, row
+        assert row.count("GRPO") >= 1 and row.count("CISPO") == 1 and row.count("DAPO+DS") == 1, row
+        assert row.count("DAPO") == 2, row  # DAPO and DAPO with dynamic sampling
+    for claim in ("DAPO differs from GRPO", "DAPO+DS differs from GRPO"):
+        assert re.search(
+            r"runs differ from their GRPO twin .*: (yes|\*\*no\*\*)$", _row(objectives, claim).rstrip(" |")
+        )
     maze = _section(section, "### Maze")
     assert _row(maze, "SFT")
     assert re.search(r"better at \d/2", _row(maze, "F-GRPO γ = 0.5 beats GRPO at every N on pass@1 (Table 4)"))
@@ -211,7 +216,7 @@ def test_quick_report_llm_section(quick_report):
     assert re.search(r"Spearman over N: M_ret [+-](\d\.\d\d|nan)", bridge)
     assert re.search(r"Regimes agree .*: (yes|\*\*no\*\*)", bridge)
     compute = _section(section, "### Compute")
-    assert [r[0] for r in _rows(compute)[2:]] == [f"`{s.name}`" for s in sweeps.values()]
+    assert [r[0] for r in _rows(compute)[2:]] == [f"`{sweeps[k].name}`" for k in ("nsweep", "objectives", "maze")]
 
 
 def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):

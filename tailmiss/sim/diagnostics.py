@@ -8,7 +8,7 @@ import torch
 
 from tailmiss import analytic
 from tailmiss.sim.config import SimConfig
-from tailmiss.sim.engine import initial_policy, resolve_device
+from tailmiss.sim.engine import initial_policy, resolve_device, row_softmax
 from tailmiss.sim.sampler import CountSampler
 
 __all__ = ["empirical_tail_miss"]
@@ -57,7 +57,7 @@ def empirical_tail_miss(
     dev = resolve_device(device)
     v, c = config.num_actions, config.num_correct
     init = initial_policy(config)
-    p0 = torch.softmax(torch.as_tensor(init.logits, device=dev), 0)[None, :]
+    p0 = row_softmax(torch.as_tensor(init.logits, device=dev)[None, :])
     records = []
     for n in group_sizes:
         groups = max(16, min(num_groups, draw_budget // int(n)))
