@@ -503,7 +503,7 @@ def _run_ladder_cmd(ladder, root: Path, device, progress: bool, reuse_stale: boo
             " ".join(f"{float(v.split('±')[0]):.2f}" for v in r["values"].split(", ")),
             f"{r['spearman']:+.2f}" if r["spearman"] == r["spearman"] else "flat",
             r["worst_n"],
-            _yes(r["recovers"]),
+            "yes" if r["recovers"] else "no",
         ]
         for _, r in shape.iterrows()
     ]
@@ -512,10 +512,6 @@ def _run_ladder_cmd(ladder, root: Path, device, progress: bool, reuse_stale: boo
     _print_table(title, ["rung", "set", "γ", "M_ret", "Spearman", "worst N", "recovers"], rows, False)
     total = sum(r.meta["total_elapsed_s"] for r in result.sweeps.values())
     typer.echo(f"saved {len(result.sweeps)} rung sweeps under {root} ({total:.1f} s of training)")
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 @llm_app.command("eval")

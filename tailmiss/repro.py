@@ -350,8 +350,7 @@ def _dapo_rows(objectives) -> list[list[str]]:
                 f"{method.upper()} differs from GRPO",
                 f"{name}: {len(equal) - sum(equal)} of {len(equal)} runs differ from their GRPO twin "
                 f"(same seed and γ); largest |Δ|: pass@1 {gap['exact_pass_at_1']:.4f}, rare hit@256 "
-                f"{gap['rare_pass_at_256']:.3f}, M_ret {gap['retained_mass']:.3f}: "
-                + ("yes" if sum(equal) < len(equal) else "**no**"),
+                f"{gap['rare_pass_at_256']:.3f}, M_ret {gap['retained_mass']:.3f}: " + _yes(sum(equal) < len(equal)),
             ]
         )
     return rows

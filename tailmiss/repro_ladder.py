@@ -11,20 +11,11 @@ import numpy as np
 from tailmiss import analytic
 from tailmiss import ladder_analysis as la
 from tailmiss.figures import Context
+from tailmiss.repro import _table, _yes
 
 __all__ = ["LADDER_HEADING", "ladder_section"]
 
 LADDER_HEADING = "## Why the regimes differ: a ladder from the simulator to the transformer"
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "**no**"
-
-
-def _table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _where(s: str) -> str:
