@@ -399,3 +399,19 @@ def test_sweep_toml_round_trips_the_new_variant_fields(tmp_path):
     )
     sweep.to_toml(tmp_path / "s.toml")
     assert load_sweep(tmp_path / "s.toml") == sweep
+
+
+@pytest.mark.parametrize("kind", ["table", "factorized"])
+def test_policy_siblings_equal_appending_each_alternative(kind, prompts):
+    """The network-free policies speak the transformer's siblings mode (exact scoring's deepest level)."""
+    logp, off = _teacher(prompts)
+    model = tabular_from_distribution(kind, TASK, prompts, logp, off)
+    ids = TASK.encode_prompts(prompts)  # (B, P)
+    first = torch.full((len(prompts), 1), TASK.vocab.encode(["3"])[0])
+    cache = model.new_cache(len(prompts), ids.shape[1] + 2)
+    model(torch.cat([ids, first], dim=1), cache, 0)
+    alternatives = torch.tensor([TASK.vocab.encode(list("0359"))] * len(prompts))
+    got = model(alternatives, cache, ids.shape[1] + 1, siblings=True)
+    for j in range(alternatives.shape[1]):
+        want = model(torch.cat([ids, first, alternatives[:, j : j + 1]], dim=1))[:, -1]
+        torch.testing.assert_close(got[:, j], want, rtol=0, atol=0)

@@ -91,35 +91,61 @@ def _brute_force_logp(model: GPT, task, prompts) -> list[torch.Tensor]:
 # -- answer_distribution -------------------------------------------------------------------------------------
 
 
+# float64 scoring is exact to rounding; the default scores in the model's float32 and normalises in float64
+_ATOL = {torch.float64: 1e-12, None: 2e-5}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, None])
 @pytest.mark.parametrize("batch_size", [1, 250, 16384])
-def test_answer_distribution_equals_brute_force_teacher_forcing(trained, batch_size):
+def test_answer_distribution_equals_brute_force_teacher_forcing(trained, batch_size, dtype):
     prompts = TASK.prompts("test", 4, seed=0, distinct=True)
-    dist = answer_distribution(trained, TASK, prompts, batch_size=batch_size)
+    dist = answer_distribution(trained, TASK, prompts, batch_size=batch_size, dtype=dtype)
     assert dist.logp.shape == dist.correct.shape == dist.lengths.shape == (4, 100)
     assert dist.logp.dtype == torch.float64
     for i, want in enumerate(_brute_force_logp(trained, TASK, prompts)):
-        torch.testing.assert_close(dist.logp[i], want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(dist.logp[i], want, rtol=0, atol=_ATOL[dtype])
         assert torch.equal(dist.correct[i], TASK.enumerate_answers(prompts[i]).correct)
     assert (dist.lengths == 3).all()
-    assert next(trained.parameters()).dtype == torch.float32  # scored on a float64 copy
+    assert next(trained.parameters()).dtype == torch.float32  # a float64 score runs on a copy
+    assert not trained.training  # the caller's mode is kept
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, None])
 @pytest.mark.parametrize("batch_size", [1, 40, 16384])
-def test_answer_distribution_pads_ragged_answer_sets(batch_size):
+def test_answer_distribution_pads_ragged_answer_sets(batch_size, dtype):
     task = _RaggedTask(num_digits=2, min_allowed=2, max_allowed=4)
     model = _untrained(task, seed=3)
     prompts = [p for p in task.prompts("train", 40, seed=1) if len(p.allowed) in (2, 4)][:1]
     prompts += [p for p in task.prompts("train", 40, seed=1) if len(p.allowed) == 3][:1]
-    dist = answer_distribution(model, task, prompts, batch_size=batch_size)
+    dist = answer_distribution(model, task, prompts, batch_size=batch_size, dtype=dtype)
     sizes = [1 + 10 + len(p.allowed) ** 2 for p in prompts]
     assert dist.logp.shape == (2, max(sizes)) and sizes[0] != sizes[1]
+    assert model.training  # train mode restored after scoring
     for i, want in enumerate(_brute_force_logp(model, task, prompts)):
         m = sizes[i]
-        torch.testing.assert_close(dist.logp[i, :m], want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(dist.logp[i, :m], want, rtol=0, atol=_ATOL[dtype])
         assert torch.isneginf(dist.logp[i, m:]).all()  # padding columns hold no mass
         assert not dist.correct[i, m:].any() and (dist.lengths[i, m:] == 1).all()
         assert torch.equal(dist.lengths[i, :m], task.enumerate_answers(prompts[i]).lengths)
         assert int(dist.correct[i].sum()) == len(prompts[i].allowed) ** 2
+
+
+def test_prefix_tree_holds_each_live_prefix_once():
+    """Task (a) with 2 digits: 1 + 10 + 100 next-token laws per prompt, children adjacent to their parent's order."""
+    from tailmiss.llm.evaluate import _forest, _tree
+
+    prompts = TASK.prompts("test", 3, seed=0, distinct=True)
+    trees = [_tree(TASK.enumerate_answers(p)) for p in prompts]
+    assert trees[0] is trees[1]  # one answer set, built once
+    forest = _forest(trees, "cpu")
+    assert [forest.size(d) for d in range(forest.depth)] == [3, 30, 300]
+    for d in (1, 2):
+        assert bool((forest.parent[d][1:] >= forest.parent[d][:-1]).all())  # sorted by parent
+        assert torch.equal(torch.bincount(forest.parent[d]), torch.full((forest.size(d - 1),), 10))
+    answers = TASK.enumerate_answers(prompts[0]).tokens
+    node = forest.node[2][:100]  # prompt 0's answers: node of (d1, d2) has last token d2 and parent node d1
+    assert torch.equal(forest.token[2][node], answers[:, 1])
+    assert torch.equal(forest.token[1][forest.parent[2][node]], answers[:, 0])
 
 
 def test_untrained_model_puts_mass_off_format():

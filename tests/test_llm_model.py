@@ -358,3 +358,28 @@ def test_with_dtype_returns_self_or_a_converted_copy():
     with torch.no_grad():  # a copy, not a view: editing it leaves the original alone
         m64.wte.weight.add_(1.0)
     assert torch.equal(model.wte.weight, before["wte.weight"])
+
+
+@pytest.mark.parametrize("start", [3, 5])
+def test_siblings_are_alternatives_that_each_extend_the_cached_prefix(start):
+    """Row b, column j of a siblings forward equals the full forward of prefix_b + token j; the cache is untouched."""
+    model = _model()
+    prefix = _prompts(3, start)
+    cache = model.new_cache(3, start + 1)
+    model(prefix, cache, 0)
+    before = cache.k[:, :, :, :start].clone()
+    alternatives = torch.tensor([[1, 2, 3, 4], [4, 4, 0, 2], [5, 6, 7, 1]])  # (B, C)
+    got = model(alternatives, cache, start, siblings=True)  # (B, C, vocab)
+    assert got.shape == (3, 4, model.vocab_size)
+    for j in range(4):
+        want = model(torch.cat([prefix, alternatives[:, j : j + 1]], dim=1))[:, -1]
+        torch.testing.assert_close(got[:, j], want, rtol=0, atol=1e-12)
+    assert torch.equal(cache.k[:, :, :, :start], before)
+
+
+def test_siblings_need_a_cached_prefix():
+    model = _model()
+    with pytest.raises(ValueError, match="siblings need a cache"):
+        model(_prompts(2, 3), None, 0, siblings=True)
+    with pytest.raises(ValueError, match="siblings need a cache"):
+        model(_prompts(2, 3), model.new_cache(2, 4), 0, siblings=True)

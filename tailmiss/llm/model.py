@@ -69,12 +69,17 @@ class ModelConfig:
 
 
 class KVCache:
-    """Keys and values of every layer for ``max_len`` positions: (n_layer, B, n_head, max_len, head_dim)."""
+    """Keys and values of every layer for ``max_len`` positions: (n_layer, B, n_head, max_len, head_dim).
+
+    Left uninitialised: a forward pass writes positions ``start .. start+T-1``
+    before it reads ``0 .. start+T-1``, so no position is read before it is
+    written (zero-filling megabytes of cache per call cost more than the scoring).
+    """
 
     def __init__(self, n_layer, batch, n_head, max_len, head_dim, device, dtype):
         shape = (n_layer, batch, n_head, max_len, head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.k = torch.empty(shape, device=device, dtype=dtype)
+        self.v = torch.empty(shape, device=device, dtype=dtype)
 
 
 class CausalSelfAttention(nn.Module):
@@ -84,11 +89,17 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
 
-    def forward(self, x, cache: KVCache | None = None, layer: int = 0, start: int = 0):
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0, start: int = 0, siblings: bool = False):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        if cache is None:
+        if siblings:  # T alternatives at `start`: each sees the cached prefix and itself, and nothing is cached
+            k = torch.cat([cache.k[layer, :, :, :start], k], dim=2)  # (B, H, start+T, D)
+            v = torch.cat([cache.v[layer, :, :, :start], v], dim=2)
+            prefix = torch.ones(T, start, dtype=torch.bool, device=x.device)
+            allowed = torch.cat([prefix, torch.eye(T, dtype=torch.bool, device=x.device)], dim=1)  # (T, start+T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        elif cache is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             cache.k[layer, :, :, start : start + T] = k
@@ -115,8 +126,8 @@ class Block(nn.Module):
             nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd),
         )
 
-    def forward(self, x, cache=None, layer=0, start=0):
-        x = x + self.attn(self.ln_1(x), cache, layer, start)
+    def forward(self, x, cache=None, layer=0, start=0, siblings=False):
+        x = x + self.attn(self.ln_1(x), cache, layer, start, siblings)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -154,16 +165,33 @@ class GPT(nn.Module):
         head_dim = self.cfg.n_embd // self.cfg.n_head
         return KVCache(self.cfg.n_layer, batch, self.cfg.n_head, max_len, head_dim, p.device, p.dtype)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, start: int = 0) -> torch.Tensor:
-        """Logits (B, T, vocab) of ``idx`` (B, T), whose first token sits at position ``start``."""
+    def forward(
+        self, idx: torch.Tensor, cache: KVCache | None = None, start: int = 0, siblings: bool = False
+    ) -> torch.Tensor:
+        """Logits (B, T, vocab) of ``idx`` (B, T), whose first token sits at position ``start``.
+
+        With ``siblings`` the T tokens are alternatives for the one position
+        ``start``: token j of row b continues row b's cached prefix (positions
+        ``< start``) and sees neither the other alternatives nor is written to
+        the cache, so ``[b, j]`` holds the next-token logits after prefix + j.
+        Exact scoring expands the last level of an answer tree this way instead
+        of copying a cache row per answer.
+        """
         B, T = idx.shape
-        if start + T > self.block_size:
-            raise ValueError(f"sequence of {start + T} tokens exceeds block_size={self.block_size}")
-        pos = torch.arange(start, start + T, device=idx.device)
+        last = start + (1 if siblings else T)
+        if last > self.block_size:
+            raise ValueError(f"sequence of {last} tokens exceeds block_size={self.block_size}")
+        _check_siblings(siblings, cache, start)
+        pos = torch.full((T,), start, device=idx.device) if siblings else torch.arange(start, last, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
-            x = block(x, cache, layer, start)
+            x = block(x, cache, layer, start, siblings)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)
+
+
+def _check_siblings(siblings: bool, cache, start: int) -> None:
+    if siblings and (cache is None or start < 1):
+        raise ValueError(f"siblings need a cache holding the prefix (start >= 1), got start={start}")
 
 
 def param_dtype(model: nn.Module) -> torch.dtype:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from tailmiss.llm.model import KVCache
+from tailmiss.llm.model import KVCache, _check_siblings
 from tailmiss.llm.tasks import EOS, PAD, Task
 
 __all__ = ["TABULAR_KINDS", "TablePolicy", "FactorizedPolicy", "tabular_from_distribution", "tabular_from_state"]
@@ -82,9 +82,17 @@ class _LookupPolicy(nn.Module):
         # the "keys" hold the token ids seen so far (float64 holds ids exactly); one layer, head and channel
         return KVCache(1, batch, 1, max_len, 1, self.prompt_keys.device, torch.float64)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, start: int = 0) -> torch.Tensor:
-        """Next-token logits (B, T, vocab) at positions ``start .. start+T-1`` (as :class:`~tailmiss.llm.model.GPT`)."""
+    def forward(
+        self, idx: torch.Tensor, cache: KVCache | None = None, start: int = 0, siblings: bool = False
+    ) -> torch.Tensor:
+        """Next-token logits (B, T, vocab) at positions ``start .. start+T-1`` (as :class:`~tailmiss.llm.model.GPT`,
+        ``siblings`` included)."""
         B, T = idx.shape
+        _check_siblings(siblings, cache, start)
+        if siblings:  # each alternative appended to the cached history on its own
+            history = cache.k[0, :, 0, :start, 0].long()  # (B, start)
+            outs = [self.forward(idx[:, j : j + 1], _History(history), start) for j in range(T)]
+            return torch.cat(outs, dim=1)  # (B, T, vocab)
         if cache is not None:
             cache.k[0, :, 0, start : start + T, 0] = idx.to(torch.float64)
             full = cache.k[0, :, 0, : start + T, 0].long()  # (B, start+T): the whole history
@@ -114,6 +122,15 @@ class _LookupPolicy(nn.Module):
 
     def _next_logits(self, state, rows: torch.Tensor, prefix: torch.Tensor, t: int) -> torch.Tensor:
         raise NotImplementedError
+
+
+class _History(KVCache):
+    """A throw-away copy of a token history, so that one sibling can be appended without touching the cache."""
+
+    def __init__(self, history: torch.Tensor):
+        B, start = history.shape
+        super().__init__(1, B, 1, start + 1, 1, history.device, torch.float64)
+        self.k[0, :, 0, :start, 0] = history.to(torch.float64)
 
 
 class TablePolicy(_LookupPolicy):
