@@ -21,6 +21,7 @@ steps or at an equal rollout budget (steps ∝ 1/N).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 import shutil
@@ -38,7 +39,8 @@ from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
-from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep
+from tailmiss.llm.pool import Job, train_all
+from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep, train_sft_job
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
 from tailmiss.store import file_sha256, read_meta
@@ -170,6 +172,29 @@ class Ladder:
     def replace(self, **changes) -> Ladder:
         return dataclasses.replace(self, **changes)
 
+    def jobs(self, root: str | Path, device=None, reuse_stale: bool = False) -> list[Job]:
+        """Pool jobs: the SFT run, each derived policy (after it) and every rung's RL runs (after their start)."""
+        root = Path(root)
+        sft_dir = root / self.sft.name
+        sft = Job(
+            self.sft.name,
+            train_sft_job,
+            (self.sft, root, device, reuse_stale),
+            label=f"SFT {self.sft.name}",
+            state=functools.partial(run_state, sft_dir, self.sft, None, reuse_stale),
+        )
+        jobs = [sft]
+        for rung, sweep in self.sweeps():
+            start = sft
+            if rung.model != "transformer":
+                out = root / sweep.sft.name
+                args = (self.rl, sweep.sft, sft_dir, out)
+                state = functools.partial(_policy_state, *args)
+                start = Job(sweep.sft.name, derive_job, args, (sft.key,), f"{rung.model} policy {out.name}", state)
+                jobs.append(start)
+            jobs += sweep.jobs(root, device, reuse_stale, start=start)[1:]
+        return jobs
+
 
 def policy_prompts(rl: RLConfig, task) -> list:
     """The prompts a table policy must hold: the training pool, then the held-out evaluation prompts."""
@@ -177,6 +202,30 @@ def policy_prompts(rl: RLConfig, task) -> list:
     held = task.prompts(rl.eval_split, rl.eval_prompts, seed=rl.eval_prompt_seed, distinct=True)
     keys = {tuple(task.prompt_tokens(p)) for p in pool}
     return pool + [p for p in held if tuple(task.prompt_tokens(p)) not in keys]
+
+
+def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, progress: bool = False) -> None:
+    """Pool job: the policy of ``cfg`` derived from the SFT run ``source`` on the ladder's prompts."""
+    derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out)
+
+
+def _policy_state(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path) -> str:
+    """``"done"`` when ``out`` holds the policy derived from ``source`` by this code, else ``"missing"``."""
+    current = _current_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out)[0]
+    return "done" if current else "missing"
+
+
+def _current_policy(cfg: SFTConfig, source: Path, prompts, out: Path) -> tuple[bool, str, str]:
+    """Whether ``out`` holds the policy derived from ``source``'s checkpoint on ``prompts`` by this code, and the
+    two digests that say so."""
+    src_sha = file_sha256(source / CHECKPOINT)
+    tokens = LoadedRun(source).task.encode_prompts(prompts)
+    prompts_sha = hashlib.sha256(tokens.numpy().tobytes()).hexdigest()
+    current = False
+    if run_state(out, cfg, None) == "done":
+        meta = read_meta(out)
+        current = meta.get("source_checkpoint") == src_sha and meta.get("prompts_sha") == prompts_sha
+    return current, src_sha, prompts_sha
 
 
 def derive_policy(cfg: SFTConfig, source: str | Path, prompts, out: str | Path, log=None) -> Path:
@@ -190,13 +239,9 @@ def derive_policy(cfg: SFTConfig, source: str | Path, prompts, out: str | Path, 
     if cfg.model.kind not in TABULAR_KINDS:
         raise ValueError(f"derive_policy builds {', '.join(TABULAR_KINDS)} policies, got {cfg.model.kind!r}")
     out, source = Path(out), Path(source)
-    src_sha = file_sha256(source / CHECKPOINT)
-    tokens = LoadedRun(source).task.encode_prompts(prompts)
-    prompts_sha = hashlib.sha256(tokens.numpy().tobytes()).hexdigest()
-    if run_state(out, cfg, None) == "done":
-        meta = read_meta(out)
-        if meta.get("source_checkpoint") == src_sha and meta.get("prompts_sha") == prompts_sha:
-            return out
+    current, src_sha, prompts_sha = _current_policy(cfg, source, prompts, out)
+    if current:
+        return out
     if out.exists():
         if log is not None:
             log(f"{out}: rebuilding the {cfg.model.kind} policy")
@@ -283,14 +328,18 @@ def run_ladder(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     reuse_stale: bool = False,
+    jobs: int | None = 1,
+    threads: int = 1,
 ) -> LadderResult | None:
     """Train (or reuse) every rung's sweep under ``root`` and return the tidy ladder.
 
     The transformer SFT run is trained (or reused) first; table and factorized
     rungs start from policies derived from it (:func:`derive_policy`); each
     rung is then an ordinary sweep (:func:`tailmiss.llm.sweep.run_sweep`), so
-    finished runs are reused and partial ones resumed. Under ``torchrun`` rank 0
-    prepares the starting points, every rung's runs are shared among the ranks,
+    finished runs are reused and partial ones resumed. In one process every
+    rung's runs (and the starting points) are trained together on ``jobs``
+    processes of ``threads`` threads (:func:`tailmiss.llm.pool.train_all`).
+    Under ``torchrun`` rank 0 prepares the starting points, every rung's runs are shared among the ranks,
     and rank 0 returns the result (the others ``None``).
     """
     if not isinstance(ladder, Ladder):
@@ -299,7 +348,9 @@ def run_ladder(
     log = log or (lambda message: None)
     main = _dist.is_main()
     sft_dir = root / ladder.sft.name
-    if main:  # the SFT run and the derived policies on rank 0 alone; the other ranks wait
+    if _dist.world() == 1:  # every rung's runs on one pool; the rungs' sweeps below then only collect
+        train_all([ladder], root, device, jobs, threads, progress, reuse_stale, log)
+    elif main:  # the SFT run and the derived policies on rank 0 alone; the other ranks wait
         with _dist.local():
             cached_sft(ladder.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
             prompts = policy_prompts(ladder.rl, LoadedRun(sft_dir).task)

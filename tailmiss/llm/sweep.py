@@ -23,6 +23,7 @@ run killed part-way resumes from its last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
+from tailmiss.llm.pool import Job, train_all
 from tailmiss.objectives import POLICY_LOSSES
 from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
@@ -159,6 +161,33 @@ class LLMSweep:
     def runs(self) -> list[tuple[Variant, int, RLConfig]]:
         """``(variant, seed, RL config)`` of every run, variants outer, seeds inner."""
         return list(self._runs)
+
+    def jobs(self, root: str | Path, device=None, reuse_stale: bool = False, start: Job | None = None) -> list[Job]:
+        """The SFT run (or ``start``, the job that makes the starting point) and every RL run, as pool jobs
+        (:func:`tailmiss.llm.pool.run_jobs`)."""
+        root = Path(root)
+        sft_dir = root / self.sft.name
+        if start is None:
+            start = Job(
+                self.sft.name,
+                train_sft_job,
+                (self.sft, root, device, reuse_stale),
+                label=f"SFT {self.sft.name}",
+                state=functools.partial(run_state, sft_dir, self.sft, None, reuse_stale),
+            )
+        jobs = [start]
+        for i, (variant, seed, cfg) in enumerate(self._runs, 1):
+            jobs.append(
+                Job(
+                    cfg.name,
+                    train_rl_job,
+                    (cfg, sft_dir, root, device, reuse_stale),
+                    needs=(start.key,),
+                    label=f"[{i}/{len(self._runs)}] {variant.label} seed {seed}",
+                    state=functools.partial(run_state, root / cfg.name, cfg, sft_dir, reuse_stale),
+                )
+            )
+        return jobs
 
     def replace(self, **changes) -> LLMSweep:
         return dataclasses.replace(self, **changes)
@@ -289,10 +318,41 @@ class SweepResult:
         return mean.join(std.add_suffix("_sd")).reset_index()
 
 
+def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False) -> None:
+    """Pool job: the SFT run ``root/<cfg.name>`` (trained, resumed or reused)."""
+    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale)
+
+
+def train_rl_job(cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False) -> None:
+    """Pool job: the RL run ``root/<cfg.name>`` from the SFT run ``init``."""
+    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale)
+
+
+_FINAL = ("mu_pos", "off_format", "retained_mass", "dnll_rare", "tau_ratio") + tuple(
+    f"{kind}_pass_at_{k}" for kind in ("exact", "rare") for k in PASS_KS
+)
+"""The columns of a run's row of ``final.csv`` (enumerable tasks)."""
+
+
 def _final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
-    """Exact metrics of a finished run on the sweep's fixed prompts (enumerable tasks)."""
+    """Exact metrics of a finished run on the sweep's fixed prompts (enumerable tasks).
+
+    A run whose own evaluation prompts are the sweep's (same seed) scored its
+    final model on them at its last step: that row is read back. Other runs
+    are scored here against the SFT model.
+    """
+    cfg = RLConfig.from_toml(run_dir / "config.toml")
+    if cfg.eval_prompt_seed == prompts_seed:
+        last = pd.read_csv(run_dir / "history.csv").iloc[-1]
+        if all(c in last and not pd.isna(last[c]) for c in _FINAL if c != "dnll_rare"):
+            return {c: float(last[c]) for c in _FINAL}
+    return _score_final_row(run_dir, prompts_seed, reference_cache)
+
+
+def _score_final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
     run = LoadedRun(run_dir)
-    task, cfg = run.task, run.config
+    cfg = run.config
+    task = run.task
     prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=prompts_seed, distinct=True)
     key = (cfg.eval_split, cfg.eval_prompts)
     if key not in reference_cache:
@@ -319,6 +379,26 @@ def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
     row.update({f"exact_pass_at_{k}": v for k, v in m["exact_pass_at_k"].items()})
     row.update({f"rare_pass_at_{k}": v for k, v in m["rare_pass_at_k"].items()})
     return row
+
+
+def _train_ranked(sweep: LLMSweep, root: Path, device, progress: bool, reuse_stale: bool, log) -> None:
+    """Under torchrun: the SFT run on rank 0, then rank k trains runs k, k + K, ... each on its own."""
+    words = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
+    main, ranks, me = _dist.is_main(), _dist.world(), _dist.rank()
+    sft_dir = root / sweep.sft.name
+    if main:  # the other ranks wait for it
+        log(f"SFT {sweep.sft.name}: {words.get(run_state(sft_dir, sweep.sft, None, reuse_stale), 'training')}")
+        with _dist.local():
+            cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    _dist.barrier()
+    runs = sweep.runs()
+    for i, (variant, seed, cfg) in enumerate(runs, 1):
+        if (i - 1) % ranks != me:
+            continue
+        state = run_state(root / cfg.name, cfg, sft_dir, reuse_stale)
+        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')} (rank {me})")
+        with _dist.local():
+            cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
 
 
 def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
@@ -383,6 +463,8 @@ def run_sweep(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
     reuse_stale: bool = False,
+    jobs: int | None = 1,
+    threads: int = 1,
 ) -> SweepResult:
     """Train (or reuse) every run of ``sweep`` under ``root`` and return its tidy result.
 
@@ -390,7 +472,9 @@ def run_sweep(
     says so), partial ones resume from their last checkpoint, damaged or stale
     ones are redone (``reuse_stale`` reuses stale ones with a warning); the
     result folder ``root/<sweep.name>`` is rewritten atomically only when
-    something changed.
+    something changed. The runs are trained on ``jobs`` processes of
+    ``threads`` intra-op threads each (:func:`tailmiss.llm.pool.train_all`;
+    default: one process per usable core on the CPU).
 
     Under ``torchrun`` (a process group of K ranks) the SFT run is trained on
     rank 0, then rank k trains runs k, k + K, ... each on its own, and rank 0
@@ -402,7 +486,7 @@ def run_sweep(
     root = Path(root)
     log = log or (lambda message: None)
     out_dir = root / sweep.name
-    main, ranks, me = _dist.is_main(), _dist.world(), _dist.rank()
+    main, ranks = _dist.is_main(), _dist.world()
     found = None
     if main:
         check_result_dest(out_dir, _FILES, "sweep result")
@@ -413,22 +497,10 @@ def run_sweep(
             log(f"{sweep.name}: every run done by this code, reusing {out_dir}")
     if _dist.broadcast_object(found is not None and found.usable):  # every rank takes rank 0's decision
         return found.value if main else None
-    words = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
-    sft_dir = root / sweep.sft.name
-    if main:  # the SFT run first, on rank 0 alone; the other ranks wait for it
-        log(f"SFT {sweep.sft.name}: {words.get(run_state(sft_dir, sweep.sft, None, reuse_stale), 'training')}")
-        with _dist.local():
-            cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
-    _dist.barrier()
-    runs = sweep.runs()
-    for i, (variant, seed, cfg) in enumerate(runs, 1):
-        if (i - 1) % ranks != me:  # under torchrun, rank k trains runs k, k + K, ...: each on one process
-            continue
-        state = run_state(root / cfg.name, cfg, sft_dir, reuse_stale)
-        where = f" (rank {me})" if ranks > 1 else ""
-        log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')}{where}")
-        with _dist.local():
-            cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    if ranks == 1:
+        train_all([sweep], root, device, jobs, threads, progress, reuse_stale, log)
+    else:
+        _train_ranked(sweep, root, device, progress, reuse_stale, log)
     _dist.barrier()
     if not main:
         return None

@@ -248,11 +248,13 @@ def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: 
         retained_mass=m["retained_mass_mean"],
         dnll_rare=m["dnll_rare"],
         tau_rare=float(np.mean(m["tau_rare"])),
+        tau_ratio=float(np.sum(m["tau_rare"]) / np.sum(m["tau_rare_ref"])),
         off_format=m["off_format_mean"],
-        exact_pass_at_1=m["exact_pass_at_k"][1],
-        exact_pass_at_256=m["exact_pass_at_k"][256],
         rare_hit_at_256=m["rare_pass_at_k"][256],
     )
+    # every k, so that a sweep's final table can read the last evaluation instead of scoring the model again
+    row.update({f"exact_pass_at_{k}": v for k, v in m["exact_pass_at_k"].items()})
+    row.update({f"rare_pass_at_{k}": v for k, v in m["rare_pass_at_k"].items()})
     return {prefix + k: v for k, v in row.items()}
 
 

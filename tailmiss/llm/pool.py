@@ -1,0 +1,207 @@
+"""Many small runs at once: one single-threaded process per core instead of several threads per tiny matmul.
+
+The CPU models of this package (0.1M parameters) gain little from a second
+intra-op thread and lose much when threads contend on a busy machine, while
+the runs of a sweep are independent. :func:`run_jobs` therefore trains a list
+of :class:`Job` s (SFT runs, derived table policies, RL runs, final
+evaluations) on a pool of ``jobs`` spawned processes with ``threads`` intra-op
+threads each, starting a job once the jobs it ``needs`` are done. Every job is
+the same function of its config whichever process runs it, so a sweep gives
+the same runs as one process training them in turn (with the same thread
+count). With ``jobs = 1`` the jobs run in this process, in order.
+
+Ctrl-C stops the workers at once (they ignore SIGINT; the main process
+terminates them): checkpoints and result folders are written atomically, so
+rerunning the command resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["Job", "run_jobs", "train_all", "usable_cores", "default_jobs"]
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_jobs(device, pending: int) -> int:
+    """Worker processes for ``pending`` jobs: one per usable core on the CPU, one process on an accelerator."""
+    if pending < 2 or (device is not None and torch.device(device).type != "cpu"):
+        return 1
+    return min(usable_cores(), pending)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: ``fn(*args, progress=...)``, a module-level function (so that a spawned process can run
+    it) that shows its own progress bar only when run in this process.
+
+    ``key`` names it for ``needs`` (the keys of the jobs that must finish
+    first) and in the returned results; ``label`` is what the log says;
+    ``state`` tells what its run folder holds (:data:`tailmiss.llm.cached.STATES`)
+    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it.
+    """
+
+    key: str
+    fn: Callable
+    args: tuple = ()
+    needs: tuple[str, ...] = ()
+    label: str = ""
+    state: Callable[[], str] | None = field(default=None, compare=False)
+
+
+_WORDS = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
+
+
+def _init_worker(threads: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides what Ctrl-C stops
+    torch.set_num_threads(threads)
+
+
+def _timed(fn, args):
+    started = time.perf_counter()
+    value = fn(*args, progress=False)  # one bar over the jobs, drawn by the main process
+    return value, time.perf_counter() - started
+
+
+def _order(jobs: Sequence[Job]) -> None:
+    keys = [j.key for j in jobs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"job keys must be distinct, got {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    missing = sorted({n for j in jobs for n in j.needs} - set(keys))
+    if missing:
+        raise ValueError(f"jobs need unknown job(s) {', '.join(map(repr, missing))}")
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    workers: int = 1,
+    threads: int = 1,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    description: str = "runs",
+) -> dict:
+    """Run ``jobs`` respecting their ``needs``; return ``{key: fn's return value}`` (``None`` for skipped ones).
+
+    ``workers > 1`` runs them on that many spawned processes, each with
+    ``threads`` intra-op threads (a job starts once those it needs are done);
+    ``workers = 1`` runs them here, in list order as far as their needs allow,
+    with their own progress bars. A job's exception is raised here after the
+    other workers are stopped. ``log`` gets one line per job as it starts
+    (training, resuming, done, reused) and, with workers, as it finishes.
+    """
+    _order(jobs)
+    say = log or (lambda message: None)
+    results: dict = {}
+    pending = list(jobs)
+    bar = None
+    if progress and workers > 1:
+        from tailmiss._progress import ProgressBar
+
+        bar = ProgressBar(total=len(pending), description=f"{description} on {workers} processes")
+
+    def ready() -> list[Job]:
+        """The pending jobs whose needs are met, announced and taken off the list; finished runs are skipped (which
+        may ready more jobs)."""
+        out: list[Job] = []
+        skipped = True
+        while skipped:
+            skipped = False
+            for job in [j for j in pending if all(n in results for n in j.needs)]:
+                pending.remove(job)
+                state = job.state() if job.state is not None else "missing"
+                say(f"{job.label or job.key}: {_WORDS.get(state, 'training')}")
+                if state == "done":
+                    finish(job, None)
+                    skipped = True
+                    continue
+                out.append(job)
+                if workers <= 1:  # one at a time here: announce a job just before it runs
+                    return out
+        return out
+
+    def finish(job: Job, value) -> None:
+        results[job.key] = value
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if workers <= 1:
+            while pending:
+                todo = ready()
+                if not todo and pending and not any(all(n in results for n in j.needs) for j in pending):
+                    raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
+                for job in todo:
+                    finish(job, job.fn(*job.args, progress=progress))
+            return results
+        _run_pool(pending, workers, threads, ready, finish, say)
+        return results
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _run_pool(pending: list[Job], workers: int, threads: int, ready, finish, say) -> None:
+    import multiprocessing
+
+    running: dict[Future, Job] = {}
+    context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads,))
+    try:
+        while True:
+            for job in ready():
+                running[pool.submit(_timed, job.fn, job.args)] = job
+            if not running:
+                if pending:
+                    raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                value, seconds = future.result()  # a worker's exception is raised here
+                say(f"{job.label or job.key}: finished in {seconds:.1f} s")
+                finish(job, value)
+    except BaseException:
+        for process in list(getattr(pool, "_processes", {}).values()):  # stop runs in flight now, not at their end
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def train_all(
+    workloads: Sequence,
+    root,
+    device=None,
+    jobs: int | None = 1,
+    threads: int = 1,
+    progress: bool = True,
+    reuse_stale: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Train every run of several sweeps and ladders together (each has ``jobs(root, device, reuse_stale)``).
+
+    Runs shared by two workloads (the same run folder) are trained once; the
+    SFT runs go first and each RL run starts as soon as its starting point is
+    ready. ``jobs``: worker processes (``None``: :func:`default_jobs`; 1: here, one run after another).
+    """
+    unique: dict[str, Job] = {}
+    for workload in workloads:
+        for job in workload.jobs(root, device, reuse_stale):
+            unique.setdefault(job.key, job)
+    todo = list(unique.values())
+    workers = default_jobs(device, len(todo)) if jobs is None else jobs
+    return run_jobs(todo, max(1, min(workers, len(todo))), threads, progress, log)

@@ -1,0 +1,110 @@
+"""The job pool: order by needs, skipping finished runs, errors, and runs on a process pool equal to one process."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+from conftest import tiny_ladders
+
+from tailmiss.llm.ladder import run_ladder
+from tailmiss.llm.pool import Job, default_jobs, run_jobs
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _log_span(path: str, key: str, seconds: float, progress: bool = False) -> str:
+    """A job: append its start and end time to ``path`` and return its key."""
+    with open(path, "a") as fh:
+        fh.write(f"start {key} {time.time()!r}\n")
+    time.sleep(seconds)
+    with open(path, "a") as fh:
+        fh.write(f"end {key} {time.time()!r}\n")
+    return key * 2
+
+
+def _refuse(progress: bool = False) -> None:
+    raise AssertionError("a finished job ran")
+
+
+def _fail(word: str, progress: bool = False) -> None:
+    raise ValueError(f"bad input {word!r}")
+
+
+def _spans(path) -> dict:
+    out: dict = {}
+    for line in path.read_text().splitlines():
+        what, key, t = line.split()
+        out.setdefault(key, {})[what] = float(t)
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_job_starts_after_the_jobs_it_needs(workers, tmp_path):
+    spans = tmp_path / "spans.txt"
+    jobs = [
+        Job("c", _log_span, (str(spans), "c", 0.05), needs=("a", "b")),
+        Job("a", _log_span, (str(spans), "a", 0.3)),
+        Job("b", _log_span, (str(spans), "b", 0.05)),
+        Job("d", _log_span, (str(spans), "d", 0.05), needs=("b",)),
+    ]
+    messages: list[str] = []
+    results = run_jobs(jobs, workers=workers, progress=False, log=messages.append)
+    assert results == {"a": "aa", "b": "bb", "c": "cc", "d": "dd"}
+    t = _spans(spans)
+    assert t["c"]["start"] >= max(t["a"]["end"], t["b"]["end"])
+    assert t["d"]["start"] >= t["b"]["end"]
+    assert sum(m.endswith(": training") for m in messages) == 4
+    if workers == 2:  # a and b are independent: they overlap in time, and each job reports its duration
+        assert t["b"]["start"] < t["a"]["end"]
+        assert sum("finished in" in m for m in messages) == 4
+
+
+def test_finished_runs_are_skipped_and_said_so():
+    done = lambda: "done"  # noqa: E731
+    jobs = [Job("a", _refuse, label="run a", state=done), Job("b", _refuse, needs=("a",), state=done)]
+    messages: list[str] = []
+    assert run_jobs(jobs, workers=2, progress=False, log=messages.append) == {"a": None, "b": None}
+    assert messages == ["run a: done, reused", "b: done, reused"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_jobs_error_reaches_the_caller(workers, tmp_path):
+    spans = tmp_path / "spans.txt"
+    jobs = [Job("bad", _fail, ("x",)), Job("after", _log_span, (str(spans), "after", 0.0), needs=("bad",))]
+    with pytest.raises(ValueError, match="bad input 'x'"):
+        run_jobs(jobs, workers=workers, progress=False)
+    assert not spans.exists()  # what needed the failed job never started
+
+
+def test_bad_job_lists_are_refused():
+    with pytest.raises(ValueError, match="distinct"):
+        run_jobs([Job("a", _refuse), Job("a", _refuse)])
+    with pytest.raises(ValueError, match="unknown job"):
+        run_jobs([Job("a", _refuse, needs=("z",))])
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="wait on each other"):
+            run_jobs([Job("a", _refuse, needs=("b",)), Job("b", _refuse, needs=("a",))], workers=workers)
+
+
+def test_default_jobs_one_per_core_on_the_cpu_only():
+    assert default_jobs("cpu", 1) == 1
+    assert 1 <= default_jobs("cpu", 100) <= 100
+    assert default_jobs(None, 3) == min(3, default_jobs("cpu", 3))
+    assert default_jobs("meta", 100) == 1  # an accelerator-like device: one process
+
+
+def test_a_ladder_on_two_processes_equals_one_process(tmp_path):
+    """SFT, derived table policies and every rung's runs on a 2-process pool give the one-process files, byte for
+    byte (one intra-op thread each)."""
+    ladder = tiny_ladders()["ladder-budget"]
+    one = run_ladder(ladder, tmp_path / "one", progress=False, jobs=1)
+    two = run_ladder(ladder, tmp_path / "two", progress=False, jobs=2)
+    pd.testing.assert_frame_equal(one.history, two.history)
+    pd.testing.assert_frame_equal(one.final, two.final)
+    names = [cfg.name for _, sweep in ladder.sweeps() for _, _, cfg in sweep.runs()]
+    assert len(names) == 6
+    for name in names:
+        for file in ("history.csv", "config.toml"):
+            assert (tmp_path / "one" / name / file).read_bytes() == (tmp_path / "two" / name / file).read_bytes()
