@@ -304,6 +304,28 @@ QuickOpt = Annotated[bool, typer.Option(help="Use the preset's quick variant.")]
 DeviceOpt = Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 ... (default: cuda if available).")]
 ResumeOpt = Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")]
 ProgressOpt = Annotated[bool, typer.Option(help="Show a progress bar.")]
+ThreadsOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Intra-op threads per process. Default 1: the CPU models (0.1M parameters) gain little from more and "
+        "run 10-100x slower when threads contend on a busy machine (benchmarks/README.md).",
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Processes that train LLM runs side by side (default: one per usable CPU core; 1 on CUDA; "
+        "ignored under torchrun, whose ranks share the runs).",
+    ),
+]
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 @llm_app.command("presets")
@@ -376,6 +398,7 @@ def llm_sft_cmd(
     out: Annotated[Path | None, typer.Option(help="Run folder (default runs/llm/<name>).")] = None,
     resume: ResumeOpt = False,
     progress: ProgressOpt = True,
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Train a model from scratch on the task's SFT data; write config, history, meta and a checkpoint."""
     from tailmiss import _dist
@@ -383,6 +406,7 @@ def llm_sft_cmd(
     from tailmiss.llm.cli_support import resolve_config
 
     cfg = resolve_config(preset, config, quick, SFTConfig)
+    _set_threads(threads)
     rank_device = _dist.init_from_env(device)
     try:
         path = train_sft(
@@ -404,6 +428,7 @@ def llm_train_cmd(
     out: Annotated[Path | None, typer.Option(help="Run folder (default runs/llm/<name>).")] = None,
     resume: ResumeOpt = False,
     progress: ProgressOpt = True,
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Group-relative RL (GRPO / DAPO / CISPO / Dr. GRPO, focal weight γ) from an SFT run."""
     from tailmiss import _dist
@@ -411,6 +436,7 @@ def llm_train_cmd(
     from tailmiss.llm.cli_support import resolve_config
 
     cfg = resolve_config(preset, config, quick, RLConfig)
+    _set_threads(threads)
     rank_device = _dist.init_from_env(device)
     try:
         path = train_rl(
@@ -436,11 +462,14 @@ def llm_sweep_cmd(
     root: Annotated[Path, typer.Option(help="Cache folder for the SFT, RL and result folders.")] = Path("runs/llm"),
     progress: ProgressOpt = True,
     reuse_stale: ReuseStaleOpt = False,
+    jobs: JobsOpt = None,
+    threads: ThreadsOpt = 1,
 ) -> None:
     """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/.
 
-    Under ``torchrun --nproc_per_node=K`` the sweep's runs are shared among K
-    processes (each run on one of them) and rank 0 writes the result.
+    The runs are trained side by side on --jobs processes of --threads threads
+    each. Under ``torchrun --nproc_per_node=K`` they are shared among the K
+    processes instead (each run on one of them) and rank 0 writes the result.
     """
     from tailmiss.llm.presets import LADDERS, LLM_SWEEPS, llm_sweep, quick_name
     from tailmiss.llm.sweep import load_sweep, run_sweep
@@ -452,15 +481,14 @@ def llm_sweep_cmd(
         raise ValueError(
             f"unknown LLM sweep {name!r}; known sweeps: {', '.join(LLM_SWEEPS)}; ladders: {', '.join(LADDERS)}"
         )
+    _set_threads(threads)
+    pool = dict(jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
     if name in LADDERS:
-        _run_ladder_cmd(LADDERS[name], root, device, progress, reuse_stale)
+        _run_ladder_cmd(LADDERS[name], root, device, pool)
         return
     sweep = llm_sweep(name) if preset is not None else load_sweep(config)
     _check_folder("--root", root)
-    result = _on_ranks(
-        device,
-        lambda dev: run_sweep(sweep, root, device=dev, progress=progress, log=typer.echo, reuse_stale=reuse_stale),
-    )
+    result = _on_ranks(device, lambda dev: run_sweep(sweep, root, device=dev, **pool))
     if result is None:  # a rank other than 0 under torchrun
         return
     cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
@@ -482,16 +510,13 @@ def _on_ranks(device, work):
         _dist.destroy()
 
 
-def _run_ladder_cmd(ladder, root: Path, device, progress: bool, reuse_stale: bool) -> None:
+def _run_ladder_cmd(ladder, root: Path, device, pool: dict) -> None:
     """``llm sweep`` on a ladder preset: every rung's sweep, then the N-shape of M_ret per rung."""
     from tailmiss.ladder_analysis import shape_table
     from tailmiss.llm.ladder import run_ladder
 
     _check_folder("--root", root)
-    result = _on_ranks(
-        device,
-        lambda dev: run_ladder(ladder, root, device=dev, progress=progress, log=typer.echo, reuse_stale=reuse_stale),
-    )
+    result = _on_ranks(device, lambda dev: run_ladder(ladder, root, device=dev, **pool))
     if result is None:  # a rank other than 0 under torchrun
         return
     shape = shape_table(result.final)
@@ -522,10 +547,12 @@ def llm_eval_cmd(
     device: DeviceOpt = None,
     as_json: JsonOpt = False,
     progress: ProgressOpt = True,
+    threads: ThreadsOpt = 1,
 ) -> None:
     """pass@k of a run on its evaluation prompts; exact answer-mass metrics for enumerable tasks."""
     from tailmiss.llm.cli_support import evaluate_run
 
+    _set_threads(threads)
     result = evaluate_run(run, samples, device=device, seed=seed, progress=progress and not as_json)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
@@ -568,6 +595,7 @@ def figures_make_cmd(
     device: Annotated[str | None, typer.Option(help="Device for simulated figures.")] = None,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     reuse_stale: ReuseStaleOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Render figures to PNG and PDF."""
     from tailmiss.figures import FIGURES, Context, make
@@ -582,7 +610,9 @@ def figures_make_cmd(
     out = out or (Path("runs/quick/figures") if quick else Path("figures"))
     _check_folder("--out", out)
     _check_folder("--cache", cache)
-    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
+    ctx = Context(
+        quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log, jobs=jobs
+    )
     for path in make(selected, out, ctx):
         typer.echo(f"wrote {path}")
 
@@ -603,16 +633,19 @@ def repro_cmd(
         str | None,
         typer.Option(help="Regenerate only this section (ladder, objectives) and its figures in the existing report."),
     ] = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
-    from tailmiss.figures import FIGURES, Context, make
-    from tailmiss.repro import SECTIONS, write_report
+    from tailmiss.figures import FIGURES, Context, make, train_llm
+    from tailmiss.repro import SECTIONS, llm_families, write_report
 
     if only is not None and only not in SECTIONS:
         raise ValueError(f"--only must be one of {', '.join(SECTIONS)}, got {only!r}")
 
     _single_process("repro")
-    ctx = Context(quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log)
+    ctx = Context(
+        quick=quick, cache_dir=cache, device=device, progress=progress, reuse_stale=reuse_stale, log=_log, jobs=jobs
+    )
     out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; give the report's file name")
@@ -622,6 +655,7 @@ def repro_cmd(
     _check_folder("--cache", cache)
     if only is not None and not out.is_file():
         raise ValueError(f"--only needs an existing report at {str(out)!r}: run without --only first")
+    train_llm(llm_families(only), ctx)  # every LLM run the report needs, side by side, before the figures
     if figures:
         fig_dir = out.parent / "figures"
         names = {"ladder": ["ladder", "frontier"], "objectives": ["llm-objectives"]}.get(only, list(FIGURES))

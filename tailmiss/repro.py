@@ -449,6 +449,14 @@ def render_report(ctx: Context, figdir: str = "figures/") -> str:
 
 
 SECTIONS = ("ladder", "objectives")
+_SECTION_LLM = {"ladder": ("ladder", "ladder-budget", "ladder-hard"), "objectives": ("objectives",)}
+
+
+def llm_families(only: str | None = None) -> tuple[str, ...]:
+    """The LLM sweep and ladder families the report (or its section ``only``) reads."""
+    if only is not None:
+        return _SECTION_LLM[only]
+    return ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"])
 """Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from tailmiss.io import atomic_write
 
-__all__ = ["FigureSpec", "Context", "FIGURES", "register", "make", "figure_data"]
+__all__ = ["FigureSpec", "Context", "FIGURES", "register", "make", "figure_data", "train_llm"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Context:
     """Reuse cached results made by other code (with a warning) instead of recomputing them."""
     log: Callable[[str], None] | None = None
     """Receives one line per cache decision (reused, stale, damaged, resumed)."""
+    jobs: int | None = 1
+    """Processes that train the LLM runs side by side (``None``: one per usable CPU core; 1: in this process)."""
 
     @property
     def llm_cache(self) -> Path:
@@ -50,6 +52,8 @@ class FigureSpec:
     data: Callable[[Context], pd.DataFrame]
     plot: Callable[[pd.DataFrame], object]
     simulated: bool = False
+    llm: tuple[str, ...] = ()
+    """The LLM sweep and ladder families its data trains (see :func:`train_llm`)."""
 
 
 FIGURES: dict[str, FigureSpec] = {}
@@ -84,6 +88,7 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
 
     ctx = ctx or Context()
     specs = _resolve(names)
+    train_llm([f for spec in specs for f in spec.llm], ctx)
     out_dir = Path(out_dir)
     written = []
     for spec in specs:
@@ -99,6 +104,28 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
                 written.append(path)
             plt.close(fig)
     return written
+
+
+def train_llm(families: Iterable[str], ctx: Context) -> None:
+    """Train every run of the LLM sweep and ladder ``families`` together on ``ctx.jobs`` processes.
+
+    With ``ctx.jobs == 1`` nothing happens here: each figure trains its own
+    runs in this process when it needs them. Otherwise the SFT runs, derived
+    policies and RL runs of all the families go to one pool, so that no core
+    idles between one sweep and the next; the figures then find them done.
+    """
+    from tailmiss.figures.ladder import LADDERS, resolve_ladder
+    from tailmiss.figures.llm import SWEEPS, resolve_sweep
+    from tailmiss.llm.pool import train_all
+
+    wanted = list(dict.fromkeys(families))
+    if ctx.jobs == 1 or not wanted:
+        return
+    unknown = [f for f in wanted if f not in SWEEPS and f not in LADDERS]
+    if unknown:
+        raise ValueError(f"unknown LLM family {unknown[0]!r}; known: {', '.join([*SWEEPS, *LADDERS])}")
+    workloads = [resolve_sweep(f, ctx) if f in SWEEPS else resolve_ladder(f, ctx) for f in wanted]
+    train_all(workloads, ctx.llm_cache, ctx.device, ctx.jobs, 1, ctx.progress, ctx.reuse_stale, ctx.log)
 
 
 # registration side effects: the figure modules add themselves to FIGURES

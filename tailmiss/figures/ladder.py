@@ -21,21 +21,31 @@ LADDERS = {
 _SET_STYLE = {"pool": ("o", 1.0), "heldout": ("s", 0.45)}
 
 
-def ladder_result(ctx: Context, family: str = "ladder"):
-    """The ladder of ``family`` (``"ladder"``, ``"ladder-budget"``, ``"ladder-hard"``), run or loaded from the cache.
+def resolve_ladder(family: str, ctx: Context):
+    """The ladder of ``family`` (``"ladder"``, ``"ladder-budget"``, ``"ladder-hard"``).
 
     ``ctx.llm_sweeps[family]``, when given, replaces the preset (e.g. a small ladder in a notebook or a test).
     """
-    from tailmiss.llm.ladder import run_ladder
     from tailmiss.llm.presets import ladder_preset
 
     if ctx.llm_sweeps is not None and family in ctx.llm_sweeps:
-        ladder = ctx.llm_sweeps[family]
-    else:
-        full, quick = LADDERS[family]
-        ladder = ladder_preset(quick if ctx.quick else full)
+        return ctx.llm_sweeps[family]
+    full, quick = LADDERS[family]
+    return ladder_preset(quick if ctx.quick else full)
+
+
+def ladder_result(ctx: Context, family: str = "ladder"):
+    """The ladder of ``family``, run or loaded from the cache."""
+    from tailmiss.llm.ladder import run_ladder
+
     return run_ladder(
-        ladder, ctx.llm_cache, device=ctx.device, progress=ctx.progress, log=ctx.log, reuse_stale=ctx.reuse_stale
+        resolve_ladder(family, ctx),
+        ctx.llm_cache,
+        device=ctx.device,
+        progress=ctx.progress,
+        log=ctx.log,
+        reuse_stale=ctx.reuse_stale,
+        jobs=ctx.jobs,
     )
 
 
@@ -164,6 +174,7 @@ register(
         "trained-on and held-out prompts",
         ladder_data,
         _ladder_plot,
+        llm=("ladder",),
     )
 )
 register(
@@ -173,5 +184,6 @@ register(
         "M_ret against Q_pos along training per N on every rung (learning speed taken out)",
         frontier_data,
         _frontier_plot,
+        llm=("ladder",),
     )
 )

@@ -24,18 +24,28 @@ MAZE_KS = (1, 128, 256)
 _METHOD_COLORS = {"grpo": "C0", "dapo": "C1", "dapo+ds": "C3", "cispo": "C2", "drgrpo": "C4"}
 
 
-def sweep_result(family: str, ctx: Context):
-    """The finished sweep of ``family`` (``"nsweep"``, ``"objectives"``, ``"maze"``), run or loaded."""
+def resolve_sweep(family: str, ctx: Context):
+    """The sweep of ``family`` (``"nsweep"``, ``"objectives"``, ``"maze"``): ``ctx.llm_sweeps``' or the preset."""
     from tailmiss.llm.presets import llm_sweep
-    from tailmiss.llm.sweep import run_sweep
 
     if ctx.llm_sweeps is not None and family in ctx.llm_sweeps:
-        sweep = ctx.llm_sweeps[family]
-    else:
-        full, quick = SWEEPS[family]
-        sweep = llm_sweep(quick if ctx.quick else full)
+        return ctx.llm_sweeps[family]
+    full, quick = SWEEPS[family]
+    return llm_sweep(quick if ctx.quick else full)
+
+
+def sweep_result(family: str, ctx: Context):
+    """The finished sweep of ``family``, run or loaded."""
+    from tailmiss.llm.sweep import run_sweep
+
     return run_sweep(
-        sweep, ctx.llm_cache, device=ctx.device, progress=ctx.progress, log=ctx.log, reuse_stale=ctx.reuse_stale
+        resolve_sweep(family, ctx),
+        ctx.llm_cache,
+        device=ctx.device,
+        progress=ctx.progress,
+        log=ctx.log,
+        reuse_stale=ctx.reuse_stale,
+        jobs=ctx.jobs,
     )
 
 
@@ -123,6 +133,7 @@ register(
         "small transformer, task (a): pass@1, rare-set coverage, pass@256, ΔNLL_rare, M_ret vs N; F-GRPO at N = 8",
         nsweep_data,
         _nsweep_plot,
+        llm=("nsweep",),
     )
 )
 
@@ -193,6 +204,7 @@ register(
         "small transformer, task (a): GRPO / DAPO / CISPO with and without the focal weight at N = 8",
         objectives_data,
         _objectives_plot,
+        llm=("objectives",),
     )
 )
 
@@ -268,6 +280,7 @@ register(
         "small transformer, mazes: −log pass@k vs N (GRPO, F-GRPO γ = 0.5, 1) and pass@k vs step",
         maze_data,
         _maze_plot,
+        llm=("maze",),
     )
 )
 
@@ -407,5 +420,6 @@ register(
         "simulation started from the SFT model's exact answer distributions vs the transformer's RL runs",
         bridge_data,
         _bridge_plot,
+        llm=("nsweep",),
     )
 )

@@ -138,8 +138,10 @@ def run_jobs(
         if bar is not None:
             bar.update(1)
 
+    before = torch.get_num_threads()
     try:
         if workers <= 1:
+            torch.set_num_threads(threads)  # the same thread policy as the workers'
             while pending:
                 todo = ready()
                 if not todo and pending and not any(all(n in results for n in j.needs) for j in pending):
@@ -150,6 +152,7 @@ def run_jobs(
         _run_pool(pending, workers, threads, ready, finish, say)
         return results
     finally:
+        torch.set_num_threads(before)
         if bar is not None:
             bar.close()
 
