@@ -29,6 +29,7 @@ __all__ = [
     "group_advantages",
     "binary_group_advantages",
     "focal_weight",
+    "masked_mean",
     "Surrogate",
     "SURROGATES",
     "AGGREGATIONS",
@@ -65,7 +66,13 @@ def group_advantages(rewards: torch.Tensor, mode: str = "std", std: str = "besse
         A_i = \frac{R_i - \bar R}{\sigma_R + \epsilon}
 
     (``mode="std"``), :math:`R_i - \bar R` (``"mean"``) or :math:`R_i` (``"none"``).
-    A group of size 1 gets advantage 0 under ``"mean"`` and ``"std"``.
+
+    A group of one has no group-relative signal: :math:`R_1 - \bar R = 0`, so
+    it gets advantage 0 under ``"mean"`` and ``"std"`` (its σ is taken as 1,
+    so that 0/0 never occurs). This is a choice: verl instead gives a lone
+    sample mean 0 and std 1, i.e. its raw reward :math:`R_1/(1+\epsilon)`
+    as advantage. The trainer refuses ``group_size = 1`` with these modes,
+    which could only give a zero loss.
 
     Parameters
     ----------
@@ -73,8 +80,7 @@ def group_advantages(rewards: torch.Tensor, mode: str = "std", std: str = "besse
         Rewards of the N rollouts of each group (last axis).
     mode : {"none", "mean", "std"}
     std : {"population", "bessel"}
-        Standard deviation with ``1/N`` or ``1/(N-1)``; Bessel's for a group of
-        one is taken as 1 (verl's convention).
+        Standard deviation with ``1/N`` or ``1/(N-1)``.
     eps : float
         Added to the standard deviation.
 
@@ -420,9 +426,19 @@ def resolve_loss_config(name: str, config: LossConfig | None = None, **overrides
     return replace(defaults, **chosen)
 
 
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` over the tokens where ``mask`` is set (0 without any).
+
+    Padded entries are left out by selection, not multiplied by 0: an inf or
+    NaN there reaches neither the value nor the gradient.
+    """
+    valid = mask.bool()
+    return torch.where(valid, values, 0.0).sum() / valid.sum().clamp(min=1)
+
+
 def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, how: str, norm_length: int | None = None) -> torch.Tensor:
+    masked = torch.where(mask.bool(), per_token, 0.0)  # selection: inf * 0 would be NaN
     mask = mask.to(per_token.dtype)
-    masked = per_token * mask
     if how == "token-mean":
         return masked.sum() / mask.sum().clamp(min=1)
     if how == "token-sum-norm":
@@ -489,7 +505,9 @@ def policy_loss(
     adv : Tensor, shape (B, 1) or (B, T)
         Advantages (already multiplied by the focal weight), broadcast over tokens.
     mask : Tensor, shape (B, T)
-        1 on response tokens, 0 on padding.
+        1 on response tokens, 0 on padding. Padded tokens take part in
+        nothing: neither the loss, its gradient, nor the statistics, whatever
+        their log-probabilities (even an overflowing ratio).
     config : LossConfig, optional
         Fields left ``None`` take the method's defaults; ``overrides`` replace
         fields (see :func:`resolve_loss_config`).
@@ -511,6 +529,9 @@ def policy_loss(
     """
     cfg = resolve_loss_config(name, config, **overrides)
     _check_shapes(logp, old_logp, adv, mask)
+    # padded tokens get ratio 1: a log-ratio that overflows there (exp(100) is inf in float32) would otherwise
+    # turn the zero gradient of the masked-out loss into 0 * inf = NaN in the exponential's backward
+    old_logp = torch.where(mask.bool(), old_logp, logp.detach())
     per_token, clipped = POLICY_LOSSES[name].fn(logp, old_logp, adv, cfg)
     loss = _aggregate(per_token, mask, cfg.aggregation, cfg.norm_length)
     if not return_stats:

@@ -339,12 +339,21 @@ def test_rl_adv_eps_and_temperature_floors():
 def test_rl_dynamic_sampling_needs_groups_of_two():
     # a group of one never has mixed rewards: every round would be dropped and the run would never train
     with pytest.raises(ValueError, match="dynamic_sampling needs group_size >= 2"):
-        RLConfig(dynamic_sampling=True, group_size=1)
+        RLConfig(dynamic_sampling=True, group_size=1, advantage="none")
     assert RLConfig(dynamic_sampling=True, group_size=2).group_size == 2
-    assert RLConfig(group_size=1, std_kind="bessel").group_size == 1  # without the filter it runs:
-    for std in ("bessel", "population"):  # a group of one gets advantage 0, not 0/0
-        adv = group_advantages(torch.tensor([[1.0], [0.0]], dtype=torch.float64), "std", std, F32_TINY)
-        assert (adv == 0).all()
+
+
+def test_a_group_of_one_has_advantage_zero_and_the_trainer_refuses_it():
+    """Our convention (verl's differs: mean 0, std 1, so the raw reward): R - mean(R) = 0 for a group of one."""
+    rewards = torch.tensor([[1.0], [0.0]], dtype=torch.float64)
+    for mode in ("mean", "std"):
+        for std in ("bessel", "population"):  # 0, not 0/0
+            assert (group_advantages(rewards, mode, std, F32_TINY) == 0).all()
+    assert torch.equal(group_advantages(rewards, "none"), rewards)
+    for method, mode in (("grpo", "std"), ("drgrpo", "mean"), ("cispo", "std")):
+        with pytest.raises(ValueError, match=f"group_size=1 with advantage '{mode}' gives every rollout advantage 0"):
+            RLConfig(method=method, group_size=1)
+    assert RLConfig(group_size=1, advantage="none").group_size == 1  # raw rewards: a real signal
 
 
 @pytest.mark.parametrize("key", ["clip_low", "clip_high", "dual_clip"])

@@ -28,6 +28,7 @@ from tailmiss.objectives import (
     binary_group_advantages,
     focal_weight,
     group_advantages,
+    masked_mean,
     policy_loss,
     resolve_loss_config,
 )
@@ -922,3 +923,34 @@ def test_approx_kl_is_zero_at_ratio_one_and_nonnegative():
     assert out.approx_kl.item() == 0.0 and out.clip_fraction.item() == 0.0
     logp, old, adv, mask = _random_case(2, 1)
     assert policy_loss("cispo", logp, old, adv, mask, return_stats=True).approx_kl.item() > 0
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "token-sum-norm"])
+def test_a_padded_token_whose_log_ratio_overflows_leaves_loss_and_gradient_as_without_it(name, aggregation):
+    """float32: exp(100) is inf. The padded token must change nothing (before: a NaN gradient for PPO-clip)."""
+    logp = torch.tensor([[-1.0, -2.0, 90.0], [-0.5, -0.7, -0.9]], dtype=torch.float32, requires_grad=True)
+    old = torch.tensor([[-1.1, -1.9, -10.0], [-0.4, -0.9, -0.8]], dtype=torch.float32)
+    adv = torch.tensor([[1.5], [-0.5]], dtype=torch.float32)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]], dtype=torch.float32)
+    out = policy_loss(name, logp, old, adv, mask, aggregation=aggregation, norm_length=3, return_stats=True)
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    assert torch.isfinite(grad).all() and grad[0, 2] == 0
+    # the same token with a harmless log-probability gives the same loss, gradient and statistics
+    tame = logp.detach().clone()
+    tame[0, 2] = -10.0
+    tame.requires_grad_(True)
+    ref = policy_loss(name, tame, old, adv, mask, aggregation=aggregation, norm_length=3, return_stats=True)
+    (ref_grad,) = torch.autograd.grad(ref.loss, tame)
+    torch.testing.assert_close(grad, ref_grad, rtol=0, atol=0)
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=0)
+
+
+def test_masked_mean_selects_instead_of_multiplying():
+    values = torch.tensor([1.0, 3.0, float("inf"), float("nan")], requires_grad=True)
+    mask = torch.tensor([1, 1, 0, 0])
+    m = masked_mean(values, mask)
+    (grad,) = torch.autograd.grad(m, values)
+    assert m.item() == 2.0 and torch.equal(grad, torch.tensor([0.5, 0.5, 0.0, 0.0]))
+    assert masked_mean(values.detach(), torch.zeros(4)).item() == 0.0

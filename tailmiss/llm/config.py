@@ -322,6 +322,11 @@ class RLConfig(_TomlConfig):
             )
         if not isinstance(self.dynamic_sampling, bool):
             raise ValueError(f"dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+        if self.group_size < 2 and self.advantage_mode != "none":
+            raise ValueError(
+                f"group_size=1 with advantage {self.advantage_mode!r} gives every rollout advantage 0 (a group of one "
+                "has no group-relative signal), so the loss is 0: use group_size >= 2, or advantage = 'none'"
+            )
         if self.dynamic_sampling and self.group_size < 2:
             raise ValueError(
                 "dynamic_sampling needs group_size >= 2 (it keeps only groups with mixed rewards, which a group "

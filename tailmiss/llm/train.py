@@ -235,9 +235,10 @@ def _k3(logp_ref: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
-def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+def _kl_penalty(ref_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Token mean of the k3 KL estimator over the response tokens; padded ones add neither value nor gradient
+    (their log-probability is replaced by the reference's, so exp never overflows there)."""
+    return objectives.masked_mean(_k3(ref_logp, torch.where(mask.bool(), logp, ref_logp)), mask)
 
 
 def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None) -> dict:
@@ -304,10 +305,12 @@ def _rank_logprobs(model, reference, batch: Rollouts, rows: torch.Tensor, cfg: R
     length = float(batch.mask.sum(1).double().mean())
     if world() == 1:  # one process: float32 token means in batch order, as single-process runs always logged them
         back = torch.argsort(rows)
-        entropy_mean = float(_masked_mean(entropy[back], mask[back]))
-        kl_mean = float(_masked_mean(_k3(ref_logp, old_logp)[back], mask[back]))
+        entropy_mean = float(objectives.masked_mean(entropy[back], mask[back]))
+        kl_mean = float(_kl_penalty(ref_logp[back], old_logp[back], mask[back]))
     else:
-        ent_sum, kl_sum = all_sum([(entropy * mask).sum(), (_k3(ref_logp, old_logp) * mask).sum()], dev)
+        valid = mask.bool()
+        kl = _k3(ref_logp, torch.where(valid, old_logp, ref_logp))
+        ent_sum, kl_sum = all_sum([torch.where(valid, entropy, 0.0).sum(), torch.where(valid, kl, 0.0).sum()], dev)
         tokens = max(int(batch.mask.sum()), 1)  # every rank's rows together are the batch
         entropy_mean, kl_mean = ent_sum / tokens, kl_sum / tokens
     return old_logp, ref_logp, {"entropy": entropy_mean, "response_len": length, "kl_ref": kl_mean}
@@ -335,9 +338,9 @@ def _rank_loss(ddp, batch: Rollouts, adv, old_logp, ref_logp, idx_all, idx, cfg:
     tokens = int(mask.sum())
     token_share = _share(tokens, int(batch.mask[idx_all].sum()))  # the KL and entropy terms are token means
     if cfg.kl_coef > 0:
-        loss = loss + cfg.kl_coef * _masked_mean(_k3(ref_logp, logp), mask) * token_share
+        loss = loss + cfg.kl_coef * _kl_penalty(ref_logp, logp, mask) * token_share
     if need_entropy:
-        loss = loss - cfg.entropy_coef * _masked_mean(ent, mask) * token_share
+        loss = loss - cfg.entropy_coef * objectives.masked_mean(ent, mask) * token_share
     return loss, float(res.clip_fraction), float(res.approx_kl), tokens
 
 
