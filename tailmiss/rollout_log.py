@@ -205,10 +205,11 @@ def _clean(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, int]:
     if np.isinf(reward).any():
         raise ValueError(f"{source}: column 'reward' holds an infinite value")
     out = pd.DataFrame({"step": step.astype(np.int64), "prompt_id": frame["prompt_id"].astype(str), "reward": reward})
-    if "correct" in frame.columns:
-        out["correct"] = _as_flags(frame["correct"], source)
     keep = out["reward"].notna()
-    return out[keep].reset_index(drop=True), int((~keep).sum())
+    out = out[keep].reset_index(drop=True)
+    if "correct" in frame.columns:  # unscored rows may carry no flag either
+        out["correct"] = _as_flags(frame.loc[keep, "correct"].reset_index(drop=True), source)
+    return out, int((~keep).sum())
 
 
 def _as_flags(values: pd.Series, source: str) -> pd.Series:

@@ -269,3 +269,15 @@ def test_cli_parquet_without_pyarrow_is_one_line(runner, tmp_path, monkeypatch):
     monkeypatch.setattr(pd, "read_parquet", no_engine)
     (tmp_path / "log.parquet").write_bytes(b"PAR1")
     _one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "log.parquet")]), "needs pyarrow")
+
+
+def test_importing_tailmiss_imports_no_training_stack():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tailmiss, tailmiss.cli, tailmiss.diagnose, tailmiss.figures.diagnose, tailmiss.integrations;"
+        "print(sorted(m for m in ('trl', 'transformers', 'accelerate', 'datasets', 'verl', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
