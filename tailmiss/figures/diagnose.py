@@ -43,7 +43,7 @@ def _group_shares(ax, steps) -> None:
     _step_axis(ax)
     ax.set_ylabel("share of groups")
     ax.set_title("(a) Group outcomes")
-    ax.legend(loc="lower left")
+    ax.legend(loc="lower left", frameon=True, framealpha=0.85)
 
 
 def _mu_hat(ax, steps) -> None:

@@ -44,9 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from accelerate.utils import gather_object
-from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+
+try:
+    from accelerate.utils import gather_object
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+except ImportError as exc:  # pragma: no cover - exercised without TRL only
+    raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
 
 from tailmiss.diagnose import rho_key, step_metrics
 from tailmiss.integrations._focal import GroupFocal, group_focal_weights
