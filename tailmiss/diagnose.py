@@ -10,7 +10,8 @@ group gives its size :math:`N`, correct count :math:`X` and :math:`\hat\mu = X/N
 * the tail-miss risk: Lemma 3.1,
   :math:`\Pr(B_{E,N}) = (1-\tau)^N - (\mu-\tau)^N - (1-\mu)^N`, evaluated at each group's
   :math:`\hat\mu` (a plug-in estimate of :math:`\mu_{pos}`) and its own :math:`N`, averaged
-  over the groups with :math:`X > 0`;
+  over the groups with :math:`X > 0`, and the group size :math:`N^*` at which that risk would
+  peak (below);
 * the focal weight :math:`g = (1-\hat\mu)^\gamma` (F-GRPO Eq. 12) that F-GRPO would give,
   averaged over the active groups (the only ones whose advantages are not zero anyway).
 
@@ -23,11 +24,11 @@ prompt ("a solution holding a share :math:`\rho` of the model's correct mass") a
 for every group that solved the prompt at least once. Groups with :math:`X = 0` carry no
 estimate of the correct mass and are left out of the average (their share is reported).
 
-**Peak.** Over the whole run, the risk as a function of a common group size is the mixture
-:math:`\bar P(N) = \mathrm{mean}_g \Pr(B_{E,N} \mid \hat\mu_g, \rho\hat\mu_g)` over the
-solved groups. Each term is unimodal in :math:`N` with its exact argmax from
-:func:`tailmiss.analytic.tail_miss_peak`, so the mixture's argmax :math:`N^*` lies below the
-largest of them and is found exactly on the integers up to it. The run's (median) group size
+**Peak.** Over one step's groups or the whole run, the risk as a function of a common group
+size is the mixture :math:`\bar P(N) = \mathrm{mean}_g \Pr(B_{E,N} \mid \hat\mu_g, \rho\hat\mu_g)`
+over the solved groups. Each term is unimodal in :math:`N` with its exact argmax from
+:func:`tailmiss.analytic.tail_miss_peak`, so the mixture's argmax :math:`N^*` lies at or below
+the largest of them and is found exactly on the integers up to it. The run's (median) group size
 is then below, at or above :math:`N^*`: below, rare solutions are protected mostly by
 inactivity; above, by coverage (F-GRPO §3.1).
 
@@ -58,6 +59,7 @@ __all__ = [
     "Diagnosis",
     "rho_key",
     "gamma_key",
+    "n_star_key",
     "group_columns",
     "per_step",
     "step_metrics",
@@ -77,6 +79,11 @@ _CHUNK = 1 << 15
 def rho_key(rho: float) -> str:
     """Column / metric name of the tail-miss risk for rare share ``rho``."""
     return f"tail_miss_rho{rho:g}"
+
+
+def n_star_key(rho: float) -> str:
+    """Column / metric name of the peak group size N* for rare share ``rho``."""
+    return f"n_star_rho{rho:g}"
 
 
 def gamma_key(gamma: float) -> str:
@@ -122,8 +129,12 @@ def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS
     return out
 
 
-def per_step(columns: pd.DataFrame) -> pd.DataFrame:
-    """Per-step summary of :func:`group_columns` output (NaN-skipping means)."""
+def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
+    """Per-step summary of :func:`group_columns` output (NaN-skipping means), with each step's peak N* per ``rho``.
+
+    :func:`n_star_key` columns hold :func:`pooled_risk`'s argmax over the step's solved groups (NaN when the
+    step has none, or only all-correct ones).
+    """
     by = columns.groupby("step", sort=True)
     mu = by["mu_hat"]
     table = pd.DataFrame(
@@ -143,13 +154,18 @@ def per_step(columns: pd.DataFrame) -> pd.DataFrame:
     for col in columns.columns:
         if col.startswith(("tail_miss_rho", "focal_weight_gamma")):
             table[col] = by[col].mean()
+    solved = columns[columns["x"] > 0].groupby("step")["mu_hat"]
+    for rho in rhos:
+        n_star = solved.apply(lambda m, r=rho: pooled_risk(m, r)["n_star"])
+        table[n_star_key(rho)] = pd.to_numeric(n_star.reindex(table.index), errors="coerce").astype(np.float64)
     return table.reset_index()
 
 
 def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, float]:
     """The :func:`per_step` row of one step's groups (correct counts ``x``, sizes ``n``) as a dict."""
+    rhos, gammas = _grids(rhos, gammas)
     groups = pd.DataFrame({"step": 0, "n": np.asarray(n, np.int64), "x": np.asarray(x, np.int64)})
-    row = per_step(group_columns(groups, rhos, gammas)).iloc[0]
+    row = per_step(group_columns(groups, rhos, gammas), rhos).iloc[0]
     return {k: float(v) for k, v in row.items() if k != "step"}
 
 
@@ -292,7 +308,7 @@ def diagnose(
     """
     rhos, gammas = _grids(rhos, gammas)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
-    steps = per_step(columns)
+    steps = per_step(columns, rhos)
     n_obs = int(np.median(columns["n"]))
     tail_miss, curve = _tail_miss_summary(columns, rhos, n_obs)
     summary = {

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tailmiss import analytic
 from tailmiss.cli import app
-from tailmiss.diagnose import diagnose, gamma_key, group_columns, pooled_risk, rho_key, step_metrics
+from tailmiss.diagnose import diagnose, gamma_key, group_columns, n_star_key, pooled_risk, rho_key, step_metrics
 from tailmiss.rollout_log import group_counts, read_rollouts, success_flags
 
 
@@ -99,6 +99,10 @@ def test_step_metrics_hand_computed():
     expected = np.mean([analytic.tail_miss_probability(mu, 0.1 * mu, 8) for mu in (3 / 8, 1.0, 4 / 8)])
     assert m[rho_key(0.1)] == pytest.approx(expected, rel=1e-14)
     assert m[gamma_key(1.0)] == pytest.approx(np.mean([5 / 8, 4 / 8]), rel=1e-15)
+    assert m[n_star_key(0.1)] == pooled_risk([3 / 8, 1.0, 4 / 8], 0.1)["n_star"]
+    one_mu = step_metrics([2, 2, 0], [8, 8, 8], rhos=(0.05,), gammas=(1.0,))
+    assert one_mu[n_star_key(0.05)] == analytic.tail_miss_peak(0.25, 0.0125).n_star
+    assert np.isnan(step_metrics([0, 8], [8, 8], rhos=(0.05,), gammas=(1.0,))[n_star_key(0.05)])
 
 
 @pytest.mark.parametrize(("mu", "rho", "n_star", "peak"), [(0.5, 0.01, 8, 0.9532), (0.8, 0.05, 8, 0.6101)])

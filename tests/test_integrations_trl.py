@@ -201,7 +201,7 @@ def test_callback_log_is_what_diagnose_reads(tmp_path, one_torch_thread):
     result = CliRunner().invoke(app, ["diagnose", str(log), "--out", str(tmp_path / "diag"), "--rho", "0.05"])
     assert result.exit_code == 0, result.output + result.stderr
     steps = json.loads((tmp_path / "diag" / "diagnose.json").read_text())["per_step"]
-    for key in ("share_inactive", "mu_hat_mean", "tail_miss_rho0.05"):
+    for key in ("share_inactive", "mu_hat_mean", "tail_miss_rho0.05", "n_star_rho0.05"):
         logged = _logged(trainer, f"tailmiss/{key}")
         read = np.array([s[key] if s[key] is not None else np.nan for s in steps])
         np.testing.assert_allclose(logged, read, rtol=1e-12, equal_nan=True, err_msg=key)

@@ -52,7 +52,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without TRL only
     raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
 
-from tailmiss.diagnose import rho_key, step_metrics
+from tailmiss.diagnose import n_star_key, rho_key, step_metrics
 from tailmiss.integrations._focal import GroupFocal, group_focal_weights
 
 __all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback"]
@@ -180,10 +180,11 @@ class TailMissCallback(TrainerCallback):
     :math:`\hat\mu` distribution (mean, quartiles), the shares of all-incorrect, all-correct and
     inactive (zero-variance) groups, and Lemma 3.1's tail-miss probability averaged over the
     groups with :math:`X > 0` for each rare share :math:`\rho` (:math:`\tau = \rho\hat\mu`, as in
-    :mod:`tailmiss.diagnose`). With ``log_path`` the main process also appends one JSON line per
-    rollout in the tailmiss schema (``step``, ``prompt_id``, ``reward``, ``correct``, plus
-    ``focal_weight``), which ``tailmiss diagnose`` reads; the file is truncated when training
-    starts from step 0 and appended to on resume. ``step`` is the optimizer step the rollouts
+    :mod:`tailmiss.diagnose`), with the group size :math:`N^*` at which that risk would peak.
+    With ``log_path`` the main process also appends one JSON line per rollout in the tailmiss
+    schema (``step``, ``prompt_id``, ``reward``: the reward that decides success, ``correct``,
+    plus ``focal_weight``), which ``tailmiss diagnose`` reads; the file is truncated when
+    training starts from step 0 and appended to on resume. ``step`` is the optimizer step the rollouts
     feed (TRL's logged step); ``prompt_id`` is the dataset column ``prompt_id_column`` when
     present, else a hash of the prompt.
 
@@ -242,6 +243,7 @@ class TailMissCallback(TrainerCallback):
             "share_all_correct",
             "share_inactive",
             *map(rho_key, self.rhos),
+            *map(n_star_key, self.rhos),
         ]
         if self.log_path is not None and state.is_world_process_zero:
             self._append(state.global_step + 1, prompt_ids, rewards, focal)
