@@ -163,10 +163,7 @@ class FGRPOTrainer(GRPOTrainer):
         return output
 
     def _feed_callbacks(self, inputs, rewards: torch.Tensor, focal: GroupFocal) -> None:
-        callbacks = [cb for cb in self.callback_handler.callbacks if isinstance(cb, TailMissCallback)]
-        if not callbacks:
-            return
-        for cb in callbacks:
+        for cb in [cb for cb in self.callback_handler.callbacks if isinstance(cb, TailMissCallback)]:
             prompt_ids = gather_object([cb.prompt_id(x) for x in inputs])  # every process calls: a collective
             metrics = cb.record(self.state, prompt_ids, rewards, focal, self.args.focal_gamma)
             for key, value in metrics.items():
