@@ -1,0 +1,110 @@
+"""F-GRPO with TRL on a CPU in seconds: a tiny Llama learns a digit task; the run is logged for `tailmiss diagnose`.
+
+    pip install torch==2.13.0 && pip install -e ".[trl]"
+    python examples/trl_fgrpo.py --out runs/trl-fgrpo --gamma 0.5
+    tailmiss diagnose runs/trl-fgrpo/rollouts.jsonl
+
+The task: a prompt ``a+b=`` (digits) is answered with a digit; 0, 3, 6 and 9 are correct, so
+every prompt has four correct answers, which the untrained model finds about a quarter of the
+time; as GRPO sharpens the policy some of them become rare (the tail that F-GRPO protects). The model (2 layers, width 32) and the
+tokenizer are built in memory: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from tailmiss.integrations.trl import FGRPOConfig, FGRPOTrainer, TailMissCallback
+
+TOKENS = ["<pad>", "<eos>", *map(str, range(10)), "+", "="]
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per character of ``0-9+=``, plus padding and end of sequence."""
+    core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(TOKENS)}, unk_token="<pad>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>")
+
+
+def build_model(seed: int = 0, width: int = 32) -> LlamaForCausalLM:
+    """A 2-layer Llama from a config, seeded."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(TOKENS),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+    return LlamaForCausalLM(config)
+
+
+def build_dataset() -> Dataset:
+    """The 100 prompts ``a+b=`` with a ``prompt_id`` column (TailMissCallback groups by it)."""
+    prompts = [f"{a}+{b}=" for a in range(10) for b in range(10)]
+    return Dataset.from_dict({"prompt": prompts, "prompt_id": [p[:3] for p in prompts]})
+
+
+def digit_reward(prompts, completions, **kwargs) -> list[float]:
+    """1 if the completion starts with a multiple of 3 (0, 3, 6 or 9), else 0."""
+    return [float(c[:1].isdigit() and int(c[:1]) % 3 == 0) for c in completions]
+
+
+def config(out: Path, gamma: float, steps: int, **overrides) -> FGRPOConfig:
+    """A CPU configuration: 4 prompts x 8 rollouts per step, completions of at most 2 tokens."""
+    settings = dict(
+        output_dir=str(out),
+        focal_gamma=gamma,
+        use_cpu=True,
+        per_device_train_batch_size=32,
+        num_generations=8,
+        max_completion_length=2,
+        max_steps=steps,
+        learning_rate=3e-3,
+        lr_scheduler_type="constant",
+        gradient_checkpointing=False,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return FGRPOConfig(**settings)
+
+
+def main(argv=None) -> FGRPOTrainer:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/trl-fgrpo"))
+    parser.add_argument("--gamma", type=float, default=0.5, help="focal gamma (0: plain GRPO)")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--rho", type=float, default=0.05, help="rare share for the logged tail-miss risk")
+    ns = parser.parse_args(argv)
+    trainer = FGRPOTrainer(
+        build_model(),
+        reward_funcs=digit_reward,
+        args=config(ns.out, ns.gamma, ns.steps),
+        train_dataset=build_dataset(),
+        processing_class=build_tokenizer(),
+        callbacks=[TailMissCallback(ns.out / "rollouts.jsonl", rho=ns.rho)],
+    )
+    trainer.train()
+    last = [h for h in trainer.state.log_history if "reward" in h][-1]
+    print(f"step {last['step']}: reward {last['reward']:.3f}, inactive groups {last['tailmiss/share_inactive']:.2f}")
+    print(f"per-rollout log: {ns.out / 'rollouts.jsonl'} (tailmiss diagnose reads it)")
+    return trainer
+
+
+if __name__ == "__main__":
+    main()

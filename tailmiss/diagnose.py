@@ -1,0 +1,357 @@
+r"""Does a real run sit in the tail-miss regime? Group statistics and Lemma 3.1 over a per-rollout log.
+
+From a per-rollout log (schema and adapters: :mod:`tailmiss.rollout_log`) every (step, prompt)
+group gives its size :math:`N`, correct count :math:`X` and :math:`\hat\mu = X/N`
+(F-GRPO Eq. 11). Per step this module reports
+
+* the group success distribution: mean and quartiles of :math:`\hat\mu`, and the shares of
+  all-incorrect, all-correct and so inactive groups (zero reward variance, no gradient;
+  F-GRPO Eq. 7);
+* the tail-miss risk: Lemma 3.1,
+  :math:`\Pr(B_{E,N}) = (1-\tau)^N - (\mu-\tau)^N - (1-\mu)^N`, evaluated at each group's
+  :math:`\hat\mu` (a plug-in estimate of :math:`\mu_{pos}`) and its own :math:`N`, averaged
+  over the groups with :math:`X > 0`, and the group size :math:`N^*` at which that risk would
+  peak (below);
+* the focal weight :math:`g = (1-\hat\mu)^\gamma` (F-GRPO Eq. 12) that F-GRPO would give,
+  averaged over the active groups (the only ones whose advantages are not zero anyway).
+
+**Rare mass.** The rare-correct set :math:`E` is given *relative* to the correct mass,
+:math:`\tau = \rho\,\hat\mu` per group, for a grid of :math:`\rho` (default the paper's Fig. 3
+grid 0.01, 0.05, 0.1, 0.2). Lemma 3.1 needs :math:`0 < \tau < \mu`: an absolute
+:math:`\tau` would leave the hardest prompts (:math:`\hat\mu \le \tau`) undefined and mean a
+different thing on easy and hard prompts, while :math:`\rho` asks the same question of every
+prompt ("a solution holding a share :math:`\rho` of the model's correct mass") and is defined
+for every group that solved the prompt at least once. Groups with :math:`X = 0` carry no
+estimate of the correct mass and are left out of the average (their share is reported).
+
+**Peak.** Over one step's groups or the whole run, the risk as a function of a common group
+size is the mixture :math:`\bar P(N) = \mathrm{mean}_g \Pr(B_{E,N} \mid \hat\mu_g, \rho\hat\mu_g)`
+over the solved groups. Each term is unimodal in :math:`N` with its exact argmax from
+:func:`tailmiss.analytic.tail_miss_peak`, so the mixture's argmax :math:`N^*` lies at or below
+the largest of them and is found exactly on the integers up to it. The run's (median) group size
+is then below, at or above :math:`N^*`: below, rare solutions are protected mostly by
+inactivity; above, by coverage (F-GRPO §3.1).
+
+The analysis is numpy / pandas plus :mod:`tailmiss.analytic`; plotting lives in
+:mod:`tailmiss.figures.diagnose`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tailmiss import analytic
+from tailmiss._checks import check_interval, check_nonnegative
+from tailmiss.io import atomic_write
+from tailmiss.rollout_log import RolloutLog, group_counts
+
+__all__ = [
+    "DEFAULT_RHOS",
+    "DEFAULT_GAMMAS",
+    "RESULT_FILES",
+    "Diagnosis",
+    "rho_key",
+    "gamma_key",
+    "n_star_key",
+    "group_columns",
+    "per_step",
+    "step_metrics",
+    "pooled_risk",
+    "diagnose",
+    "write_diagnosis",
+]
+
+DEFAULT_RHOS = (0.01, 0.05, 0.1, 0.2)
+"""Rare shares ρ = τ/μ of F-GRPO Fig. 3."""
+DEFAULT_GAMMAS = (0.5, 1.0, 2.0)
+"""The γ values F-GRPO swept (Table 6; 0.5 was selected in most runs, Table 7)."""
+RESULT_FILES = ("diagnose.json", "diagnose_steps.csv", "diagnose.png", "diagnose.pdf")
+_CHUNK = 1 << 15
+
+
+def rho_key(rho: float) -> str:
+    """Column / metric name of the tail-miss risk for rare share ``rho``."""
+    return f"tail_miss_rho{rho:g}"
+
+
+def n_star_key(rho: float) -> str:
+    """Column / metric name of the peak group size N* for rare share ``rho``."""
+    return f"n_star_rho{rho:g}"
+
+
+def gamma_key(gamma: float) -> str:
+    """Column / metric name of the mean focal weight for ``gamma``."""
+    return f"focal_weight_gamma{gamma:g}"
+
+
+def _grids(rhos, gammas) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Sorted distinct ``rhos`` in (0, 1) and ``gammas`` >= 0 (``ValueError`` naming a bad value)."""
+    rho = check_interval("rho", list(rhos), 0.0, 1.0, lo_open=True, hi_open=True)
+    gamma = check_nonnegative("gamma", list(gammas))
+    if rho.size == 0 or gamma.size == 0:
+        raise ValueError("give at least one rho and one gamma")
+    return tuple(np.unique(rho).tolist()), tuple(np.unique(gamma).tolist())
+
+
+def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> pd.DataFrame:
+    r"""``groups`` (columns ``n``, ``x``) with the per-group risk and focal-weight columns added.
+
+    ``inactive`` is :math:`X \in \{0, N\}`; :func:`rho_key` columns hold Lemma 3.1 at
+    :math:`(\hat\mu, \rho\hat\mu, N)` (NaN where :math:`X = 0`); :func:`gamma_key` columns hold
+    :math:`(1-\hat\mu)^\gamma` (NaN for inactive groups).
+
+    References
+    ----------
+    F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11 and 12.
+    """
+    rhos, gammas = _grids(rhos, gammas)
+    x = groups["x"].to_numpy(np.int64)
+    n = groups["n"].to_numpy(np.int64)
+    mu = x / n
+    out = groups.copy()
+    out["mu_hat"] = mu
+    out["inactive"] = (x == 0) | (x == n)
+    solved = x > 0
+    for rho in rhos:
+        risk = np.full(mu.shape, np.nan)
+        if solved.any():
+            risk[solved] = analytic.tail_miss_probability(mu[solved], rho * mu[solved], n[solved])
+        out[rho_key(rho)] = risk
+    for gamma in gammas:
+        out[gamma_key(gamma)] = np.where(out["inactive"], np.nan, np.power(1.0 - mu, gamma))
+    return out
+
+
+def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
+    """Per-step summary of :func:`group_columns` output (NaN-skipping means), with each step's peak N* per ``rho``.
+
+    :func:`n_star_key` columns hold :func:`pooled_risk`'s argmax over the step's solved groups (NaN when the
+    step has none, or only all-correct ones).
+    """
+    by = columns.groupby("step", sort=True)
+    mu = by["mu_hat"]
+    table = pd.DataFrame(
+        {
+            "groups": by.size(),
+            "rollouts": by["n"].sum(),
+            "group_size": by["n"].median(),
+            "mu_hat_mean": mu.mean(),
+            "mu_hat_q25": mu.quantile(0.25),
+            "mu_hat_median": mu.median(),
+            "mu_hat_q75": mu.quantile(0.75),
+            "share_all_incorrect": (columns["x"] == 0).groupby(columns["step"]).mean(),
+            "share_all_correct": (columns["x"] == columns["n"]).groupby(columns["step"]).mean(),
+            "share_inactive": by["inactive"].mean(),
+        }
+    )
+    for col in columns.columns:
+        if col.startswith(("tail_miss_rho", "focal_weight_gamma")):
+            table[col] = by[col].mean()
+    solved = columns[columns["x"] > 0].groupby("step")["mu_hat"]
+    for rho in rhos:
+        n_star = solved.apply(lambda m, r=rho: pooled_risk(m, r)["n_star"])
+        table[n_star_key(rho)] = pd.to_numeric(n_star.reindex(table.index), errors="coerce").astype(np.float64)
+    return table.reset_index()
+
+
+def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, float]:
+    """The :func:`per_step` row of one step's groups (correct counts ``x``, sizes ``n``) as a dict."""
+    rhos, gammas = _grids(rhos, gammas)
+    groups = pd.DataFrame({"step": 0, "n": np.asarray(n, np.int64), "x": np.asarray(x, np.int64)})
+    row = per_step(group_columns(groups, rhos, gammas), rhos).iloc[0]
+    return {k: float(v) for k, v in row.items() if k != "step"}
+
+
+def _mixture(mu: np.ndarray, weights: np.ndarray, rho: float, ns: np.ndarray) -> np.ndarray:
+    """Weighted mean over ``mu`` of Lemma 3.1 at ``(mu, rho*mu, N)`` for each N in ``ns``."""
+    out = np.empty(ns.size)
+    for lo in range(0, ns.size, _CHUNK):
+        block = ns[lo : lo + _CHUNK]
+        vals = analytic.tail_miss_probability(mu[:, None], rho * mu[:, None], block[None, :])
+        out[lo : lo + _CHUNK] = weights @ vals
+    return out
+
+
+def pooled_risk(mu_hat, rho: float) -> dict:
+    r"""Exact argmax :math:`N^*` and height of the run's mixture of Lemma 3.1 curves.
+
+    Parameters
+    ----------
+    mu_hat : array_like
+        :math:`\hat\mu` of the solved groups (:math:`X > 0`).
+    rho : float
+        Rare share, :math:`\tau = \rho\hat\mu`.
+
+    Returns
+    -------
+    dict
+        ``n_star`` (None when every group is all-correct: the risk is 0 for every N), ``peak``,
+        and ``support`` (the distinct :math:`\hat\mu` and their weights, for curves).
+    """
+    mu, counts = np.unique(np.asarray(mu_hat, np.float64), return_counts=True)
+    weights = counts / counts.sum()
+    interior = mu < 1.0  # mu_hat = 1 contributes 0 at every N
+    if not interior.any():
+        return {"n_star": None, "peak": 0.0, "support": (mu, weights)}
+    n_hi = int(np.max(analytic.tail_miss_peak(mu[interior], rho * mu[interior]).n_star))
+    curve = _mixture(mu[interior], weights[interior], rho, np.arange(1, n_hi + 1))
+    best = int(np.argmax(curve))
+    return {"n_star": best + 1, "peak": float(curve[best]), "support": (mu, weights)}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Result of :func:`diagnose`: tables for plotting and a JSON-ready summary."""
+
+    groups: pd.DataFrame
+    """One row per (step, prompt) group: ``n``, ``x``, ``mu_hat``, ``inactive``, risk and weight columns."""
+    steps: pd.DataFrame
+    """One row per step (:func:`per_step`)."""
+    curve: pd.DataFrame
+    """The run's mixture risk against a common group size: ``rho``, ``n``, ``tail_miss``."""
+    summary: dict
+    rhos: tuple[float, ...]
+    gammas: tuple[float, ...]
+
+
+def _curve_grid(n_obs: int, n_stars: list[int]) -> np.ndarray:
+    top = max([n_obs, *n_stars, 8]) * 4
+    grid = np.unique(np.round(np.geomspace(1, top, 160)).astype(np.int64))
+    return np.union1d(grid, np.array([n_obs, *n_stars], dtype=np.int64))
+
+
+def _side(n_obs: int, n_star: int | None) -> str | None:
+    if n_star is None:
+        return None
+    return "below" if n_obs < n_star else "above" if n_obs > n_star else "at"
+
+
+def _tail_miss_summary(columns: pd.DataFrame, rhos, n_obs: int) -> tuple[list[dict], pd.DataFrame]:
+    solved = columns[columns["x"] > 0]
+    pooled = {rho: pooled_risk(solved["mu_hat"], rho) for rho in rhos} if len(solved) else {}
+    rows = [
+        {
+            "rho": rho,
+            "risk_at_observed_n": solved[rho_key(rho)].mean() if len(solved) else None,
+            "n_observed": n_obs,
+            "n_star": pooled[rho]["n_star"] if pooled else None,
+            "peak": pooled[rho]["peak"] if pooled else None,
+            "side": _side(n_obs, pooled[rho]["n_star"]) if pooled else None,
+        }
+        for rho in rhos
+    ]
+    if not pooled:
+        return rows, pd.DataFrame(columns=["rho", "n", "tail_miss"])
+    ns = _curve_grid(n_obs, [r["n_star"] for r in rows if r["n_star"] is not None])
+    frames = [pd.DataFrame({"rho": r, "n": ns, "tail_miss": _mixture(*p["support"], r, ns)}) for r, p in pooled.items()]
+    curve = pd.concat(frames, ignore_index=True)
+    return rows, curve
+
+
+def _focal_summary(columns: pd.DataFrame, gammas) -> list[dict]:
+    active = np.sort(columns.loc[~columns["inactive"], "mu_hat"].unique())
+    return [
+        {
+            "gamma": gamma,
+            "mean_over_active": columns[gamma_key(gamma)].mean(),
+            "mu_hat": active.tolist(),
+            "weight": np.power(1.0 - active, gamma).tolist(),
+        }
+        for gamma in gammas
+    ]
+
+
+def _success_rule(log: RolloutLog, threshold: float | None) -> str:
+    if "correct" in log.frame.columns:
+        return "the log's correct flags"
+    if threshold is not None:
+        return f"reward >= {threshold:g}"
+    return "binary reward, 1 = correct"
+
+
+def diagnose(
+    log: RolloutLog,
+    threshold: float | None = None,
+    rhos=DEFAULT_RHOS,
+    gammas=DEFAULT_GAMMAS,
+    threshold_name: str = "threshold",
+) -> Diagnosis:
+    """Group success distribution, inactive share, tail-miss risk, its peak N and focal weights of a run.
+
+    Parameters
+    ----------
+    log : RolloutLog
+        From :func:`tailmiss.rollout_log.read_rollouts`.
+    threshold : float, optional
+        Success threshold for non-binary rewards (``reward >= threshold`` is correct).
+    rhos : sequence of float
+        Rare shares :math:`\\rho \\in (0, 1)`; :math:`\\tau = \\rho\\hat\\mu` per group.
+    gammas : sequence of float
+        Focal exponents :math:`\\gamma \\ge 0`.
+    threshold_name : str
+        How the user sets the threshold, for the error on non-binary rewards.
+
+    Returns
+    -------
+    Diagnosis
+
+    References
+    ----------
+    F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11 and 12.
+    """
+    rhos, gammas = _grids(rhos, gammas)
+    columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
+    steps = per_step(columns, rhos)
+    n_obs = int(np.median(columns["n"]))
+    tail_miss, curve = _tail_miss_summary(columns, rhos, n_obs)
+    summary = {
+        "source": log.source,
+        "format": log.format,
+        "rows": log.rows_read,
+        "rows_without_reward": log.rows_without_reward,
+        "success": _success_rule(log, threshold),
+        "steps": int(steps.shape[0]),
+        "groups": int(columns.shape[0]),
+        "group_sizes": sorted(int(v) for v in columns["n"].unique()),
+        "mu_hat_mean": columns["mu_hat"].mean(),
+        "share_all_incorrect": float((columns["x"] == 0).mean()),
+        "share_all_correct": float((columns["x"] == columns["n"]).mean()),
+        "share_inactive": float(columns["inactive"].mean()),
+        "rare_mass": "tau = rho * mu_hat in each group with X > 0 (rho: share of the correct mass held by E)",
+        "tail_miss": tail_miss,
+        "focal_weights": _focal_summary(columns, gammas),
+        "per_step": steps.to_dict(orient="records"),
+    }
+    return Diagnosis(columns, steps, curve, _json_ready(summary), rhos, gammas)
+
+
+def _json_ready(value):
+    """Plain Python values for JSON: numpy scalars unwrapped, NaN as None."""
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Path]:
+    """Write ``diagnose.json`` (the summary) and ``diagnose_steps.csv`` (the per-step table) atomically."""
+    folder = Path(folder)
+    paths = [folder / "diagnose.json", folder / "diagnose_steps.csv"]
+    with atomic_write(paths[0]) as fh:
+        json.dump(diagnosis.summary, fh, indent=2, allow_nan=False)
+        fh.write("\n")
+    with atomic_write(paths[1]) as fh:
+        diagnosis.steps.to_csv(fh, index=False)
+    return paths

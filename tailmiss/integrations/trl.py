@@ -1,0 +1,263 @@
+r"""F-GRPO in TRL: ``FGRPOTrainer``, its config, and a callback that logs what tailmiss reads.
+
+.. code-block:: python
+
+    from tailmiss.integrations.trl import FGRPOConfig, FGRPOTrainer, TailMissCallback
+
+    args = FGRPOConfig(output_dir="out", focal_gamma=0.5, num_generations=8)
+    trainer = FGRPOTrainer(
+        model, reward_funcs=accuracy, args=args, train_dataset=dataset,
+        callbacks=[TailMissCallback("out/rollouts.jsonl", rho=0.05)],
+    )
+    trainer.train()          # then: tailmiss diagnose out/rollouts.jsonl
+
+**What changes against** ``GRPOTrainer``: after TRL has computed its advantages, each process's
+slice is multiplied by the focal weight of its group, :math:`A^F_i = g\,A_i` with
+:math:`g = (1-\hat\mu)^\gamma` and :math:`\hat\mu = X/N` (F-GRPO Eqs. 11-13). :math:`X` and
+:math:`N` come from the group's rewards gathered over *all* processes (TRL spreads a group over
+processes), so every process computes the same weights; :math:`g` comes from
+:func:`tailmiss.objectives.focal_weight`. Rewards, clipping, IS weights and the loss are TRL's;
+``focal_gamma=0`` reproduces ``GRPOTrainer`` exactly.
+
+**Success.** :math:`X` counts the rollouts whose reward (TRL's weighted sum over reward
+functions, or the reward function named by ``success_reward_func``) is 1 for binary rewards
+({0, 1} or {-1, 1}) or ``>= success_threshold`` for any other reward; non-binary rewards without
+a threshold raise ``ValueError`` at the first step. Unscored rollouts (every reward function
+returned None) do not count.
+
+**bf16.** ``GRPOConfig`` defaults to bf16, which transformers refuses on a machine without bf16
+support ("Your setup doesn't support bf16/gpu"). ``FGRPOConfig`` fixes this up: an unset
+``bf16`` becomes True only where bf16 works (a CUDA device with bf16, and ``use_cpu`` off), else
+False. An explicit ``bf16=True`` is passed on unchanged.
+
+This module imports TRL and transformers; ``import tailmiss`` never does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+try:
+    from accelerate.utils import gather_object
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+except ImportError as exc:  # pragma: no cover - exercised without TRL only
+    raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
+
+from tailmiss.diagnose import n_star_key, rho_key, step_metrics
+from tailmiss.integrations._focal import GroupFocal, group_focal_weights
+
+__all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback"]
+
+
+def _bf16_works(use_cpu: bool) -> bool:
+    return not use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+@dataclass
+class FGRPOConfig(GRPOConfig):
+    r"""``GRPOConfig`` plus F-GRPO's focal weight; ``bf16`` defaults to what the hardware supports.
+
+    Parameters
+    ----------
+    focal_gamma : float, default 0.5
+        :math:`\gamma \ge 0` in :math:`g = (1-\hat\mu)^\gamma`; 0 is plain GRPO. F-GRPO chose
+        0.5 for most model/method pairs (Table 7).
+    success_threshold : float, optional
+        A rollout is correct when its reward is ``>= success_threshold``; needed for non-binary
+        rewards (shaping, partial credit).
+    success_reward_func : str, optional
+        Take success from this reward function (by name, as TRL logs it) instead of the weighted
+        sum, e.g. the accuracy reward beside a format reward.
+    """
+
+    focal_gamma: float = field(default=0.5, metadata={"help": "F-GRPO focal exponent gamma >= 0; 0 is plain GRPO."})
+    success_threshold: float | None = field(
+        default=None, metadata={"help": "Reward >= this counts as correct (needed for non-binary rewards)."}
+    )
+    success_reward_func: str | None = field(
+        default=None, metadata={"help": "Name of the reward function that decides success (default: the sum)."}
+    )
+
+    def __post_init__(self):
+        if isinstance(self.focal_gamma, bool) or not (math.isfinite(self.focal_gamma) and self.focal_gamma >= 0):
+            raise ValueError(f"focal_gamma must be finite and >= 0, got {self.focal_gamma!r}")
+        if self.success_threshold is not None and not math.isfinite(self.success_threshold):
+            raise ValueError(f"success_threshold must be finite, got {self.success_threshold!r}")
+        if self.bf16 is None:
+            self.bf16 = not self.fp16 and _bf16_works(self.use_cpu)
+        super().__post_init__()
+
+
+class FGRPOTrainer(GRPOTrainer):
+    r"""TRL's ``GRPOTrainer`` with F-GRPO's focal weight on each group's advantages.
+
+    Takes the arguments of ``GRPOTrainer``; ``args`` must be an :class:`FGRPOConfig` (or None for
+    its defaults). Logs ``focal/weight_mean`` (mean :math:`g` over the batch's groups) beside
+    TRL's metrics, and feeds every :class:`TailMissCallback` among its callbacks.
+
+    References
+    ----------
+    F-GRPO Eqs. 11-13.
+    """
+
+    _tag_names = ["trl", "grpo", "f-grpo", "tailmiss"]
+
+    def __init__(self, model, reward_funcs=None, args: FGRPOConfig | None = None, **kwargs):
+        if args is None:
+            args = FGRPOConfig()
+        elif not isinstance(args, FGRPOConfig):
+            raise TypeError(
+                f"FGRPOTrainer needs an FGRPOConfig (a GRPOConfig with focal_gamma), got {type(args).__name__}"
+            )
+        self._gathered_rewards: torch.Tensor | None = None
+        super().__init__(model, reward_funcs, args, **kwargs)
+        name = args.success_reward_func
+        if name is not None and name not in self.reward_func_names:
+            raise ValueError(
+                f"success_reward_func {name!r} is not a reward function ({', '.join(self.reward_func_names)})"
+            )
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._gathered_rewards = rewards_per_func  # gathered over all processes by TRL
+        return rewards_per_func
+
+    def _success_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        if self.args.success_reward_func is not None:
+            return rewards_per_func[:, self.reward_func_names.index(self.args.success_reward_func)]
+        weights = self.reward_weights.to(rewards_per_func.device)
+        rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscored, as in TRL
+        return rewards
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        rewards_per_func, self._gathered_rewards = self._gathered_rewards, None
+        if rewards_per_func is None:
+            raise RuntimeError(
+                "FGRPOTrainer saw no rewards: this TRL version computes them elsewhere (tested: trl 1.16)"
+            )
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = self._success_rewards(rewards_per_func)
+        group_index = torch.arange(rewards.numel()) // group_size
+        focal = group_focal_weights(
+            rewards, group_index, self.args.focal_gamma, self.args.success_threshold, "success_threshold"
+        )
+        start = self.accelerator.process_index * len(inputs)
+        adv = output["advantages"]
+        local = focal.rollout_weight[start : start + len(inputs)].to(adv.device, adv.dtype)
+        output["advantages"] = adv * local.view(-1, *([1] * (adv.dim() - 1)))
+        self._metrics[mode]["focal/weight_mean"].append(focal.group_weight.mean().item())
+        if mode == "train":
+            self._feed_callbacks(inputs, rewards, focal)
+        return output
+
+    def _feed_callbacks(self, inputs, rewards: torch.Tensor, focal: GroupFocal) -> None:
+        for cb in [cb for cb in self.callback_handler.callbacks if isinstance(cb, TailMissCallback)]:
+            prompt_ids = gather_object([cb.prompt_id(x) for x in inputs])  # every process calls: a collective
+            metrics = cb.record(self.state, prompt_ids, rewards, focal, self.args.focal_gamma)
+            for key, value in metrics.items():
+                self._metrics["train"][key].append(value)
+
+
+class TailMissCallback(TrainerCallback):
+    r"""Per-step tail-miss statistics of :class:`FGRPOTrainer`'s rollouts, and a per-rollout log.
+
+    Each generation step it adds to the trainer's logged metrics (prefix ``tailmiss/``): the
+    :math:`\hat\mu` distribution (mean, quartiles), the shares of all-incorrect, all-correct and
+    inactive (zero-variance) groups, and Lemma 3.1's tail-miss probability averaged over the
+    groups with :math:`X > 0` for each rare share :math:`\rho` (:math:`\tau = \rho\hat\mu`, as in
+    :mod:`tailmiss.diagnose`), with the group size :math:`N^*` at which that risk would peak.
+    With ``log_path`` the main process also appends one JSON line per rollout in the tailmiss
+    schema (``step``, ``prompt_id``, ``reward``: the reward that decides success, ``correct``,
+    plus ``focal_weight``), which ``tailmiss diagnose`` reads; the file is truncated when
+    training starts from step 0 and appended to on resume. ``step`` is the optimizer step the rollouts
+    feed (TRL's logged step); ``prompt_id`` is the dataset column ``prompt_id_column`` when
+    present, else a hash of the prompt.
+
+    Works with :class:`FGRPOTrainer` only (``focal_gamma=0`` for a plain GRPO run); with another
+    trainer it raises at the end of the first step, having received no rollouts.
+
+    Parameters
+    ----------
+    log_path : path-like, optional
+    rho : float or sequence of float, default 0.05
+        Rare share(s) :math:`\rho \in (0, 1)`.
+    prompt_id_column : str, default "prompt_id"
+
+    References
+    ----------
+    F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7 and 11.
+    """
+
+    def __init__(
+        self,
+        log_path: str | os.PathLike | None = None,
+        rho: float | Sequence[float] = 0.05,
+        prompt_id_column: str = "prompt_id",
+    ):
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.rhos = tuple(rho) if isinstance(rho, Sequence) else (rho,)
+        step_metrics([1], [2], self.rhos, (0.0,))  # validates rho now, not at the first step
+        self.prompt_id_column = prompt_id_column
+        self.steps_recorded = 0
+
+    def prompt_id(self, example: dict) -> str:
+        """The group key of one rollout's dataset row."""
+        if self.prompt_id_column in example:
+            return str(example[self.prompt_id_column])
+        return hashlib.sha1(repr(example["prompt"]).encode()).hexdigest()[:12]
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.log_path is not None and state.is_world_process_zero and state.global_step == 0:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path.write_text("")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.steps_recorded == 0:
+            raise RuntimeError("TailMissCallback received no rollouts: use it with tailmiss's FGRPOTrainer")
+
+    def record(self, state, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal, gamma: float) -> dict:
+        """Log one generation batch (gathered over processes); return the metrics to add to the trainer's log."""
+        self.steps_recorded += 1
+        metrics = step_metrics(focal.n_correct.numpy(), focal.group_size.numpy(), self.rhos, (gamma,))
+        keep = [
+            "mu_hat_mean",
+            "mu_hat_q25",
+            "mu_hat_median",
+            "mu_hat_q75",
+            "share_all_incorrect",
+            "share_all_correct",
+            "share_inactive",
+            *map(rho_key, self.rhos),
+            *map(n_star_key, self.rhos),
+        ]
+        if self.log_path is not None and state.is_world_process_zero:
+            self._append(state.global_step + 1, prompt_ids, rewards, focal)
+        return {f"tailmiss/{k}": metrics[k] for k in keep}
+
+    def _append(self, step: int, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal) -> None:
+        reward = rewards.detach().cpu().tolist()
+        lines = []
+        for i, pid in enumerate(prompt_ids):
+            scored = not math.isnan(reward[i])
+            row = {
+                "step": step,
+                "prompt_id": pid,
+                "reward": reward[i] if scored else None,
+                "correct": bool(focal.correct[i]) if scored else None,
+                "focal_weight": focal.rollout_weight[i].item(),
+            }
+            lines.append(json.dumps(row))
+        with open(self.log_path, "a") as fh:  # a growing log, one write per step
+            fh.write("\n".join(lines) + "\n")

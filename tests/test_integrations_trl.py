@@ -1,0 +1,278 @@
+"""F-GRPO in TRL: FGRPOTrainer against GRPOTrainer, the focal scaling of each group's gradient, two gloo
+processes against one, TailMissCallback and `tailmiss diagnose` on its log.
+
+Every model is a 2-layer Llama built from a config and every tokenizer is built in memory
+(``examples/trl_fgrpo.py``): nothing comes from a hub. ``python tests/test_integrations_trl.py OUT`` is the
+worker of the two-process test (one ``torchrun`` launch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from tailmiss.integrations.trl import FGRPOConfig, FGRPOTrainer, TailMissCallback  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trl_fgrpo.py"
+_spec = importlib.util.spec_from_file_location("trl_fgrpo_example", EXAMPLE)
+ex = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ex)
+
+N = 8  # rollouts per group in every test
+
+
+def _trainer(cls, out: Path, gamma: float, steps: int, reward=ex.digit_reward, callbacks=None, **overrides):
+    return cls(
+        ex.build_model(),
+        reward_funcs=reward,
+        args=ex.config(out, gamma, steps, log_level="error", **overrides),
+        train_dataset=ex.build_dataset(),
+        processing_class=ex.build_tokenizer(),
+        callbacks=callbacks,
+    )
+
+
+def _params(trainer) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+
+
+def _logged(trainer, key: str) -> np.ndarray:
+    return np.array([h[key] for h in trainer.state.log_history if key in h and "train_runtime" not in h])
+
+
+# --- gamma = 0 is GRPOTrainer, step for step -----------------------------------------------------------
+
+
+def test_gamma_zero_equals_grpo_trainer_step_for_step(tmp_path, one_torch_thread):
+    steps = 5
+    runs = []
+    for cls, gamma, name in ((GRPOTrainer, 0.0, "grpo"), (FGRPOTrainer, 0.0, "fgrpo0"), (FGRPOTrainer, 1.0, "fgrpo1")):
+        runs.append(_trainer(cls, tmp_path / name, gamma, steps))  # built and trained in turn: the seed is
+        runs[-1].train()  # set when a trainer is built, so each run starts from the same random state
+    grpo, fgrpo, focal = runs
+    loss_diff = np.abs(_logged(grpo, "loss") - _logged(fgrpo, "loss"))
+    reward_diff = np.abs(_logged(grpo, "reward") - _logged(fgrpo, "reward"))
+    param_diff = (_params(grpo) - _params(fgrpo)).abs().max().item()
+    print(f"gamma=0 vs GRPOTrainer: max |loss diff| per step {loss_diff.tolist()}, max |param diff| {param_diff:.3g}")
+    assert len(loss_diff) == steps
+    assert loss_diff.max() <= 1e-7 and reward_diff.max() == 0.0 and param_diff <= 1e-7
+    assert np.all(_logged(fgrpo, "focal/weight_mean") == 1.0)
+    # the comparison is sensitive: gamma = 1 trains differently from the same start
+    assert (_params(grpo) - _params(focal)).abs().max().item() > 1e-4
+    assert _logged(grpo, "frac_reward_zero_std").min() < 1.0  # some groups were active
+
+
+# --- gamma > 0 scales each group's gradient by its g -----------------------------------------------------
+
+
+def _grad(trainer, batch) -> torch.Tensor:
+    trainer.model.zero_grad(set_to_none=True)
+    trainer.compute_loss(trainer.model, batch).backward()
+    return torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
+
+
+X_PATTERN = (1, 3, 6, 0)  # correct rollouts of the 4 groups of the batch below: four different g, one inactive
+
+
+def _pattern_reward(prompts, completions, **kwargs) -> list[float]:
+    """Group k's first X_PATTERN[k] rollouts are correct, whatever was sampled."""
+    return [float(i % N < X_PATTERN[i // N]) for i in range(len(prompts))]
+
+
+def test_focal_weight_scales_each_groups_gradient(tmp_path, one_torch_thread):
+    gamma = 1.0
+    trainer = _trainer(FGRPOTrainer, tmp_path / "f", gamma, 1, reward=_pattern_reward)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(), which this test does not run
+    prompts = next(iter(trainer.get_train_dataloader()))  # one generation batch: 4 prompts x 8 rollouts
+    torch.manual_seed(123)
+    focal = trainer._generate_and_score_completions(prompts)
+    trainer.args.focal_gamma = 0.0
+    torch.manual_seed(123)
+    plain = trainer._generate_and_score_completions(prompts)
+    assert torch.equal(focal["completion_ids"], plain["completion_ids"])  # same rollouts, two gammas
+
+    g = (1.0 - np.array(X_PATTERN) / N) ** gamma  # 0.875, 0.625, 0.25, 1
+    g_rollout = torch.tensor(np.repeat(g, N), dtype=torch.float32)
+    adv_diff = (focal["advantages"] - plain["advantages"] * g_rollout).abs().max().item()
+    assert adv_diff <= 1e-7
+
+    # the gradient with F-GRPO's advantages is the sum of each group's GRPO gradient times its g
+    grad_focal = _grad(trainer, focal)
+    grad_sum = torch.zeros_like(grad_focal)
+    for k in range(len(g)):
+        only_k = dict(plain, advantages=plain["advantages"] * (torch.arange(N * len(g)) // N == k))
+        grad_sum += g[k] * _grad(trainer, only_k)
+    grad_plain = _grad(trainer, plain)
+    scale = grad_plain.abs().max().item()
+    diff = (grad_focal - grad_sum).abs().max().item()
+    print(
+        f"g per group {g.tolist()}: max |adv - g A| {adv_diff:.3g}, max |grad - sum g_k grad_k| {diff:.3g} "
+        f"(gradient scale {scale:.3g})"
+    )
+    assert scale > 0 and diff <= 1e-5 * scale
+    assert (grad_focal - grad_plain).abs().max().item() > 1e-2 * scale  # g < 1 changed the gradient
+    assert (grad_focal - g.mean() * grad_plain).abs().max().item() > 1e-2 * scale  # ... group by group
+
+
+# --- two gloo processes give the advantages of one -------------------------------------------------------
+
+
+def _position_reward(prompts, completions, **kwargs) -> list[float]:
+    """A reward fixed by the prompt and the rollout's position in its group, not by sampling: the same
+    rewards reach one process and two processes, whose sampled completions differ."""
+    rank = int(os.environ.get("RANK", "0"))
+    out = []
+    for i, prompt in enumerate(prompts):
+        position = (rank * len(prompts) + i) % N
+        a, b = int(prompt[0]), int(prompt[2])
+        out.append(float((3 * a + b + 5 * position) % 8 < 1 + (a + b) % 6))
+    return out
+
+
+class _Recording(FGRPOTrainer):
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        self.recorded.append({"prompts": [x["prompt"] for x in inputs], "advantages": output["advantages"].tolist()})
+        return output
+
+
+def _advantages_run(out: Path, world: int) -> None:
+    """3 groups of 8 per step; with two processes (12 rollouts each) the middle group spans both."""
+    torch.set_num_threads(1)
+    trainer = _trainer(_Recording, out, 1.0, 3, reward=_position_reward, per_device_train_batch_size=24 // world)
+    trainer.recorded = []
+    trainer.train()
+    rank = trainer.accelerator.process_index
+    (out / f"advantages-{world}-{rank}.json").write_text(json.dumps(trainer.recorded))
+
+
+def test_two_gloo_processes_give_the_advantages_of_one(tmp_path, one_torch_thread):
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("torch.distributed with gloo is not available")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__]
+    started = time.perf_counter()
+    proc = subprocess.run([*cmd, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
+    seconds = time.perf_counter() - started
+    _advantages_run(tmp_path, 1)
+    one = json.loads((tmp_path / "advantages-1-0.json").read_text())
+    two = [json.loads((tmp_path / f"advantages-2-{r}.json").read_text()) for r in (0, 1)]
+    assert len(one) == len(two[0]) == len(two[1]) == 3
+    diffs = []
+    for step, single in enumerate(one):
+        assert two[0][step]["prompts"] + two[1][step]["prompts"] == single["prompts"]
+        joined = np.array(two[0][step]["advantages"] + two[1][step]["advantages"])
+        diffs.append(float(np.abs(joined - np.array(single["advantages"])).max()))
+    print(f"torchrun x2: {seconds:.1f} s; max |advantage diff| per step, 2 processes vs 1: {diffs}")
+    assert max(diffs) <= 1e-6
+    middle = np.array(single["advantages"][8:16])
+    assert np.abs(middle).max() > 0, "the group that spans both processes should be active"
+
+
+# --- the callback, its log and `tailmiss diagnose` --------------------------------------------------------
+
+
+def test_callback_log_is_what_diagnose_reads(tmp_path, one_torch_thread):
+    from typer.testing import CliRunner
+
+    from tailmiss.cli import app
+
+    trainer = ex.main(["--out", str(tmp_path / "run"), "--steps", "6", "--gamma", "0.5"])
+    log = tmp_path / "run" / "rollouts.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) == 6 * 32 and {r["step"] for r in rows} == set(range(1, 7))
+    result = CliRunner().invoke(app, ["diagnose", str(log), "--out", str(tmp_path / "diag"), "--rho", "0.05"])
+    assert result.exit_code == 0, result.output + result.stderr
+    steps = json.loads((tmp_path / "diag" / "diagnose.json").read_text())["per_step"]
+    for key in ("share_inactive", "mu_hat_mean", "tail_miss_rho0.05", "n_star_rho0.05"):
+        logged = _logged(trainer, f"tailmiss/{key}")
+        read = np.array([s[key] if s[key] is not None else np.nan for s in steps])
+        np.testing.assert_allclose(logged, read, rtol=1e-12, equal_nan=True, err_msg=key)
+    weights = {(r["step"], r["prompt_id"]): r["focal_weight"] for r in rows}
+    for (_, _), w in weights.items():
+        assert 0.0 <= w <= 1.0
+    np.testing.assert_allclose(
+        _logged(trainer, "focal/weight_mean"),
+        [np.mean([w for (s, _), w in weights.items() if s == step]) for step in range(1, 7)],
+        rtol=1e-12,
+    )
+
+
+def test_callback_refuses_a_plain_grpo_trainer(tmp_path):
+    trainer = _trainer(GRPOTrainer, tmp_path, 0.0, 1, callbacks=[TailMissCallback()])
+    with pytest.raises(RuntimeError, match="FGRPOTrainer"):
+        trainer.train()
+
+
+# --- configuration and errors -----------------------------------------------------------------------
+
+
+def test_config_fixes_bf16_on_a_cpu_and_checks_gamma(tmp_path):
+    assert FGRPOConfig(output_dir=str(tmp_path), use_cpu=True).bf16 is False
+    assert FGRPOConfig(output_dir=str(tmp_path)).bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="bf16"):
+            GRPOConfig(output_dir=str(tmp_path))  # what the fix-up is for
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="focal_gamma"):
+            FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, focal_gamma=bad)
+
+
+def test_trainer_refuses_a_plain_grpo_config_and_unknown_success_func(tmp_path):
+    with pytest.raises(TypeError, match="FGRPOConfig"):
+        FGRPOTrainer(ex.build_model(), ex.digit_reward, args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True))
+    with pytest.raises(ValueError, match="success_reward_func 'accuracy'"):
+        _trainer(FGRPOTrainer, tmp_path, 0.5, 1, success_reward_func="accuracy")
+
+
+def _graded_reward(prompts, completions, **kwargs) -> list[float]:
+    return [0.5 * r + 0.25 for r in ex.digit_reward(prompts, completions)]  # 0.25 / 0.75: not binary
+
+
+def test_non_binary_rewards_need_a_threshold(tmp_path, one_torch_thread):
+    trainer = _trainer(FGRPOTrainer, tmp_path / "a", 0.5, 1, reward=_graded_reward)
+    with pytest.raises(ValueError, match="success_threshold"):
+        trainer.train()
+    trainer = _trainer(FGRPOTrainer, tmp_path / "b", 0.5, 2, reward=_graded_reward, success_threshold=0.5)
+    trainer.train()
+    assert _logged(trainer, "focal/weight_mean").min() < 1.0
+
+
+def test_success_from_one_reward_function(tmp_path, one_torch_thread):
+    def format_bonus(prompts, completions, **kwargs):
+        return [0.3] * len(completions)
+
+    callback = TailMissCallback(tmp_path / "log.jsonl")
+    trainer = _trainer(
+        FGRPOTrainer,
+        tmp_path,
+        0.5,
+        2,
+        reward=[ex.digit_reward, format_bonus],
+        callbacks=[callback],
+        success_reward_func="digit_reward",
+    )
+    trainer.train()
+    rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert {round(r["reward"], 6) for r in rows} <= {0.0, 1.0}  # the accuracy column, not the sum with 0.3
+
+
+if __name__ == "__main__":  # the worker of one torchrun process
+    _advantages_run(Path(sys.argv[1]), int(os.environ["WORLD_SIZE"]))
