@@ -155,21 +155,23 @@ def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: i
     return Rollouts(prompt_ids.to(device), answers, response_mask(answers), rewards)
 
 
-_REFERENCE_CACHE: dict = {}
+_SFT_CACHE: dict = {}
+
+
+def _sft_once(key: tuple, compute):
+    """``compute()``, once per process for every run of a sweep: its runs start from one SFT checkpoint (``key``
+    holds its SHA-256) and share their evaluation prompts and settings (the rest of ``key``)."""
+    if key not in _SFT_CACHE:
+        if len(_SFT_CACHE) >= 16:
+            _SFT_CACHE.pop(next(iter(_SFT_CACHE)))
+        _SFT_CACHE[key] = compute()
+    return _SFT_CACHE[key]
 
 
 def _reference_distribution(reference, start_sha: str, task: Task, prompts):
-    """Exact answer distribution of the SFT model on ``prompts``, scored once per process for every run of a sweep.
-
-    Keyed by the SFT checkpoint's SHA-256 and the prompts' tokens: the runs of a
-    sweep start from one checkpoint and share their evaluation prompts.
-    """
-    key = (start_sha, task.encode_prompts(prompts).numpy().tobytes())
-    if key not in _REFERENCE_CACHE:
-        if len(_REFERENCE_CACHE) >= 16:
-            _REFERENCE_CACHE.pop(next(iter(_REFERENCE_CACHE)))
-        _REFERENCE_CACHE[key] = answer_distribution(reference, task, prompts)
-    return _REFERENCE_CACHE[key]
+    """Exact answer distribution of the SFT model on ``prompts`` (scored once per process, :func:`_sft_once`)."""
+    key = ("exact", start_sha, task.encode_prompts(prompts).numpy().tobytes())
+    return _sft_once(key, lambda: answer_distribution(reference, task, prompts))
 
 
 @functools.lru_cache(maxsize=32)
@@ -259,13 +261,17 @@ def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: 
     return {prefix + k: v for k, v in row.items()}
 
 
-def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device, pool=None, untrained=False) -> dict:
+def evaluate_rl(
+    model, reference_dist, task, cfg, eval_prompts, step, device, pool=None, untrained=False, start_sha=None
+) -> dict:
     """Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``).
 
     ``pool``: ``(prompts, reference distribution)`` of the training pool, scored
     too (columns ``pool_*``) when the run trains on a fixed pool. ``untrained``:
     the model still equals the reference (step 0), whose exact distributions are
-    reused instead of scored again (the same numbers: the same weights).
+    reused instead of scored again (the same numbers: the same weights); with
+    ``start_sha`` (its checkpoint's SHA-256) its sampled pass@k is drawn once per
+    process for all the runs that share the seed and settings, too.
     """
     row: dict = {}
     model.eval()
@@ -276,8 +282,18 @@ def evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, device, po
             same = pool[1] if untrained else None
             row.update(_exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))
     if cfg.eval_samples > 0:
-        gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, _EVAL))
-        counts = sample_correct_counts(model, task, eval_prompts, cfg.eval_samples, gen, cfg.temperature)
+        seed = step_seed(cfg.seed, step, _EVAL)
+
+        def draw():
+            gen = torch.Generator(device=device).manual_seed(seed)
+            return sample_correct_counts(model, task, eval_prompts, cfg.eval_samples, gen, cfg.temperature)
+
+        if untrained and start_sha is not None:
+            prompt_key = task.encode_prompts(eval_prompts).numpy().tobytes()
+            key = ("sampled", start_sha, prompt_key, cfg.eval_samples, seed, cfg.temperature, str(device))
+            counts = _sft_once(key, draw)
+        else:
+            counts = draw()
         for k, v in sampled_pass_at_k(counts, cfg.eval_samples, PASS_KS).items():
             row[f"pass_at_{k}"] = v
     return row
@@ -497,7 +513,9 @@ def train_rl(
             row: dict = {"step": step}
             if main and (step % cfg.eval_every == 0 or step == cfg.steps):
                 untrained = step == 0  # resumed runs never re-evaluate step 0
-                row.update(evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev, pool, untrained))
+                row.update(
+                    evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev, pool, untrained, start_sha)
+                )
             if step == cfg.steps:
                 row.update(rollouts=rollouts_spent, tokens=tokens_spent)
                 history.append(row)
