@@ -6,8 +6,13 @@
   KV cache and once re-encoding the whole prefix at every step;
 * **train**: one forward + backward + AdamW step of the SFT loss on a batch of
   teacher answers, in answer tokens/s;
-* **exact eval**: float64 scoring of every well-formed answer of task (a)
-  (``answer_distribution``), in answers/s.
+* **exact eval**: scoring every well-formed answer of task (a) on 64 prompts
+  (``answer_distribution``), in answers/s: in the model's float32 (the default:
+  logits in float32, each next-token law normalised in float64) and on a
+  float64 copy.
+
+Threads: torch's default; set ``OMP_NUM_THREADS=1`` (or ``--threads``) for the
+trainer's default of one intra-op thread.
 
 Usage::
 
@@ -58,7 +63,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="SFT batch for the train timing")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     device = torch.device(args.device)
     task = MultiSolutionTask() if args.task == "multisolution" else MazeTask(size=args.size)
@@ -106,9 +114,14 @@ def main() -> None:
 
     if task.enumerable:
         model.eval()
-        eval_prompts = task.prompts("test", 16, seed=0, distinct=True)
-        seconds, _ = _timed(lambda: answer_distribution(model, task, eval_prompts), device, 1)
-        results["exact_eval_answers_per_s"] = 16 * 10**task.num_digits / seconds
+        eval_prompts = task.prompts("test", 64, seed=0, distinct=True)
+        answers = len(eval_prompts) * 10**task.num_digits
+        seconds, _ = _timed(lambda: answer_distribution(model, task, eval_prompts), device, args.repeats)
+        results["exact_eval_answers_per_s"] = answers / seconds
+        seconds, _ = _timed(
+            lambda: answer_distribution(model, task, eval_prompts, dtype=torch.float64), device, args.repeats
+        )
+        results["exact_eval_float64_answers_per_s"] = answers / seconds
     print(json.dumps(results, indent=2))
 
 
