@@ -14,8 +14,9 @@ from tailmiss.llm.pool import Job, default_jobs, run_jobs
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _log_span(path: str, key: str, seconds: float, progress: bool = False) -> str:
-    """A job: append its start and end time to ``path`` and return its key."""
+def _log_span(path: str, key: str, seconds: float, progress: bool = False, log=None) -> str:
+    """A job: append its start and end time to ``path``, say so, and return its key."""
+    log(f"span {key}")
     with open(path, "a") as fh:
         fh.write(f"start {key} {time.time()!r}\n")
     time.sleep(seconds)
@@ -24,11 +25,11 @@ def _log_span(path: str, key: str, seconds: float, progress: bool = False) -> st
     return key * 2
 
 
-def _refuse(progress: bool = False) -> None:
+def _refuse(progress: bool = False, log=None) -> None:
     raise AssertionError("a finished job ran")
 
 
-def _fail(word: str, progress: bool = False) -> None:
+def _fail(word: str, progress: bool = False, log=None) -> None:
     raise ValueError(f"bad input {word!r}")
 
 
@@ -56,6 +57,7 @@ def test_a_job_starts_after_the_jobs_it_needs(workers, tmp_path):
     assert t["c"]["start"] >= max(t["a"]["end"], t["b"]["end"])
     assert t["d"]["start"] >= t["b"]["end"]
     assert sum(m.endswith(": training") for m in messages) == 4
+    assert sorted(m for m in messages if m.startswith("span")) == ["span a", "span b", "span c", "span d"]
     if workers == 2:  # a and b are independent: they overlap in time, and each job reports its duration
         assert t["b"]["start"] < t["a"]["end"]
         assert sum("finished in" in m for m in messages) == 4

@@ -204,9 +204,9 @@ def policy_prompts(rl: RLConfig, task) -> list:
     return pool + [p for p in held if tuple(task.prompt_tokens(p)) not in keys]
 
 
-def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, progress: bool = False) -> None:
+def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, progress: bool = False, log=None) -> None:
     """Pool job: the policy of ``cfg`` derived from the SFT run ``source`` on the ladder's prompts."""
-    derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out)
+    derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out, log=log)
 
 
 def _policy_state(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path) -> str:

@@ -46,8 +46,9 @@ def default_jobs(device, pending: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work: ``fn(*args, progress=...)``, a module-level function (so that a spawned process can run
-    it) that shows its own progress bar only when run in this process.
+    """One unit of work: ``fn(*args, progress=..., log=...)``, a module-level function (so that a spawned process
+    can run it) that shows its own progress bar only when run in this process and says what it decides through
+    ``log`` (a worker's lines are printed by the main process when the job ends).
 
     ``key`` names it for ``needs`` (the keys of the jobs that must finish
     first) and in the returned results; ``label`` is what the log says;
@@ -72,9 +73,9 @@ def _init_worker(threads: int) -> None:
 
 
 def _timed(fn, args):
-    started = time.perf_counter()
-    value = fn(*args, progress=False)  # one bar over the jobs, drawn by the main process
-    return value, time.perf_counter() - started
+    started, lines = time.perf_counter(), []
+    value = fn(*args, progress=False, log=lines.append)  # one bar over the jobs, drawn by the main process
+    return value, time.perf_counter() - started, lines
 
 
 def _order(jobs: Sequence[Job]) -> None:
@@ -147,7 +148,7 @@ def run_jobs(
                 if not todo and pending and not any(all(n in results for n in j.needs) for j in pending):
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
                 for job in todo:
-                    finish(job, job.fn(*job.args, progress=progress))
+                    finish(job, job.fn(*job.args, progress=progress, log=say))
             return results
         _run_pool(pending, workers, threads, ready, finish, say)
         return results
@@ -174,7 +175,9 @@ def _run_pool(pending: list[Job], workers: int, threads: int, ready, finish, say
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 job = running.pop(future)
-                value, seconds = future.result()  # a worker's exception is raised here
+                value, seconds, lines = future.result()  # a worker's exception is raised here
+                for line in lines:
+                    say(line)
                 say(f"{job.label or job.key}: finished in {seconds:.1f} s")
                 finish(job, value)
     except BaseException:

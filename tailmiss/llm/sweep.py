@@ -318,14 +318,16 @@ class SweepResult:
         return mean.join(std.add_suffix("_sd")).reset_index()
 
 
-def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False) -> None:
+def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False, log=None) -> None:
     """Pool job: the SFT run ``root/<cfg.name>`` (trained, resumed or reused)."""
-    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale)
+    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
 
 
-def train_rl_job(cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False) -> None:
+def train_rl_job(
+    cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False, log=None
+) -> None:
     """Pool job: the RL run ``root/<cfg.name>`` from the SFT run ``init``."""
-    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale)
+    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
 
 
 _FINAL = ("mu_pos", "off_format", "retained_mass", "dnll_rare", "tau_ratio") + tuple(
