@@ -296,3 +296,18 @@ def test_the_sft_models_sampled_evaluation_is_drawn_once_for_the_runs_that_share
     alone = train_mod.train_rl(cfg, root / maze.sft.name, tmp_path / "alone", progress=False)
     again = pd.read_csv(alone / "history.csv")
     assert again.loc[again["step"] == 0, "pass_at_256"].iloc[0] == first["pass_at_256"].iloc[0]
+
+
+def test_a_final_row_read_from_the_history_equals_scoring_the_run_again(tiny, tiny_run):
+    """The shortcut of collect(): a run whose prompts are the sweep's is not scored again, with the same numbers."""
+    from tailmiss.llm.sweep import _FINAL, _final_row, _score_final_row
+
+    root, _, _ = tiny_run
+    same = [cfg for _, seed, cfg in tiny.runs() if seed == tiny.rl.seed]
+    assert same
+    for cfg in same:
+        read = _final_row(root / cfg.name, tiny.rl.eval_prompt_seed, {})
+        scored = _score_final_row(root / cfg.name, tiny.rl.eval_prompt_seed, {})
+        assert set(read) == set(scored) == set(_FINAL)
+        for column in _FINAL:  # history.csv holds 10 significant digits
+            assert read[column] == pytest.approx(scored[column], rel=1e-9, abs=1e-12, nan_ok=True), column

@@ -338,7 +338,7 @@ def run_ladder(
     rung is then an ordinary sweep (:func:`tailmiss.llm.sweep.run_sweep`), so
     finished runs are reused and partial ones resumed. In one process every
     rung's runs (and the starting points) are trained together on ``jobs``
-    processes of ``threads`` threads (:func:`tailmiss.llm.pool.train_all`).
+    processes of ``threads`` threads (:func:`tailmiss.llm.pool.train_all`; default: here, one after another).
     Under ``torchrun`` rank 0 prepares the starting points, every rung's runs are shared among the ranks,
     and rank 0 returns the result (the others ``None``).
     """

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Job", "run_jobs", "train_all", "usable_cores", "default_jobs"]
+__all__ = ["Job", "STATE_WORDS", "run_jobs", "train_all", "usable_cores", "default_jobs"]
 
 
 def usable_cores() -> int:
@@ -64,7 +64,12 @@ class Job:
     state: Callable[[], str] | None = field(default=None, compare=False)
 
 
-_WORDS = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
+STATE_WORDS = {
+    "done": "done, reused",
+    "partial": "resuming",
+    "stale-done": "done by other code, reused (--reuse-stale)",
+}
+"""What the log says of a run folder's state when its job starts (anything else: ``"training"``)."""
 
 
 def _init_worker(threads: int) -> None:
@@ -124,7 +129,7 @@ def run_jobs(
             for job in [j for j in pending if all(n in results for n in j.needs)]:
                 pending.remove(job)
                 state = job.state() if job.state is not None else "missing"
-                say(f"{job.label or job.key}: {_WORDS.get(state, 'training')}")
+                say(f"{job.label or job.key}: {STATE_WORDS.get(state, 'training')}")
                 if state == "done":
                     finish(job, None)
                     skipped = True
@@ -145,7 +150,7 @@ def run_jobs(
             torch.set_num_threads(threads)  # the same thread policy as the workers'
             while pending:
                 todo = ready()
-                if not todo and pending and not any(all(n in results for n in j.needs) for j in pending):
+                if not todo and pending:  # nothing is ready, yet something waits
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
                 for job in todo:
                     finish(job, job.fn(*job.args, progress=progress, log=say))

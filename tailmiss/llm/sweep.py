@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from tailmiss import _dist
@@ -39,7 +38,8 @@ from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
-from tailmiss.llm.pool import Job, train_all
+from tailmiss.llm.pool import STATE_WORDS, Job, train_all
+from tailmiss.llm.train import exact_row
 from tailmiss.objectives import POLICY_LOSSES
 from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
@@ -346,7 +346,7 @@ def _final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
     cfg = RLConfig.from_toml(run_dir / "config.toml")
     if cfg.eval_prompt_seed == prompts_seed:
         last = pd.read_csv(run_dir / "history.csv").iloc[-1]
-        if all(c in last and not pd.isna(last[c]) for c in _FINAL if c != "dnll_rare"):
+        if all(c in last for c in _FINAL) and not pd.isna(last["mu_pos"]):  # dnll, tau_ratio may be NaN
             return {c: float(last[c]) for c in _FINAL}
     return _score_final_row(run_dir, prompts_seed, reference_cache)
 
@@ -359,17 +359,8 @@ def _score_final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) ->
     key = (cfg.eval_split, cfg.eval_prompts)
     if key not in reference_cache:
         reference_cache[key] = answer_distribution(run.reference, task, prompts)
-    m = exact_metrics(answer_distribution(run.model, task, prompts), reference_cache[key], PASS_KS, cfg.rare_share)
-    row = {
-        "mu_pos": m["mu_pos_mean"],
-        "off_format": m["off_format_mean"],
-        "retained_mass": m["retained_mass_mean"],
-        "dnll_rare": m["dnll_rare"],
-        "tau_ratio": float(np.sum(m["tau_rare"]) / np.sum(m["tau_rare_ref"])),
-    }
-    row.update({f"exact_pass_at_{k}": v for k, v in m["exact_pass_at_k"].items()})
-    row.update({f"rare_pass_at_{k}": v for k, v in m["rare_pass_at_k"].items()})
-    return row
+    row = exact_row(run.model, reference_cache[key], task, prompts, cfg.rare_share)  # what the run logs
+    return {c: row[c] for c in _FINAL}
 
 
 def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
@@ -385,7 +376,7 @@ def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
 
 def _train_ranked(sweep: LLMSweep, root: Path, device, progress: bool, reuse_stale: bool, log) -> None:
     """Under torchrun: the SFT run on rank 0, then rank k trains runs k, k + K, ... each on its own."""
-    words = {"done": "done, reused", "partial": "resuming", "stale-done": "done by other code, reused (--reuse-stale)"}
+    words = STATE_WORDS
     main, ranks, me = _dist.is_main(), _dist.world(), _dist.rank()
     sft_dir = root / sweep.sft.name
     if main:  # the other ranks wait for it
@@ -476,7 +467,7 @@ def run_sweep(
     result folder ``root/<sweep.name>`` is rewritten atomically only when
     something changed. The runs are trained on ``jobs`` processes of
     ``threads`` intra-op threads each (:func:`tailmiss.llm.pool.train_all`;
-    default: one process per usable core on the CPU).
+    ``jobs=None``: one per usable CPU core; the default 1 trains them here).
 
     Under ``torchrun`` (a process group of K ranks) the SFT run is trained on
     rank 0, then rank k trains runs k, k + K, ... each on its own, and rank 0

@@ -243,7 +243,13 @@ def _kl_penalty(ref_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor) 
     return objectives.masked_mean(_k3(ref_logp, torch.where(mask.bool(), logp, ref_logp)), mask)
 
 
-def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None) -> dict:
+def _ratio(num: float, den: float) -> float:
+    return float(num / den) if den > 0 else float("nan")  # no prompt has a rare set: no ratio
+
+
+def exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None) -> dict:
+    """The exact metrics an RL run logs at an evaluation (means over ``prompts``; ``current``: the model's
+    distribution when already scored), with every pass@k, keys prefixed by ``prefix``."""
     current = answer_distribution(model, task, prompts) if current is None else current
     m = exact_metrics(current, reference_dist, rare_share=rare_share)
     row = dict(
@@ -251,7 +257,7 @@ def _exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: 
         retained_mass=m["retained_mass_mean"],
         dnll_rare=m["dnll_rare"],
         tau_rare=float(np.mean(m["tau_rare"])),
-        tau_ratio=float(np.sum(m["tau_rare"]) / np.sum(m["tau_rare_ref"])),
+        tau_ratio=_ratio(np.sum(m["tau_rare"]), np.sum(m["tau_rare_ref"])),
         off_format=m["off_format_mean"],
         rare_hit_at_256=m["rare_pass_at_k"][256],
     )
@@ -277,10 +283,10 @@ def evaluate_rl(
     model.eval()
     if task.enumerable:
         same = reference_dist if untrained else None
-        row.update(_exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, current=same))
+        row.update(exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, current=same))
         if pool is not None:
             same = pool[1] if untrained else None
-            row.update(_exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))
+            row.update(exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))
     if cfg.eval_samples > 0:
         seed = step_seed(cfg.seed, step, _EVAL)
 
