@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from tailmiss.cli import app
 from tailmiss.llm import LLM_PRESETS, PASS_KS, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
 from tailmiss.llm.cli_support import resolve_config
+from tailmiss.llm.pool import default_jobs
 from tailmiss.llm.presets import LLM_SWEEPS
 from tailmiss.llm.sweep import LLMSweep, Variant, load_sweep
 
@@ -425,6 +426,8 @@ def sweep_root(runner, tmp_path_factory):
 def test_sweep_runs_every_run_and_prints_a_table(sweep_root):
     root, out = sweep_root
     assert out.count(": training") == len(TINY_SWEEP.runs()) + 1  # the SFT run too
+    if default_jobs("cpu", 2) > 1:  # the CLI's default: one process per core, each job's end said
+        assert out.count(": finished in") == len(TINY_SWEEP.runs()) + 1
     assert "GRPO N=2" in out and "F-GRPO γ=0.5 N=4" in out and "mean over 2 seed(s)" in out
     assert f"saved {root / 'runs' / 'tiny-sweep'}" in out
     for _, _, cfg in TINY_SWEEP.runs():
@@ -450,6 +453,8 @@ def test_sweep_rerun_says_it_reuses(runner, sweep_root):
         (["--preset", "multisolution-nsweep", "--config", "x.toml"], "exactly one of --preset and --config"),
         (["--preset", "no-such-sweep"], "unknown LLM sweep 'no-such-sweep'"),
         (["--config", "missing.toml"], "config file not found"),
+        (["--preset", "multisolution-nsweep", "--jobs", "0"], "Invalid value for '--jobs'"),
+        (["--preset", "multisolution-nsweep", "--threads", "0"], "Invalid value for '--threads'"),
     ],
 )
 def test_sweep_errors(runner, tmp_path, args, needle):
