@@ -97,3 +97,15 @@ def tiny_ladders() -> dict:
         "ladder-budget": shrink("ladder-budget-quick", (table, trans)),
         "ladder-hard": shrink("ladder-hard-quick", (table, trans)),
     }
+
+
+def one_error_line(result, *needles: str, code: int = 2) -> str:
+    """A CLI result that failed with ``code`` and said exactly one ``Error:`` line (containing ``needles``), no
+    traceback; returns the line."""
+    assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    for needle in needles:
+        assert needle.lower() in lines[0].lower(), (needle, lines[0])
+    return lines[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import one_error_line
 from typer.testing import CliRunner
 
 from tailmiss import store
@@ -31,31 +32,23 @@ def runner() -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
-def _one_error_line(result, code: int = 2, *needles: str) -> str:
-    assert result.exit_code == code, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    assert "Traceback" not in result.output + result.stderr
-    for needle in needles:
-        assert needle.lower() in lines[0].lower(), (needle, lines[0])
-    return lines[0]
 
 
 def test_sim_run_refuses_a_file_as_out_before_any_work(runner, tmp_path):
     (tmp_path / "taken").write_text("x")
-    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "taken")]), 2, "is a file")
+    one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "taken")]), "is a file")
 
 
 def test_sim_run_refuses_a_foreign_folder_before_any_work(runner, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "mine")]), 2, "not an earlier")
+    one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "mine")]), "not an earlier")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 
 
 def test_sim_run_refuses_an_out_below_a_file_before_any_work(runner, tmp_path):
     (tmp_path / "file").write_text("x")
-    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "file" / "r")]), 2, "is a file")
+    one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "file" / "r")]), "is a file")
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user")
@@ -64,7 +57,7 @@ def test_sim_run_refuses_a_read_only_place_before_any_work(runner, tmp_path):
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), 2, "not writable")
+        one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), "not writable")
     finally:
         locked.chmod(0o700)
 
@@ -75,7 +68,7 @@ def test_an_unreadable_config_is_one_line(runner, tmp_path):
     cfg.write_text(TINY_SIM)
     cfg.chmod(0)
     try:
-        _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg)]), 2, "secret.toml")
+        one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg)]), "secret.toml")
     finally:
         cfg.chmod(0o600)
 
@@ -93,36 +86,36 @@ def test_an_unreadable_config_is_one_line(runner, tmp_path):
 def test_unusable_config_files_are_one_line(runner, tmp_path, make, needle):
     cfg = tmp_path / "c.toml"
     make(cfg)
-    _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r")]), 2, needle)
+    one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r")]), needle)
     assert not (tmp_path / "r").exists()
 
 
 def test_figures_make_refuses_a_file_as_out(runner, tmp_path):
     (tmp_path / "f").write_text("x")
-    _one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(tmp_path / "f")]), 2, "--out")
+    one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(tmp_path / "f")]), "--out")
 
 
 def test_repro_refuses_a_folder_as_out_before_any_work(runner, tmp_path):
-    _one_error_line(runner.invoke(app, ["repro", "--out", str(tmp_path)]), 2, "is a folder")
+    one_error_line(runner.invoke(app, ["repro", "--out", str(tmp_path)]), "is a folder")
 
 
 def test_repro_refuses_a_file_as_cache_before_any_work(runner, tmp_path):
     (tmp_path / "cache").write_text("x")
     args = ["repro", "--out", str(tmp_path / "r.md"), "--cache", str(tmp_path / "cache")]
-    _one_error_line(runner.invoke(app, args), 2, "--cache")
+    one_error_line(runner.invoke(app, args), "--cache")
 
 
 def test_llm_sweep_refuses_a_file_as_root(runner, tmp_path):
     (tmp_path / "root").write_text("x")
     args = ["llm", "sweep", "--preset", "multisolution-nsweep", "--root", str(tmp_path / "root")]
-    _one_error_line(runner.invoke(app, args), 2, "--root")
+    one_error_line(runner.invoke(app, args), "--root")
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "x"])
 def test_checkpoint_every_must_be_positive(runner, tmp_path, value):
     cfg = tmp_path / "c.toml"
     cfg.write_text(TINY_SIM)
-    _one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--checkpoint-every", value]), 2)
+    one_error_line(runner.invoke(app, ["sim", "run", "--config", str(cfg), "--checkpoint-every", value]))
 
 
 def test_ctrl_c_is_one_line_with_exit_130(runner, tmp_path, monkeypatch):
@@ -135,7 +128,7 @@ def test_ctrl_c_is_one_line_with_exit_130(runner, tmp_path, monkeypatch):
     cfg = tmp_path / "c.toml"
     cfg.write_text(TINY_SIM)
     result = runner.invoke(app, ["sim", "run", "--config", str(cfg), "--out", str(tmp_path / "r"), "--no-progress"])
-    _one_error_line(result, 130, "interrupted")
+    one_error_line(result, "interrupted", code=130)
     assert not (tmp_path / "r").exists()
 
 
@@ -166,9 +159,9 @@ def test_a_read_only_place_is_refused_before_any_work_even_for_root(runner, tmp_
     monkeypatch.setattr(
         tio.os, "access", lambda p, mode: False if os.fspath(p) == str(locked) else real_access(p, mode)
     )
-    _one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), 2, "not writable")
-    _one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(locked / "figs")]), 2, "not writable")
-    _one_error_line(runner.invoke(app, ["repro", "--out", str(locked / "report.md")]), 2, "not writable")
+    one_error_line(runner.invoke(app, [*HEAVY, "--out", str(locked / "r")]), "not writable")
+    one_error_line(runner.invoke(app, ["figures", "make", "fig3", "--out", str(locked / "figs")]), "not writable")
+    one_error_line(runner.invoke(app, ["repro", "--out", str(locked / "report.md")]), "not writable")
     assert list(locked.iterdir()) == []
 
 
@@ -176,5 +169,5 @@ def test_a_read_only_place_is_refused_before_any_work_even_for_root(runner, tmp_
 def test_commands_that_run_in_one_process_refuse_torchrun(runner, tmp_path, monkeypatch, args):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.chdir(tmp_path)
-    _one_error_line(runner.invoke(app, args), 2, "under torchrun")
+    one_error_line(runner.invoke(app, args), "under torchrun")
     assert list(tmp_path.iterdir()) == []

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import one_error_line
 from typer.testing import CliRunner
 
 from tailmiss import analytic
@@ -20,14 +21,6 @@ def runner() -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
-def _one_error_line(result, *needles: str) -> str:
-    assert result.exit_code == 2, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    assert "Traceback" not in result.output + result.stderr
-    for needle in needles:
-        assert needle.lower() in lines[0].lower(), (needle, lines[0])
-    return lines[0]
 
 
 def _log(tmp_path, rows, name="log.csv"):
@@ -252,18 +245,18 @@ def test_cli_bad_input_is_one_line_exit_2(runner, tmp_path, content, args, needl
     path = tmp_path / "log.csv"
     path.write_text(content)
     result = runner.invoke(app, ["diagnose", str(path), "--out", str(tmp_path / "o"), *args])
-    _one_error_line(result, *needles)
+    one_error_line(result, *needles)
     assert not (tmp_path / "o").exists()
 
 
 def test_cli_missing_path_unknown_suffix_and_foreign_out(runner, tmp_path):
-    _one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "nope.csv")]), "no such file")
+    one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "nope.csv")]), "no such file")
     (tmp_path / "log.txt").write_text("x")
-    _one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "log.txt")]), "unknown log type")
+    one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "log.txt")]), "unknown log type")
     log = _log(tmp_path, _groups({(1, "a"): [0, 1]}))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    _one_error_line(runner.invoke(app, ["diagnose", str(log), "--out", str(tmp_path / "mine")]), "refusing")
+    one_error_line(runner.invoke(app, ["diagnose", str(log), "--out", str(tmp_path / "mine")]), "refusing")
 
 
 def test_cli_parquet_without_pyarrow_is_one_line(runner, tmp_path, monkeypatch):
@@ -272,7 +265,7 @@ def test_cli_parquet_without_pyarrow_is_one_line(runner, tmp_path, monkeypatch):
 
     monkeypatch.setattr(pd, "read_parquet", no_engine)
     (tmp_path / "log.parquet").write_bytes(b"PAR1")
-    _one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "log.parquet")]), "needs pyarrow")
+    one_error_line(runner.invoke(app, ["diagnose", str(tmp_path / "log.parquet")]), "needs pyarrow")
 
 
 def test_importing_tailmiss_imports_no_training_stack():

@@ -38,6 +38,12 @@ class Context:
     jobs: int | None = 1
     """Processes that train the LLM runs side by side (``None``: one per usable CPU core; 1: in this process)."""
 
+    def llm_options(self) -> dict:
+        """The keyword arguments of :func:`~tailmiss.llm.sweep.run_sweep` and :func:`~tailmiss.llm.ladder.run_ladder`
+        that this context sets."""
+        options = ("device", "progress", "log", "reuse_stale", "jobs")
+        return {name: getattr(self, name) for name in options}
+
     @property
     def llm_cache(self) -> Path:
         """Where LLM runs are cached: ``llm_cache_dir``, else ``llm/`` beside the simulation cache."""

@@ -38,15 +38,7 @@ def ladder_result(ctx: Context, family: str = "ladder"):
     """The ladder of ``family``, run or loaded from the cache."""
     from tailmiss.llm.ladder import run_ladder
 
-    return run_ladder(
-        resolve_ladder(family, ctx),
-        ctx.llm_cache,
-        device=ctx.device,
-        progress=ctx.progress,
-        log=ctx.log,
-        reuse_stale=ctx.reuse_stale,
-        jobs=ctx.jobs,
-    )
+    return run_ladder(resolve_ladder(family, ctx), ctx.llm_cache, **ctx.llm_options())
 
 
 def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:

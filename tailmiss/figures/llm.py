@@ -38,15 +38,7 @@ def sweep_result(family: str, ctx: Context):
     """The finished sweep of ``family``, run or loaded."""
     from tailmiss.llm.sweep import run_sweep
 
-    return run_sweep(
-        resolve_sweep(family, ctx),
-        ctx.llm_cache,
-        device=ctx.device,
-        progress=ctx.progress,
-        log=ctx.log,
-        reuse_stale=ctx.reuse_stale,
-        jobs=ctx.jobs,
-    )
+    return run_sweep(resolve_sweep(family, ctx), ctx.llm_cache, **ctx.llm_options())
 
 
 def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:

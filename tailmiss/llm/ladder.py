@@ -40,7 +40,7 @@ from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
 from tailmiss.llm.pool import Job, train_all
-from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep, train_sft_job
+from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep, sft_job
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
 from tailmiss.store import file_sha256, read_meta
@@ -176,13 +176,7 @@ class Ladder:
         """Pool jobs: the SFT run, each derived policy (after it) and every rung's RL runs (after their start)."""
         root = Path(root)
         sft_dir = root / self.sft.name
-        sft = Job(
-            self.sft.name,
-            train_sft_job,
-            (self.sft, root, device, reuse_stale),
-            label=f"SFT {self.sft.name}",
-            state=functools.partial(run_state, sft_dir, self.sft, None, reuse_stale),
-        )
+        sft = sft_job(self.sft, root, device, reuse_stale)
         jobs = [sft]
         for rung, sweep in self.sweeps():
             start = sft

@@ -167,14 +167,7 @@ class LLMSweep:
         (:func:`tailmiss.llm.pool.run_jobs`)."""
         root = Path(root)
         sft_dir = root / self.sft.name
-        if start is None:
-            start = Job(
-                self.sft.name,
-                train_sft_job,
-                (self.sft, root, device, reuse_stale),
-                label=f"SFT {self.sft.name}",
-                state=functools.partial(run_state, sft_dir, self.sft, None, reuse_stale),
-            )
+        start = sft_job(self.sft, root, device, reuse_stale) if start is None else start
         jobs = [start]
         for i, (variant, seed, cfg) in enumerate(self._runs, 1):
             jobs.append(
@@ -316,6 +309,12 @@ class SweepResult:
         grouped = frame.groupby(keys, sort=False)[values]
         mean, std = grouped.mean(), grouped.std(ddof=1 if frame["seed"].nunique() > 1 else 0)
         return mean.join(std.add_suffix("_sd")).reset_index()
+
+
+def sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool) -> Job:
+    """The pool job of the SFT run ``root/<cfg.name>``."""
+    state = functools.partial(run_state, root / cfg.name, cfg, None, reuse_stale)
+    return Job(cfg.name, train_sft_job, (cfg, root, device, reuse_stale), label=f"SFT {cfg.name}", state=state)
 
 
 def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False, log=None) -> None:
