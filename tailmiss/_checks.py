@@ -177,9 +177,85 @@ def broadcast_named(*named: tuple[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     return tuple(np.broadcast_to(a, shape) for _, a in named)
 
 
-def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
+def check_choice(name: str, value, choices) -> str:
     """Return ``value`` if it is one of the strings ``choices`` (arrays and other objects are rejected)."""
     if not isinstance(value, str) or value not in choices:
-        options = " or ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be {options}, got {value!r}")
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+# -- scalar settings -------------------------------------------------------------------------------
+# The configs (simulator, trainer, sweeps, losses) validate one setting at a time with the checks below.
+# They accept Python ``int``/``float`` only (numpy scalars are turned into them when a config is read),
+# never ``bool``, and raise one ``ValueError`` line naming the setting and its value.
+
+
+def is_number(value) -> bool:
+    """True for a Python ``int`` or ``float`` that is not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _interval(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
+    return f"{'(' if lo_open or lo == -np.inf else '['}{lo:g}, {hi:g}{')' if hi_open or hi == np.inf else ']'}"
+
+
+def check_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) with ``minimum <= value`` (and ``value < maximum`` if given)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    if maximum is None:
+        if not ok:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    elif not (ok and value < maximum):
+        raise ValueError(f"{name} must be an integer in [{minimum}, {maximum}), got {value!r}")
+    return value
+
+
+def check_number(
+    name: str,
+    value,
+    lo: float = -np.inf,
+    hi: float = np.inf,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    dtype: str = "float64",
+) -> float:
+    """``value`` if it is a number, finite in ``dtype`` (NaN and ±inf never are), inside the interval.
+
+    The interval is ``[lo, hi]``, each end open when ``lo_open`` / ``hi_open``; the message writes it.
+    """
+    if not is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    limit = float(np.finfo(dtype).max)
+    if not abs(value) <= limit:
+        raise ValueError(f"{name} must be a finite number (|{name}| <= {limit:.4g} in {dtype}), got {value!r}")
+    if not ((value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)):
+        raise ValueError(f"{name} must be a number in {_interval(lo, hi, lo_open, hi_open)}, got {value!r}")
+    return value
+
+
+def check_epsilon(name: str, value, dtype: str = "float64") -> float:
+    """A stabiliser added to a denominator: a finite number at least the smallest normal number of ``dtype``."""
+    check_number(name, value, dtype=dtype)
+    tiny = float(np.finfo(dtype).tiny)
+    if not value >= tiny:
+        raise ValueError(
+            f"{name} must be at least the smallest normal {dtype} number, {tiny:.4g} (it guards a division, "
+            f"and a smaller one rounds to 0 or a subnormal in {dtype}), got {value!r}"
+        )
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` if it is ``True`` or ``False`` (TOML ``true`` / ``false``; ``1`` is not a switch)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def check_numbers(name: str, value, count: int, lo: float, hi: float, *, hi_open: bool = True) -> tuple:
+    """``value`` if it is a tuple of ``count`` numbers, each in ``[lo, hi)`` (``[lo, hi]`` if not ``hi_open``)."""
+    ok = isinstance(value, tuple) and len(value) == count and all(is_number(v) for v in value)
+    if not (ok and all(lo <= v and (v < hi if hi_open else v <= hi) for v in value)):
+        raise ValueError(f"{name} must be {count} numbers in {_interval(lo, hi, False, hi_open)}, got {value!r}")
     return value

@@ -384,7 +384,7 @@ def test_dynamic_sampling_variant_is_its_own_row():
     assert cfgs[ds].dynamic_sampling and not cfgs[Variant("dapo", 0.0, 8)].dynamic_sampling
     with pytest.raises(ValueError, match="dynamic_sampling must be true or false"):
         Variant("dapo", 0.0, 8, dynamic_sampling=1)
-    with pytest.raises(ValueError, match="steps must be a positive integer"):
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
         Variant("dapo", 0.0, 8, steps=0)
 
 

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tailmiss._checks import check_bool, check_choice, check_epsilon, check_int, check_number, check_numbers
 from tailmiss.io import check_run_name, dataclass_from_mapping, read_toml, write_toml
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
@@ -27,38 +28,12 @@ LR_SCHEDULES = ("constant", "cosine")
 RL_OPTIMIZERS = ("adamw", "sgd")
 ROLLOUT_SAMPLING = ("generator", "counter")
 # the trainer computes in float32: a float setting must be finite there, an epsilon a normal float32 number
-_F32_MAX = 3.4028234663852886e38
-_F32_TINY = 1.1754943508222875e-38
 _MIN_TEMPERATURE = 1e-30  # logits / temperature must stay finite in float32 for |logits| up to ~3e8
 
 
-def _int(name, value, minimum=1):
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def _num(name, value, lo=0.0, lo_open=False, hi=math.inf, hi_open=True):
-    """A number in the interval, finite in float32 (the trainer's dtype; NaN and ±inf never are)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not abs(value) <= _F32_MAX:
-        raise ValueError(f"{name} must be a finite number (|{name}| <= {_F32_MAX:.4g} in float32), got {value!r}")
-    if not ((value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)):
-        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-
-
-def _choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-def _betas(value):
-    ok = isinstance(value, tuple) and len(value) == 2
-    if not (ok and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in value)):
-        raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
-    if not all(0 <= b < 1 for b in value):
-        raise ValueError(f"betas must be two numbers in [0, 1), got {value!r}")
+    """A trainer setting: a number in the interval, finite in float32 (the trainer's dtype)."""
+    check_number(name, value, lo, hi, lo_open=lo_open, hi_open=hi_open, dtype="float32")
 
 
 class _TomlConfig:
@@ -168,15 +143,15 @@ class SFTConfig(_TomlConfig):
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"model must be a model table, got {self.model!r}")
         for key in ("steps", "batch_size", "log_every", "eval_every", "eval_prompts", "checkpoint_every"):
-            _int(key, getattr(self, key))
-        _int("warmup_steps", self.warmup_steps, 0)
-        _int("seed", self.seed, 0)
+            check_int(key, getattr(self, key))
+        check_int("warmup_steps", self.warmup_steps, 0)
+        check_int("seed", self.seed, 0)
         _num("lr", self.lr, lo_open=True)
-        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _num("weight_decay", self.weight_decay)
-        _betas(self.betas)
+        check_numbers("betas", self.betas, 2, 0.0, 1.0)
         _num("grad_clip", self.grad_clip, lo_open=True)
-        _choice("eval_split", self.eval_split, SPLITS)
+        check_choice("eval_split", self.eval_split, SPLITS)
 
 
 @dataclass(frozen=True)
@@ -282,18 +257,18 @@ class RLConfig(_TomlConfig):
 
     def __post_init__(self) -> None:
         check_run_name(self.name)
-        _choice("method", self.method, tuple(POLICY_LOSSES))
-        _choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
-        _choice("optimizer", self.optimizer, RL_OPTIMIZERS)
+        check_choice("method", self.method, tuple(POLICY_LOSSES))
+        check_choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
+        check_choice("optimizer", self.optimizer, RL_OPTIMIZERS)
         _num("gamma", self.gamma)
         for key in ("group_size", "prompts_per_step", "steps", "minibatches", "eval_every", "eval_prompts"):
-            _int(key, getattr(self, key))
+            check_int(key, getattr(self, key))
         for key in ("warmup_steps", "max_refills", "seed", "top_k", "eval_samples", "checkpoint_every"):
-            _int(key, getattr(self, key), 0)
-        _int("train_prompts", self.train_prompts, 0)
-        _int("pool_seed", self.pool_seed, 0)
+            check_int(key, getattr(self, key), 0)
+        check_int("train_prompts", self.train_prompts, 0)
+        check_int("pool_seed", self.pool_seed, 0)
         if self.eval_seed is not None:
-            _int("eval_seed", self.eval_seed, 0)
+            check_int("eval_seed", self.eval_seed, 0)
         if self.train_prompts and self.prompts_per_step > self.train_prompts:
             raise ValueError(
                 f"prompts_per_step ({self.prompts_per_step}) must not exceed the training pool "
@@ -307,21 +282,15 @@ class RLConfig(_TomlConfig):
                 f"got {self.minibatches}"
             )
         _num("lr", self.lr, lo_open=True)
-        _choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _num("weight_decay", self.weight_decay)
-        _betas(self.betas)
+        check_numbers("betas", self.betas, 2, 0.0, 1.0)
         _num("grad_clip", self.grad_clip, lo_open=True)
         if self.advantage is not None:
-            _choice("advantage", self.advantage, ADVANTAGE_MODES)
-        _choice("std_kind", self.std_kind, STD_KINDS)
-        _num("adv_eps", self.adv_eps)
-        if not self.adv_eps >= _F32_TINY:
-            raise ValueError(
-                f"adv_eps must be at least the smallest normal float32 number, {_F32_TINY:.4g} (the trainer's "
-                f"dtype; a smaller one rounds to 0 or a subnormal there), got {self.adv_eps!r}"
-            )
-        if not isinstance(self.dynamic_sampling, bool):
-            raise ValueError(f"dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
+            check_choice("advantage", self.advantage, ADVANTAGE_MODES)
+        check_choice("std_kind", self.std_kind, STD_KINDS)
+        check_epsilon("adv_eps", self.adv_eps, "float32")
+        check_bool("dynamic_sampling", self.dynamic_sampling)
         if self.group_size < 2 and self.advantage_mode != "none":
             raise ValueError(
                 f"group_size=1 with advantage {self.advantage_mode!r} gives every rollout advantage 0 (a group of one "
@@ -336,7 +305,7 @@ class RLConfig(_TomlConfig):
         _num("entropy_coef", self.entropy_coef)
         _num("temperature", self.temperature, lo=_MIN_TEMPERATURE)
         _num("top_p", self.top_p, lo_open=True, hi=1.0, hi_open=False)
-        _choice("eval_split", self.eval_split, SPLITS)
+        check_choice("eval_split", self.eval_split, SPLITS)
         _num("rare_share", self.rare_share, lo_open=True, hi=1.0)
         for key in ("clip_low", "clip_high", "dual_clip"):  # LossConfig checks their ranges
             if getattr(self, key) is not None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import pandas as pd
 import torch
 
 from tailmiss import _dist
+from tailmiss._checks import check_choice, check_number
 from tailmiss.llm._loop import environment
 from tailmiss.llm.cached import cached_sft, run_state
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
@@ -79,13 +79,8 @@ class Rung:
     def __post_init__(self) -> None:
         if self.model not in MODEL_KINDS:
             raise ValueError(f"rung model must be one of {', '.join(map(repr, MODEL_KINDS))}, got {self.model!r}")
-        if self.optimizer not in RL_OPTIMIZERS:
-            raise ValueError(
-                f"rung optimizer must be one of {', '.join(map(repr, RL_OPTIMIZERS))}, got {self.optimizer!r}"
-            )
-        lr = self.lr
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (0 < lr < math.inf):
-            raise ValueError(f"rung lr must be a positive number, got {lr!r}")
+        check_choice("rung optimizer", self.optimizer, RL_OPTIMIZERS)
+        lr = check_number("rung lr", self.lr, 0.0, lo_open=True)
         object.__setattr__(self, "lr", float(lr))
 
     @property

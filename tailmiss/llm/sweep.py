@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from tailmiss import _dist
+from tailmiss._checks import check_bool, check_choice, check_int, check_number
 from tailmiss.io import check_result_dest, check_run_name, read_toml, write_toml
 from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
@@ -68,21 +68,12 @@ class Variant:
     steps: int | None = None
 
     def __post_init__(self) -> None:
-        if self.method not in POLICY_LOSSES:
-            raise ValueError(
-                f"variant method must be one of {', '.join(map(repr, POLICY_LOSSES))}, got {self.method!r}"
-            )
-        g = self.gamma
-        if not isinstance(g, (int, float)) or isinstance(g, bool) or not math.isfinite(g) or g < 0:
-            raise ValueError(f"variant gamma must be a finite number >= 0, got {g!r}")
-        n = self.group_size
-        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
-            raise ValueError(f"variant group_size must be an integer >= 2, got {n!r}")
-        if not isinstance(self.dynamic_sampling, bool):
-            raise ValueError(f"variant dynamic_sampling must be true or false, got {self.dynamic_sampling!r}")
-        t = self.steps
-        if t is not None and (not isinstance(t, int) or isinstance(t, bool) or t < 1):
-            raise ValueError(f"variant steps must be a positive integer, got {t!r}")
+        check_choice("variant method", self.method, tuple(POLICY_LOSSES))
+        g = check_number("variant gamma", self.gamma, 0.0)
+        check_int("variant group_size", self.group_size, 2)
+        check_bool("variant dynamic_sampling", self.dynamic_sampling)
+        if self.steps is not None:
+            check_int("variant steps", self.steps)
         object.__setattr__(self, "gamma", float(g))
 
     @property

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tailmiss._checks import check_choice, check_epsilon, check_int, check_number, is_number
 from tailmiss.io import (
     check_run_name,
     dataclass_from_mapping,
@@ -35,44 +36,6 @@ def _plain(value):
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     return value
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-
-
-def _positive(name, value, integer=False):
-    ok = isinstance(value, int) and not isinstance(value, bool) if integer else _is_number(value)
-    if not ok or not math.isfinite(value) or value <= 0:
-        kind = "a positive integer" if integer else "a positive number"
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-
-
-def _finite(name, value, dtype: str, minimum: float | None = None, strict: bool = False) -> None:
-    """A number that is finite in ``dtype`` (NaN and ±inf never are) and ``>= minimum`` (``>`` if ``strict``)."""
-    if not _is_number(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    limit = float(np.finfo(dtype).max)
-    if not abs(value) <= limit:
-        raise ValueError(f"{name} must be a finite number (|{name}| <= {limit:.4g} in {dtype}), got {value!r}")
-    if minimum is not None and (value <= minimum if strict else value < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
-
-
-def _epsilon(name, value, dtype: str) -> None:
-    """A stabiliser added to a denominator: at least the smallest normal number of ``dtype``."""
-    _finite(name, value, dtype)
-    tiny = float(np.finfo(dtype).tiny)
-    if not value >= tiny:
-        raise ValueError(
-            f"{name} must be at least the smallest normal {dtype} number, {tiny:.4g} (it guards a division, "
-            f"and a smaller one rounds to 0 or a subnormal in {dtype}), got {value!r}"
-        )
 
 
 @dataclass(frozen=True)
@@ -159,7 +122,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         self._normalise()
         check_run_name(self.name)
-        _choice("dtype", self.dtype, DTYPES)
+        check_choice("dtype", self.dtype, DTYPES)
         self._check_actions()
         self._check_update()
         self._check_sweep()
@@ -176,16 +139,16 @@ class SimConfig:
 
     def _check_actions(self) -> None:
         """The action space and the starting policy."""
-        _positive("num_actions", self.num_actions, integer=True)
-        _positive("num_correct", self.num_correct, integer=True)
+        check_int("num_actions", self.num_actions)
+        check_int("num_correct", self.num_correct)
         if self.num_actions < 2 or self.num_correct >= self.num_actions:
             raise ValueError(
                 f"num_correct must be smaller than num_actions, got {self.num_correct} with "
                 f"num_actions={self.num_actions}"
             )
-        _choice("init", self.init, ("seeded", "zero", "logits"))
+        check_choice("init", self.init, ("seeded", "zero", "logits"))
         for key in ("anchor_logit", "correct_logit", "incorrect_logit"):
-            _finite(key, getattr(self, key), self.dtype)
+            check_number(key, getattr(self, key), dtype=self.dtype)
         if self.init == "logits":
             if len(self.logits) != self.num_actions:
                 raise ValueError(
@@ -193,7 +156,7 @@ class SimConfig:
                 )
             limit = float(np.finfo(self.dtype).max)
             for i, x in enumerate(self.logits):
-                if not (_is_number(x) and abs(x) <= limit):
+                if not (is_number(x) and abs(x) <= limit):
                     raise ValueError(f"logits must be finite numbers in {self.dtype}, got logits[{i}] = {x!r}")
         elif self.logits:
             raise ValueError(f"logits are only read with init='logits', got init={self.init!r}")
@@ -206,7 +169,7 @@ class SimConfig:
         bound = math.sqrt(float(np.finfo(self.dtype).max)) / 8
         for key in ("reward_correct", "reward_incorrect"):
             value = getattr(self, key)
-            _finite(key, value, self.dtype)
+            check_number(key, value, dtype=self.dtype)
             if abs(value) > bound:
                 raise ValueError(
                     f"{key} must lie within ±{bound:.3g} for dtype={self.dtype!r} (the optimizer squares "
@@ -216,13 +179,13 @@ class SimConfig:
             raise ValueError(
                 f"reward_correct must exceed reward_incorrect, got {self.reward_correct} <= {self.reward_incorrect}"
             )
-        _choice("advantage", self.advantage, ADVANTAGE_MODES)
-        _choice("std_kind", self.std_kind, STD_KINDS)
-        _choice("surrogate", self.surrogate, tuple(SURROGATES))
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _finite("lr", self.lr, self.dtype, minimum=0, strict=True)
-        _epsilon("eps", self.eps, self.dtype)
-        _epsilon("adv_eps", self.adv_eps, self.dtype)
+        check_choice("advantage", self.advantage, ADVANTAGE_MODES)
+        check_choice("std_kind", self.std_kind, STD_KINDS)
+        check_choice("surrogate", self.surrogate, tuple(SURROGATES))
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_number("lr", self.lr, 0.0, lo_open=True, dtype=self.dtype)
+        check_epsilon("eps", self.eps, self.dtype)
+        check_epsilon("adv_eps", self.adv_eps, self.dtype)
         # a group whose draws are all correct (all incorrect) has sigma = 0, and the advantage the other kind
         # of draw would get, (R_c - R_w) / adv_eps, still goes through the dtype (times a zero count)
         floor = (self.reward_correct - self.reward_incorrect) / float(np.finfo(self.dtype).max)
@@ -232,8 +195,8 @@ class SimConfig:
                 f"{floor:.4g} with advantage='std' and dtype={self.dtype!r} (a group of all-correct or all-incorrect "
                 f"draws divides the reward gap by adv_eps), got {self.adv_eps!r}"
             )
-        _finite("weight_decay", self.weight_decay, self.dtype, minimum=0)
-        if len(self.betas) != 2 or not all(_is_number(b) and 0 <= b < 1 for b in self.betas):
+        check_number("weight_decay", self.weight_decay, 0.0, dtype=self.dtype)
+        if len(self.betas) != 2 or not all(is_number(b) and 0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         if self.surrogate == "theory" and (self.optimizer != "sgd" or self.advantage != "none"):
             raise ValueError(
@@ -247,16 +210,14 @@ class SimConfig:
             if not getattr(self, axis):
                 raise ValueError(f"{axis} must not be empty")
         for n in self.group_sizes:
-            _positive("group_sizes entry", n, integer=True)
+            check_int("group_sizes entry", n)
         for g in self.gammas:
-            if not _is_number(g) or not math.isfinite(g) or g < 0:
-                raise ValueError(f"gammas entry must be a finite number >= 0, got {g!r}")
+            check_number("gammas entry", g, 0.0)
         for s in self.seeds:
-            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**32:
-                raise ValueError(f"seeds entry must be an integer in [0, 2**32), got {s!r}")
-        _positive("steps", self.steps, integer=True)
-        _positive("log_every", self.log_every, integer=True)
-        _positive("max_draws_per_chunk", self.max_draws_per_chunk, integer=True)
+            check_int("seeds entry", s, 0, 2**32)
+        check_int("steps", self.steps)
+        check_int("log_every", self.log_every)
+        check_int("max_draws_per_chunk", self.max_draws_per_chunk)
 
     # -- the sweep -----------------------------------------------------------
     def runs(self) -> list[tuple[int, float, int]]:
