@@ -171,3 +171,43 @@ def test_commands_that_run_in_one_process_refuse_torchrun(runner, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     one_error_line(runner.invoke(app, args), "under torchrun")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["analytic", "tail-miss", "--mu-pos", "0.5", "--tau", "0.1", "-n", "8"], 0),
+        (["analytic", "tail-miss", "--mu-pos", "0.5", "--tau", "0.9", "-n", "8"], 2),  # tau > mu_pos
+        (["repro", "--quick"], 2),  # refused under torchrun before any work
+    ],
+)
+def test_main_under_torchrun_ends_with_os_exit_and_the_commands_code(monkeypatch, capsys, args, code):
+    """Under torchrun, main() skips the interpreter's teardown (os._exit) but keeps the command's exit code."""
+    import tailmiss.cli as cli
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(value):
+        raise Exited(value)
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(cli.sys, "argv", ["tailmiss", *args])
+    monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    with pytest.raises(Exited) as got:
+        cli.main()
+    assert got.value.args == (code,)
+    err = capsys.readouterr().err
+    assert (err.count("Error:") == 1) == (code == 2)
+
+
+def test_main_in_one_process_exits_through_sys_exit(monkeypatch):
+    import tailmiss.cli as cli
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    argv = ["tailmiss", "analytic", "tail-miss", "--mu-pos", "0.5", "--tau", "2", "-n", "8"]
+    monkeypatch.setattr(cli.sys, "argv", argv)
+    monkeypatch.setattr(cli.os, "_exit", lambda code: pytest.fail("os._exit outside torchrun"))
+    with pytest.raises(SystemExit) as got:
+        cli.main()
+    assert got.value.code == 2

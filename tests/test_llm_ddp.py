@@ -117,7 +117,11 @@ def _worker(root: Path) -> None:
 
 if __name__ == "__main__":
     _worker(Path(sys.argv[1]))
-    sys.exit(0)
+    # as tailmiss.cli.main does under torchrun: skip the C++ teardown of torch.distributed, which sometimes
+    # aborts (SIGABRT) after destroy_process_group with every result written
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --- counter-based sampling -----------------------------------------------------------------------
