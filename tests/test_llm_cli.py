@@ -15,8 +15,8 @@ import torch
 from typer.testing import CliRunner
 
 from tailmiss.cli import app
+from tailmiss.cli.llm import resolve_llm_config as resolve_config
 from tailmiss.llm import LLM_PRESETS, PASS_KS, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
-from tailmiss.llm.cli_support import resolve_config
 from tailmiss.llm.pool import default_jobs
 from tailmiss.llm.presets import LLM_SWEEPS
 from tailmiss.llm.sweep import LLMSweep, Variant, load_sweep

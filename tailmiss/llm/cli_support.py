@@ -10,22 +10,9 @@ import torch
 from tailmiss._device import resolve_device
 from tailmiss.llm._loop import progress_bar
 from tailmiss.llm.checkpoint import LoadedRun
-from tailmiss.llm.config import RLConfig, SFTConfig, load_config
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
-from tailmiss.llm.presets import llm_preset, quick_name
 
-__all__ = ["resolve_config", "evaluate_run"]
-
-
-def resolve_config(preset: str | None, config: Path | None, quick: bool, kind: type) -> SFTConfig | RLConfig:
-    """The config named by ``--preset`` (its quick variant with ``--quick``) or read from ``--config``."""
-    if (preset is None) == (config is None):
-        raise ValueError("give exactly one of --preset and --config")
-    cfg = llm_preset(quick_name(preset) if quick else preset) if preset is not None else load_config(config)
-    if not isinstance(cfg, kind):
-        wanted = "an SFT ([sft])" if kind is SFTConfig else "an RL ([rl])"
-        raise ValueError(f"{preset or config} is not {wanted} config")
-    return cfg
+__all__ = ["evaluate_run"]
 
 
 def evaluate_run(run_dir: str | Path, samples: int, device=None, seed: int = 0, progress: bool = False) -> dict:
