@@ -11,7 +11,7 @@
   (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k).
 """
 
-from tailmiss.llm.checkpoint import LoadedRun, RunFolder, load_model
+from tailmiss.llm.checkpoint import LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig, SFTConfig, load_config
 from tailmiss.llm.evaluate import (
     PASS_KS,
@@ -47,7 +47,6 @@ __all__ = [
     "train_rl",
     "RunFolder",
     "LoadedRun",
-    "load_model",
     "PASS_KS",
     "AnswerDistribution",
     "answer_distribution",

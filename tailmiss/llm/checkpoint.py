@@ -24,7 +24,7 @@ from tailmiss.llm.tabular import tabular_from_state
 from tailmiss.llm.tasks import Task, make_task
 from tailmiss.store import code_fingerprint, file_sha256, provenance
 
-__all__ = ["RunFolder", "load_model", "LoadedRun"]
+__all__ = ["RunFolder", "LoadedRun"]
 
 CHECKPOINT = "checkpoint.pt"
 _RUN_FILES = {"config.toml", "history.csv", "meta.json", CHECKPOINT}
@@ -131,9 +131,3 @@ def _build(model_config: ModelConfig, task: Task, weights: dict, device) -> GPT:
     model = GPT(model_config, len(task.vocab), task.prompt_len + task.max_answer_len)
     model.load_state_dict(weights)
     return model.to(device).eval()
-
-
-def load_model(path: str | Path, device: torch.device | str = "cpu") -> tuple[GPT, Task]:
-    """The trained model and the task of the run folder ``path``."""
-    run = LoadedRun(path, device)
-    return run.model, run.task
