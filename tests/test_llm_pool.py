@@ -14,12 +14,19 @@ from tailmiss.llm.pool import Job, default_jobs, run_jobs
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _log_span(path: str, key: str, seconds: float, progress: bool = False, log=None) -> str:
-    """A job: append its start and end time to ``path``, say so, and return its key."""
+def _log_span(path: str, key: str, seconds: float, until: str | None = None, progress: bool = False, log=None) -> str:
+    """A job: append its start and end time to ``path``, say so, and return its key.
+
+    It lasts ``seconds``, or with ``until`` until job ``until`` has started (at most 60 s): a
+    test of overlap that does not depend on how fast a loaded machine starts the second worker.
+    """
     log(f"span {key}")
     with open(path, "a") as fh:
         fh.write(f"start {key} {time.time()!r}\n")
     time.sleep(seconds)
+    deadline = time.monotonic() + 60
+    while until is not None and f"start {until} " not in open(path).read() and time.monotonic() < deadline:
+        time.sleep(0.01)
     with open(path, "a") as fh:
         fh.write(f"end {key} {time.time()!r}\n")
     return key * 2
@@ -46,7 +53,7 @@ def test_a_job_starts_after_the_jobs_it_needs(workers, tmp_path):
     spans = tmp_path / "spans.txt"
     jobs = [
         Job("c", _log_span, (str(spans), "c", 0.05), needs=("a", "b")),
-        Job("a", _log_span, (str(spans), "a", 0.3)),
+        Job("a", _log_span, (str(spans), "a", 0.3, "b" if workers == 2 else None)),
         Job("b", _log_span, (str(spans), "b", 0.05)),
         Job("d", _log_span, (str(spans), "d", 0.05), needs=("b",)),
     ]

@@ -9,6 +9,7 @@ code. Anything else is redone from scratch.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import torch
 
 from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT
 from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.pool import Job
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 from tailmiss.store import code_fingerprint, file_sha256, open_unit, read_meta, stale_reason
@@ -125,3 +127,24 @@ def cached_rl(
     """``root/<name>`` holding a finished RL run of ``cfg`` from ``init`` (run, resumed or reused)."""
     path, init = Path(root) / cfg.name, Path(init)
     return _run(cfg, path, init, lambda p, **kw: train_rl(cfg, init, p, **kw), device, progress, reuse_stale, log)
+
+
+# -- the same runs as pool jobs (tailmiss.llm.pool.run_jobs) ----------------------------------------
+
+
+def sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool) -> Job:
+    """The pool job of the SFT run ``root/<cfg.name>``."""
+    state = functools.partial(run_state, root / cfg.name, cfg, None, reuse_stale)
+    return Job(cfg.name, train_sft_job, (cfg, root, device, reuse_stale), label=f"SFT {cfg.name}", state=state)
+
+
+def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False, log=None) -> None:
+    """Pool job: the SFT run ``root/<cfg.name>`` (trained, resumed or reused)."""
+    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+
+
+def train_rl_job(
+    cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False, log=None
+) -> None:
+    """Pool job: the RL run ``root/<cfg.name>`` from the SFT run ``init``."""
+    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)

@@ -34,13 +34,13 @@ import torch
 from tailmiss import _dist
 from tailmiss._checks import check_choice, check_number
 from tailmiss.llm._loop import environment
-from tailmiss.llm.cached import cached_sft, run_state
+from tailmiss.llm.cached import cached_sft, run_state, sft_job
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
 from tailmiss.llm.pool import Job, train_all
-from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep, sft_job
+from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
 from tailmiss.store import file_sha256, read_meta

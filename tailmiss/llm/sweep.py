@@ -22,25 +22,22 @@ run killed part-way resumes from its last checkpoint.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from tailmiss import _dist
-from tailmiss._checks import check_bool, check_choice, check_int, check_number
-from tailmiss.io import check_result_dest, check_run_name, read_toml, write_toml
+from tailmiss.io import check_result_dest
 from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
-from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
-from tailmiss.llm.pool import STATE_WORDS, Job, train_all
+from tailmiss.llm.pool import STATE_WORDS, train_all
+from tailmiss.llm.sweep_config import LLMSweep, Variant, load_sweep
 from tailmiss.llm.train import exact_row
-from tailmiss.objectives import POLICY_LOSSES
 from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
 __all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
@@ -48,191 +45,6 @@ __all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
 _FILES = ("config.toml", "history.csv", "final.csv", "meta.json")
 # CSV drops the decimal point of whole floats (gamma 0.0 -> "0"): restore the identifying columns' types on load
 _ID_DTYPES = {"gamma": "float64", "group_size": "int64", "seed": "int64"}
-_METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr. GRPO"}
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One arm of a sweep: the method, its focal exponent and the group size.
-
-    ``dynamic_sampling`` turns on DAPO's filter (keep only mixed-reward groups
-    and refill the batch); ``steps`` overrides the base config's step count (an
-    equal-rollout-budget sweep gives each group size its own), keeping the same
-    number of evaluations.
-    """
-
-    method: str = "grpo"
-    gamma: float = 0.0
-    group_size: int = 8
-    dynamic_sampling: bool = False
-    steps: int | None = None
-
-    def __post_init__(self) -> None:
-        check_choice("variant method", self.method, tuple(POLICY_LOSSES))
-        g = check_number("variant gamma", self.gamma, 0.0)
-        check_int("variant group_size", self.group_size, 2)
-        check_bool("variant dynamic_sampling", self.dynamic_sampling)
-        if self.steps is not None:
-            check_int("variant steps", self.steps)
-        object.__setattr__(self, "gamma", float(g))
-
-    @property
-    def label(self) -> str:
-        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"``, ``"DAPO+DS N=8"`` ..."""
-        base = _METHOD_NAMES[self.method] + ("+DS" if self.dynamic_sampling else "")
-        name = f"F-{base} γ={self.gamma:g} N={self.group_size}" if self.gamma > 0 else f"{base} N={self.group_size}"
-        return name + (f" T={self.steps}" if self.steps is not None else "")
-
-    @property
-    def slug(self) -> str:
-        extra = ("-ds" if self.dynamic_sampling else "") + (f"-t{self.steps}" if self.steps is not None else "")
-        return f"{self.method}-n{self.group_size}-g{self.gamma:g}{extra}"
-
-    def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-@dataclass(frozen=True)
-class LLMSweep:
-    """A sweep: ``variants × seeds`` RL runs from one SFT model.
-
-    Attributes
-    ----------
-    name : str
-        Result folder name under the cache root.
-    sft : SFTConfig
-        The model every run starts from (trained once).
-    rl : RLConfig
-        The base RL config; each run replaces ``method``, ``gamma``,
-        ``group_size``, ``seed`` and ``name``. Its ``seed`` also picks the
-        fixed evaluation prompts of ``final.csv``, the same for every run.
-    variants : tuple of Variant
-    seeds : tuple of int
-    """
-
-    name: str
-    sft: SFTConfig
-    rl: RLConfig
-    variants: tuple[Variant, ...]
-    seeds: tuple[int, ...] = (0,)
-    _runs: list = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        check_run_name(self.name, "sweep name")
-        if not isinstance(self.sft, SFTConfig) or not isinstance(self.rl, RLConfig):
-            raise ValueError("a sweep needs an SFTConfig (sft) and an RLConfig (rl)")
-        variants = tuple(v if isinstance(v, Variant) else Variant(**v) for v in self.variants)
-        if not variants:
-            raise ValueError("variants must not be empty")
-        if len(set(variants)) != len(variants):
-            raise ValueError("variants must be distinct")
-        seeds = tuple(self.seeds)
-        if not seeds or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds):
-            raise ValueError(f"seeds must be a non-empty list of integers >= 0, got {list(seeds)!r}")
-        if len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds must be distinct, got {list(seeds)!r}")
-        object.__setattr__(self, "variants", variants)
-        object.__setattr__(self, "seeds", seeds)
-        object.__setattr__(self, "_runs", [(v, s, self._config(v, s)) for v in variants for s in seeds])
-
-    def _config(self, variant: Variant, seed: int) -> RLConfig:
-        name = f"{self.rl.name}-{variant.slug}-s{seed}"
-        changes = dict(method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed)
-        if variant.dynamic_sampling:
-            changes["dynamic_sampling"] = True
-        if variant.steps is not None:  # same number of evaluations over the new length
-            evals = max(1, self.rl.steps // self.rl.eval_every)
-            changes.update(steps=variant.steps, eval_every=max(1, variant.steps // evals))
-            changes["checkpoint_every"] = max(1, min(self.rl.checkpoint_every, variant.steps))
-        try:
-            return self.rl.replace(name=name, **changes)
-        except ValueError as exc:
-            raise ValueError(f"variant {variant.label!r}: {exc}") from None
-
-    def runs(self) -> list[tuple[Variant, int, RLConfig]]:
-        """``(variant, seed, RL config)`` of every run, variants outer, seeds inner."""
-        return list(self._runs)
-
-    def jobs(self, root: str | Path, device=None, reuse_stale: bool = False, start: Job | None = None) -> list[Job]:
-        """The SFT run (or ``start``, the job that makes the starting point) and every RL run, as pool jobs
-        (:func:`tailmiss.llm.pool.run_jobs`)."""
-        root = Path(root)
-        sft_dir = root / self.sft.name
-        start = sft_job(self.sft, root, device, reuse_stale) if start is None else start
-        jobs = [start]
-        for i, (variant, seed, cfg) in enumerate(self._runs, 1):
-            jobs.append(
-                Job(
-                    cfg.name,
-                    train_rl_job,
-                    (cfg, sft_dir, root, device, reuse_stale),
-                    needs=(start.key,),
-                    label=f"[{i}/{len(self._runs)}] {variant.label} seed {seed}",
-                    state=functools.partial(run_state, root / cfg.name, cfg, sft_dir, reuse_stale),
-                )
-            )
-        return jobs
-
-    def replace(self, **changes) -> LLMSweep:
-        return dataclasses.replace(self, **changes)
-
-    # -- TOML --------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return {
-            "sweep": {
-                "name": self.name,
-                "seeds": list(self.seeds),
-                "variants": [v.to_dict() for v in self.variants],
-            },
-            "sft": self.sft.to_dict(),
-            "rl": self.rl.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict, where: str = "sweep") -> LLMSweep:
-        if not isinstance(data, dict) or set(data) != {"sweep", "sft", "rl"}:
-            got = sorted(data) if isinstance(data, dict) else data
-            raise ValueError(f"{where}: expected the tables [sweep], [sft] and [rl], got {got!r}")
-        body = dict(data["sweep"])
-        unknown = sorted(set(body) - {"name", "seeds", "variants"})
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) in [sweep]: {', '.join(map(repr, unknown))}")
-        if "name" not in body or "variants" not in body:
-            raise ValueError(f"{where}: [sweep] needs name and variants")
-        variants = []
-        for i, v in enumerate(body["variants"]):
-            if not isinstance(v, dict) or set(v) - {"method", "gamma", "group_size", "dynamic_sampling", "steps"}:
-                raise ValueError(
-                    f"{where}: variant {i} must be a table of method, gamma, group_size (and optionally "
-                    f"dynamic_sampling, steps), got {v!r}"
-                )
-            try:
-                variants.append(Variant(**v))
-            except ValueError as exc:
-                raise ValueError(f"{where}: variant {i}: {exc}") from None
-        try:
-            return cls(
-                name=body["name"],
-                sft=SFTConfig.from_dict(data["sft"], where=f"{where}: [sft]"),
-                rl=RLConfig.from_dict(data["rl"], where=f"{where}: [rl]"),
-                variants=tuple(variants),
-                seeds=tuple(body.get("seeds", (0,))),
-            )
-        except ValueError as exc:
-            msg = str(exc)
-            raise ValueError(msg if msg.startswith(where) else f"{where}: {msg}") from None
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> LLMSweep:
-        return cls.from_dict(read_toml(path), where=str(path))
-
-    def to_toml(self, path: str | Path) -> None:
-        write_toml(path, self.to_dict())
-
-
-def load_sweep(path: str | Path) -> LLMSweep:
-    """Read a sweep TOML (tables ``[sweep]``, ``[sft]`` and ``[rl]``)."""
-    return LLMSweep.from_toml(path)
 
 
 @dataclass
@@ -300,24 +112,6 @@ class SweepResult:
         grouped = frame.groupby(keys, sort=False)[values]
         mean, std = grouped.mean(), grouped.std(ddof=1 if frame["seed"].nunique() > 1 else 0)
         return mean.join(std.add_suffix("_sd")).reset_index()
-
-
-def sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool) -> Job:
-    """The pool job of the SFT run ``root/<cfg.name>``."""
-    state = functools.partial(run_state, root / cfg.name, cfg, None, reuse_stale)
-    return Job(cfg.name, train_sft_job, (cfg, root, device, reuse_stale), label=f"SFT {cfg.name}", state=state)
-
-
-def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False, log=None) -> None:
-    """Pool job: the SFT run ``root/<cfg.name>`` (trained, resumed or reused)."""
-    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
-
-
-def train_rl_job(
-    cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False, log=None
-) -> None:
-    """Pool job: the RL run ``root/<cfg.name>`` from the SFT run ``init``."""
-    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
 
 
 _FINAL = ("mu_pos", "off_format", "retained_mass", "dnll_rare", "tau_ratio") + tuple(
