@@ -27,6 +27,7 @@ from tailmiss.llm.rollouts import SHUFFLE, Rollouts
 
 __all__ = ["UPDATE_STATS", "advantages", "kl_penalty", "update"]
 
+
 def advantages(rewards: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """Focal-weighted group advantages (G, N) and the focal weight per group (G,)."""
     n_correct = (rewards > 0.5).sum(1)  # X from the correctness flags (F-GRPO §4.1)

@@ -95,9 +95,9 @@ def _prob_ascent(probs: torch.Tensor, weights: torch.Tensor, out: torch.Tensor |
     return torch.mul(probs, weights - (weights * probs).sum(dim=-1, keepdim=True), out=out)
 
 
-register_surrogate(
-    "prob", description="BroRL's (1/N) sum_j A_j p(a_j): gradient (p_i/N)[c_i A_i - sum_k c_k A_k p_k]"
-)(_prob_ascent)
+register_surrogate("prob", description="BroRL's (1/N) sum_j A_j p(a_j): gradient (p_i/N)[c_i A_i - sum_k c_k A_k p_k]")(
+    _prob_ascent
+)
 register_surrogate(
     "theory",
     distinct=True,
