@@ -16,7 +16,7 @@ import torch
 
 from tailmiss.io import RUN_NAME_MAX_BYTES, check_run_name, dataclass_from_mapping
 from tailmiss.llm import RLConfig, SFTConfig, load_config
-from tailmiss.objectives import group_advantages
+from tailmiss.objectives import LossConfig, group_advantages
 from tailmiss.sim import SimConfig, simulate
 
 F32_TINY = float(np.finfo(np.float32).tiny)
@@ -110,8 +110,9 @@ RL_TYPE_CASES = [
     ("group_size = true", "group_size", "group_size must be an integer, got True"),
     ("temperature = true", "temperature", "temperature must be a number, got True"),
     ("dynamic_sampling = 1", "dynamic_sampling", "dynamic_sampling must be true or false, got 1"),
-    ('clip_high = "0.28"', "clip_high", "clip_high must be a number, got '0.28'"),
-    ("norm_length = 2.5", "norm_length", "norm_length must be an integer, got 2.5"),
+    ('[rl.loss]\nclip_high = "0.28"', "clip_high", "[rl.loss]: clip_high must be a number, got '0.28'"),
+    ("[rl.loss]\nnorm_length = 2.5", "norm_length", "[rl.loss]: norm_length must be an integer, got 2.5"),
+    ('[rl.loss]\naggregation = ["token-mean"]', "aggregation", "[rl.loss]: aggregation must be a string"),
     ("lr = {x = 1}", "lr", "lr must be a number"),
     ("[rl.kl_coef]\nx = 1", "kl_coef", "kl_coef must be a number"),
 ]
@@ -223,9 +224,6 @@ RL_FLOATS = [
     "weight_decay",
     "grad_clip",
     "adv_eps",
-    "clip_low",
-    "clip_high",
-    "dual_clip",
     "kl_coef",
     "entropy_coef",
     "temperature",
@@ -234,9 +232,20 @@ RL_FLOATS = [
 ]
 
 
+RL_LOSS_FLOATS = ["clip_low", "clip_high", "dual_clip"]
+
+
 def test_rl_float_settings_are_all_listed():
     floats = {f.name for f in dataclasses.fields(RLConfig) if "float" in str(f.type)} - {"betas"}
     assert floats == set(RL_FLOATS)
+    assert {f.name for f in dataclasses.fields(LossConfig) if "float" in str(f.type)} == set(RL_LOSS_FLOATS)
+
+
+@pytest.mark.parametrize("bad", ["inf", "-inf", "nan"])
+@pytest.mark.parametrize("key", RL_LOSS_FLOATS)
+def test_rl_loss_toml_non_finite_rejected(tmp_path, key, bad):
+    path = _write(tmp_path, f"[rl]\nsteps = 5\n[rl.loss]\n{key} = {bad}\n")
+    assert "[rl.loss]" in _one_line_error(path, key, load_config)
 
 
 @pytest.mark.parametrize("bad", ["inf", "-inf", "nan"])
@@ -356,10 +365,12 @@ def test_a_group_of_one_has_advantage_zero_and_the_trainer_refuses_it():
     assert RLConfig(group_size=1, advantage="none").group_size == 1  # raw rewards: a real signal
 
 
-@pytest.mark.parametrize("key", ["clip_low", "clip_high", "dual_clip"])
+@pytest.mark.parametrize("key", RL_LOSS_FLOATS)
 def test_rl_loss_overrides_must_be_finite(key):
     with pytest.raises(ValueError, match=key):
-        RLConfig(**{key: math.inf})
+        LossConfig(**{key: math.inf})
+    with pytest.raises(ValueError, match=rf"{key} must be a finite number .*float32"):  # finite in float64 only
+        RLConfig(loss=LossConfig(**{key: 1e300}))
 
 
 @pytest.mark.parametrize(("key", "value"), [("reward_correct", "a"), ("name", 5), ("lr", True), ("betas", (0.9, "x"))])

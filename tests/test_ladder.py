@@ -21,6 +21,7 @@ from tailmiss.llm.model import ModelConfig, answer_logprobs, generate
 from tailmiss.llm.tabular import FactorizedPolicy, TablePolicy, tabular_from_distribution
 from tailmiss.llm.tasks import EOS, PAD, MultiSolutionTask
 from tailmiss.llm.train import train_rl
+from tailmiss.objectives import LossConfig
 from tailmiss.regimes import n_shape, zones
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
@@ -140,8 +141,7 @@ def _law_rl(seed: int, group_size: int, gamma: float, optimizer: str, lr: float)
         weight_decay=0.0,
         grad_clip=1e30,
         # a constant denominator (rows × L), as the simulator's 1/N: Adam ignores the constant factor L
-        aggregation="token-sum-norm",
-        norm_length=TASK.max_answer_len,
+        loss=LossConfig(aggregation="token-sum-norm", norm_length=TASK.max_answer_len),
         eval_every=10,
         eval_prompts=1,
         eval_seed=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tailmiss.llm import MazeTask, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
-from tailmiss.objectives import LossConfig
+from tailmiss.objectives import LossConfig, resolve_loss_config
 
 TINY_SFT = SFTConfig(
     task=MultiSolutionTask(num_digits=2),
@@ -78,16 +78,14 @@ def test_sft_toml_round_trip(tmp_path, cfg):
     [
         RLConfig(),
         TINY_RL,
-        TINY_RL.replace(clip_high=0.3),
+        TINY_RL.replace(loss=LossConfig(clip_high=0.3)),
         TINY_RL.replace(
             method="cispo",
             gamma=0.5,
             advantage="mean",
-            clip_low=0.5,
-            clip_high=4.0,
-            cispo_clip_mode="absolute",
-            aggregation="token-sum-norm",
-            norm_length=8,
+            loss=LossConfig(
+                clip_low=0.5, clip_high=4.0, cispo_clip_mode="absolute", aggregation="token-sum-norm", norm_length=8
+            ),
             dynamic_sampling=True,
             max_refills=3,
             kl_coef=0.01,
@@ -98,7 +96,7 @@ def test_sft_toml_round_trip(tmp_path, cfg):
             eval_samples=8,
             rare_share=0.2,
         ),
-        TINY_RL.replace(method="grpo", dual_clip=3.0, minibatches=4),
+        TINY_RL.replace(method="grpo", loss=LossConfig(dual_clip=3.0), minibatches=4),
     ],
     ids=["default", "tiny", "clip-high", "every-override", "dual-clip"],
 )
@@ -111,17 +109,51 @@ def test_rl_toml_round_trip(tmp_path, cfg):
 
 
 def test_rl_toml_omits_none_fields(tmp_path):
-    cfg = TINY_RL.replace(clip_high=0.3)
+    cfg = TINY_RL.replace(loss=LossConfig(clip_high=0.3))
     path = tmp_path / "rl.toml"
     cfg.to_toml(path)
     text = path.read_text()
-    assert "clip_high = 0.3" in text
+    assert "[rl.loss]\nclip_high = 0.3\n" in text
     for key in ("clip_low", "dual_clip", "cispo_clip_mode", "aggregation", "norm_length", "advantage ="):
         assert key not in text, key
     back = RLConfig.from_toml(path)
-    assert back.clip_high == 0.3
-    assert back.clip_low is None and back.dual_clip is None and back.advantage is None
-    assert back.aggregation is None and back.norm_length is None and back.cispo_clip_mode is None
+    assert back.loss.clip_high == 0.3 and back.advantage is None
+    assert back.loss == LossConfig(clip_high=0.3)
+    TINY_RL.to_toml(path)  # no override: no [rl.loss] table
+    assert "[rl.loss]" not in path.read_text()
+    assert RLConfig.from_toml(path).loss == LossConfig()
+
+
+def test_rl_toml_empty_loss_table_keeps_the_method_defaults(tmp_path):
+    path = _write(tmp_path, "[rl]\nsteps = 3\n[rl.loss]\n")
+    assert load_config(path).loss == LossConfig()
+
+
+@pytest.mark.parametrize("key", ["clip_low", "clip_high", "dual_clip", "cispo_clip_mode", "aggregation", "norm_length"])
+def test_rl_flat_loss_keys_are_refused_with_a_pointer_to_rl_loss(tmp_path, key):
+    value = {"cispo_clip_mode": '"absolute"', "aggregation": '"token-mean"', "norm_length": "8"}.get(key, "3.0")
+    path = _write(tmp_path, f"[rl]\nsteps = 3\n{key} = {value}\n")
+    with pytest.raises(ValueError) as info:
+        load_config(path)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(path)) and f"{key} moved under [rl.loss]" in msg
+    with pytest.raises(ValueError, match=r"moved under \[rl\.loss\]"):
+        RLConfig.from_dict({"steps": 3, key: 3.0})
+
+
+def test_rl_loss_must_be_a_table(tmp_path):
+    path = _write(tmp_path, "[rl]\nsteps = 3\nloss = 0.2\n")
+    with pytest.raises(ValueError, match=r"loss must be a table \(\[rl\.loss\]\)"):
+        load_config(path)
+    with pytest.raises(ValueError, match="loss must be a LossConfig"):
+        RLConfig(loss={"clip_high": 0.3})
+
+
+def test_rl_loss_table_rejects_unknown_keys(tmp_path):
+    path = _write(tmp_path, "[rl]\nsteps = 3\n[rl.loss]\nclip = 0.2\n")
+    with pytest.raises(ValueError, match=r"\[rl\.loss\]: unknown key\(s\) 'clip'"):
+        load_config(path)
 
 
 def test_sft_toml_nested_tables(tmp_path):
@@ -298,12 +330,6 @@ def test_sft_bad_task_value_names_field():
         ({"temperature": 0}, "temperature"),
         ({"rare_share": 1.0}, "rare_share"),
         ({"rare_share": 0}, "rare_share"),
-        ({"clip_low": -0.1}, "clip_low"),
-        ({"clip_high": -0.1}, "clip_high"),
-        ({"dual_clip": 0.5}, "dual_clip"),
-        ({"aggregation": "sum"}, "aggregation"),
-        ({"cispo_clip_mode": "both"}, "cispo_clip_mode"),
-        ({"norm_length": 0}, "norm_length"),
         ({"advantage": "rank"}, "advantage"),
         ({"std_kind": "sample"}, "std_kind"),
         ({"dynamic_sampling": 1}, "dynamic_sampling"),
@@ -320,6 +346,22 @@ def test_rl_bad_value_names_field(changes, field):
 
 
 @pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"clip_low": -0.1}, "clip_low"),
+        ({"clip_high": -0.1}, "clip_high"),
+        ({"dual_clip": 0.5}, "dual_clip"),
+        ({"aggregation": "sum"}, "aggregation"),
+        ({"cispo_clip_mode": "both"}, "cispo_clip_mode"),
+        ({"norm_length": 0}, "norm_length"),
+    ],
+)
+def test_rl_bad_loss_value_names_field(changes, field):
+    with pytest.raises(ValueError, match=field):
+        TINY_RL.replace(loss=LossConfig(**changes))
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ('method = "ppo"', "method"),
@@ -329,8 +371,8 @@ def test_rl_bad_value_names_field(changes, field):
         ("top_p = 0", "top_p"),
         ("temperature = 0", "temperature"),
         ("rare_share = 1.0", "rare_share"),
-        ("clip_low = -0.1", "clip_low"),
-        ('aggregation = "sum"', "aggregation"),
+        ("[rl.loss]\nclip_low = -0.1", "clip_low"),
+        ('[rl.loss]\naggregation = "sum"', "aggregation"),
     ],
 )
 def test_rl_bad_toml_value_names_field(tmp_path, body, field):
@@ -366,10 +408,10 @@ def test_explicit_advantage_wins(method, advantage):
     assert RLConfig(method=method, advantage=advantage).advantage_mode == advantage
 
 
-def test_loss_config_passes_overrides():
-    assert RLConfig().loss_config() == LossConfig()
-    cfg = RLConfig(
-        method="cispo",
+def test_loss_table_overrides_the_method_defaults():
+    assert RLConfig().loss == LossConfig()
+    assert RLConfig().resolved_loss() == resolve_loss_config("grpo")
+    loss = LossConfig(
         clip_low=0.1,
         clip_high=0.3,
         dual_clip=3.0,
@@ -377,19 +419,9 @@ def test_loss_config_passes_overrides():
         aggregation="seq-mean-token-mean",
         norm_length=12,
     )
-    assert cfg.loss_config() == LossConfig(
-        clip_low=0.1,
-        clip_high=0.3,
-        dual_clip=3.0,
-        cispo_clip_mode="absolute",
-        aggregation="seq-mean-token-mean",
-        norm_length=12,
-    )
-    assert RLConfig(clip_high=0.3).loss_config() == LossConfig(clip_high=0.3)
-
-
-def test_configs_are_frozen():
-    with pytest.raises(AttributeError):
-        TINY_RL.steps = 3  # type: ignore[misc]
-    with pytest.raises(AttributeError):
-        TINY_SFT.lr = 1.0  # type: ignore[misc]
+    cfg = RLConfig(method="cispo", loss=loss)
+    assert cfg.loss is loss
+    assert cfg.resolved_loss() == loss  # every field set: nothing left to the method
+    partial = RLConfig(method="dapo", loss=LossConfig(clip_high=0.3)).resolved_loss()
+    assert partial == resolve_loss_config("dapo", clip_high=0.3)
+    assert (partial.clip_low, partial.clip_high, partial.aggregation) == (0.2, 0.3, "token-mean")

@@ -24,6 +24,7 @@ import torch
 
 from tailmiss.llm import ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, train_rl, train_sft
 from tailmiss.llm.model import GPT, CounterStream, _filter_logits, _inverse_cdf, generate
+from tailmiss.objectives import LossConfig
 
 WORLD = 2
 # Measured on the CPU with one thread per process: logged values agree to float32 rounding (largest
@@ -56,7 +57,7 @@ RL_CASES = {
         rollout_sampling="counter",
         prompts_per_step=3,
         minibatches=5,
-        aggregation="seq-mean-token-mean",
+        loss=LossConfig(aggregation="seq-mean-token-mean"),
         kl_coef=0.1,
         entropy_coef=0.01,
         eval_samples=4,

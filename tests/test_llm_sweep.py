@@ -277,14 +277,15 @@ def test_seed_mean_has_spread(tiny_run):
 def test_the_sft_models_sampled_evaluation_is_drawn_once_for_the_runs_that_share_it(tmp_path, monkeypatch):
     """Step 0 samples the SFT model with the run seed's generator: runs of one seed share that draw (per process),
     with the numbers an undisturbed draw gives."""
+    from tailmiss.llm import rl_eval
     from tailmiss.llm import train as train_mod
 
     maze = tiny_llm_sweeps()["maze"].replace(seeds=(0,))
     root = tmp_path / "root"
     calls: list[int] = []
-    real = train_mod.sample_correct_counts
-    monkeypatch.setattr(train_mod, "sample_correct_counts", lambda *a, **k: calls.append(1) or real(*a, **k))
-    train_mod._SFT_CACHE.clear()
+    real = rl_eval.sample_correct_counts
+    monkeypatch.setattr(rl_eval, "sample_correct_counts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rl_eval._SFT_CACHE.clear()
     result = run_sweep(maze, root, progress=False)
     runs = len(maze.runs())
     assert len(calls) == runs + 1  # every run's last step, and step 0 once
@@ -292,7 +293,7 @@ def test_the_sft_models_sampled_evaluation_is_drawn_once_for_the_runs_that_share
     assert first["pass_at_256"].nunique() == 1 and len(first) == runs
     # drawn again from scratch (empty cache, one run alone): the same counts
     (_, _, cfg), *_ = maze.runs()
-    train_mod._SFT_CACHE.clear()
+    rl_eval._SFT_CACHE.clear()
     alone = train_mod.train_rl(cfg, root / maze.sft.name, tmp_path / "alone", progress=False)
     again = pd.read_csv(alone / "history.csv")
     assert again.loc[again["step"] == 0, "pass_at_256"].iloc[0] == first["pass_at_256"].iloc[0]

@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from tailmiss.llm import LoadedRun, MazeTask, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, train_rl, train_sft
+from tailmiss.llm.sweep import Variant
+from tailmiss.objectives import AGGREGATIONS, POLICY_LOSSES, register_aggregation, register_policy_loss
 
 TINY_SFT = SFTConfig(
     task=MultiSolutionTask(num_digits=2),
@@ -237,6 +239,53 @@ def test_each_method_runs(sft_run, tmp_path, changes):
         assert ((focal > 0) & (focal <= 1)).all()
     else:
         assert (h["focal_mean"].dropna() == 1).all()
+
+
+@pytest.fixture
+def reinforce_loss():
+    """A REINFORCE token loss -A log pi with its own aggregation, registered from outside the package."""
+    calls: list[dict] = []
+
+    @register_aggregation("test-seq-sum-mean", denominator=lambda mask, config: mask.shape[0])
+    def seq_sum_mean(per_token, mask, config=None):  # sum over each sequence's tokens, mean over sequences
+        return torch.where(mask.bool(), per_token, 0.0).sum() / max(mask.shape[0], 1)
+
+    @register_policy_loss("test-reinforce", advantage="mean", aggregation="test-seq-sum-mean")
+    def reinforce(logp, old_logp, adv, mask, config):
+        per_token = -adv * logp
+        calls.append(dict(per_token=per_token.detach().clone(), mask=mask.clone(), config=config))
+        return per_token
+
+    yield calls
+    POLICY_LOSSES.remove("test-reinforce")
+    AGGREGATIONS.remove("test-seq-sum-mean")
+
+
+def test_registered_loss_trains(sft_run, tmp_path, reinforce_loss):
+    cfg = TINY_RL.replace(method="test-reinforce", steps=2, eval_every=2)
+    assert cfg.advantage_mode == "mean"  # the registration's advantage mode
+    assert Variant("test-reinforce", 0.5, 8).method == "test-reinforce"  # sweeps accept it too
+    out = train_rl(cfg, sft_run, tmp_path / "rl", device="cpu", progress=False)
+    h = _history(out)
+    assert _meta(out)["method"] == "test-reinforce"
+    assert RLConfig.from_toml(out / "config.toml") == cfg
+    # one mini-batch per step, so one kernel call per step; each with the mask and the registration's settings
+    assert len(reinforce_loss) == cfg.steps
+    rows = cfg.prompts_per_step * cfg.group_size
+    for call in reinforce_loss:
+        assert call["mask"].dtype == torch.bool and call["mask"].shape == call["per_token"].shape
+        assert call["mask"].shape[0] == rows and call["mask"].any()
+        assert call["config"].aggregation == "test-seq-sum-mean"
+    # the logged loss is the kernel's per-token loss reduced by the registered aggregation
+    for step, call in enumerate(reinforce_loss):
+        expected = float(torch.where(call["mask"], call["per_token"], 0.0).sum() / rows)
+        assert h.loc[h["step"] == step, "loss"].item() == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert (h["clip_frac"].dropna() == 0).all()  # a kernel without a clip reports none
+
+
+def test_unregistered_method_is_refused():
+    with pytest.raises(ValueError, match="method must be one of 'grpo', 'dapo', 'cispo', 'drgrpo'"):
+        RLConfig(method="test-reinforce")
 
 
 def test_dapo_dynamic_sampling(sft_run, tmp_path):

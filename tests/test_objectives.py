@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tailmiss import analytic
 from tailmiss.objectives import (
     ADVANTAGE_MODES,
+    AGGREGATIONS,
     POLICY_LOSSES,
     STD_KINDS,
     SURROGATES,
@@ -30,6 +31,9 @@ from tailmiss.objectives import (
     group_advantages,
     masked_mean,
     policy_loss,
+    register_aggregation,
+    register_policy_loss,
+    register_surrogate,
     resolve_loss_config,
 )
 
@@ -954,3 +958,115 @@ def test_masked_mean_selects_instead_of_multiplying():
     (grad,) = torch.autograd.grad(m, values)
     assert m.item() == 2.0 and torch.equal(grad, torch.tensor([0.5, 0.5, 0.0, 0.0]))
     assert masked_mean(values.detach(), torch.zeros(4)).item() == 0.0
+
+
+# ---------------------------------------------------------------------------
+# Registration from outside the package
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("register", "kwargs"),
+    [
+        (register_policy_loss, {}),
+        (register_aggregation, {"denominator": lambda mask, config: 1}),
+        (register_surrogate, {"description": "x"}),
+    ],
+    ids=["policy-loss", "aggregation", "surrogate"],
+)
+def test_registering_a_taken_name_is_refused(register, kwargs):
+    taken = {register_policy_loss: "grpo", register_aggregation: "token-mean", register_surrogate: "prob"}[register]
+    registry = {register_policy_loss: POLICY_LOSSES, register_aggregation: AGGREGATIONS, register_surrogate: SURROGATES}
+    before = registry[register][taken]
+    with pytest.raises(ValueError, match=f"'{taken}' is already registered"):
+        register(taken, **kwargs)(lambda *a, **k: None)
+    assert registry[register][taken] is before  # the entry is not replaced
+
+
+def test_registries_are_read_only_mappings():
+    with pytest.raises(TypeError):
+        POLICY_LOSSES["x"] = POLICY_LOSSES["grpo"]  # type: ignore[index]
+    with pytest.raises(KeyError, match="unknown policy loss 'x'; registered: 'grpo'"):
+        POLICY_LOSSES["x"]
+    assert list(POLICY_LOSSES) == ["grpo", "dapo", "cispo", "drgrpo"]
+    assert list(AGGREGATIONS) == ["token-mean", "seq-mean-token-mean", "token-sum-norm"]
+
+
+def test_register_policy_loss_refuses_unknown_settings():
+    with pytest.raises(ValueError, match="unknown LossConfig field.*'beta'.*'x'"):
+        register_policy_loss("x", beta=0.1)
+    assert "x" not in POLICY_LOSSES
+
+
+@pytest.fixture
+def custom_loss():
+    """A registered kernel that records its arguments; removed afterwards."""
+    seen = []
+
+    @register_policy_loss("test-custom", advantage="none", aggregation="token-sum-norm", clip_high=0.5)
+    def kernel(logp, old_logp, adv, mask, config):
+        seen.append((mask, config))
+        return -adv * logp
+
+    yield seen
+    POLICY_LOSSES.remove("test-custom")
+
+
+def test_registered_kernel_gets_the_mask_and_its_defaults(custom_loss):
+    entry = POLICY_LOSSES["test-custom"]
+    assert entry.advantage == "none"
+    assert entry.defaults == LossConfig(clip_high=0.5, aggregation="token-sum-norm")
+    logp = torch.log(_t([[0.5, 0.25, 0.9], [0.1, 0.2, 0.3]]))
+    adv = _t([[1.0], [-2.0]])
+    mask = _t([[1, 1, 0], [1, 0, 0]])
+    out = policy_loss("test-custom", logp, logp.clone(), adv, mask, return_stats=True)
+    ((got_mask, got_config),) = custom_loss
+    assert torch.equal(got_mask, mask)
+    assert got_config == resolve_loss_config("test-custom") and got_config.clip_high == 0.5
+    # token-sum-norm over B * T = 6, the kernel's -A log p on the three response tokens
+    expected = -(math.log(0.5) + math.log(0.25) - 2.0 * math.log(0.1)) / 6
+    assert out.loss.item() == pytest.approx(expected, rel=1e-12)
+    assert out.clip_fraction.item() == 0.0  # a kernel that returns the loss alone clips nothing
+    assert resolve_loss_config("test-custom", aggregation="token-mean").aggregation == "token-mean"
+
+
+def test_kernel_output_of_the_wrong_shape_is_refused():
+    @register_policy_loss("test-bad-shape")
+    def kernel(logp, old_logp, adv, mask, config):
+        return (-adv * logp).sum(1)
+
+    try:
+        with pytest.raises(ValueError, match="'test-bad-shape' must return per-token tensors of shape \\(2, 3\\)"):
+            policy_loss("test-bad-shape", _ones((2, 3)), _ones((2, 3)), _ones((2, 1)), _ones((2, 3)))
+    finally:
+        POLICY_LOSSES.remove("test-bad-shape")
+
+
+def test_registered_aggregation_is_a_loss_config_choice():
+    assert "test-agg" not in AGGREGATIONS
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        LossConfig(aggregation="test-agg")
+
+    @register_aggregation("test-agg", denominator=lambda mask, config: int(mask.sum()))
+    def total(per_token, mask, config=None):
+        return torch.where(mask.bool(), per_token, 0.0).sum()
+
+    try:
+        assert LossConfig(aggregation="test-agg").aggregation == "test-agg"
+        logp = torch.log(_t([[0.5, 0.25], [0.1, 0.2]]))
+        loss = policy_loss("grpo", logp, logp.clone(), _t([[1.0], [2.0]]), _ones((2, 2)), aggregation="test-agg")
+        assert loss.item() == pytest.approx(-6.0, rel=1e-12)  # ratio 1: -sum of A over the 4 tokens
+    finally:
+        AGGREGATIONS.remove("test-agg")
+
+
+def test_registered_surrogate_is_used_by_name():
+    @register_surrogate("test-zero", description="J = 0")
+    def zero(probs, weights, out=None):
+        return torch.zeros_like(probs) if out is None else out.zero_()
+
+    try:
+        assert SURROGATES["test-zero"].ascent is zero and SURROGATES["test-zero"].distinct is False
+        assert torch.equal(SURROGATES["test-zero"].ascent(_t([0.5, 0.5]), _t([1.0, -1.0])), _t([0.0, 0.0]))
+    finally:
+        SURROGATES.remove("test-zero")

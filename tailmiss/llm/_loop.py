@@ -4,7 +4,8 @@ Under ``torchrun`` (see :mod:`tailmiss._dist`) rank 0 alone checks and writes
 the run folder; :func:`prepare_run` and :func:`run_complete` hand its decisions
 to the other ranks, :func:`data_parallel` wraps the model in
 :class:`~torch.nn.parallel.DistributedDataParallel` and :func:`all_sum` adds a
-few statistics over the ranks. In a single process each is a no-op.
+few statistics over the ranks. In a single process each is a no-op (all_sum
+then only converts to float64).
 """
 
 from __future__ import annotations
@@ -137,7 +138,12 @@ def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
 
 
 def all_sum(values, device: torch.device) -> list[float]:
-    """Each of ``values`` (numbers or 0-d tensors) summed over the ranks, in float64."""
+    """Each of ``values`` (numbers or 0-d tensors) summed over the ranks, in float64.
+
+    The one reduction of the logged statistics at any world size: in a single
+    process it is the sum over one rank (the values in float64), so one code
+    path serves one process and many.
+    """
     total = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
     if world() > 1:
         dist.all_reduce(total)

@@ -20,7 +20,7 @@ from tailmiss.io import check_run_name, dataclass_from_mapping, read_toml, write
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
 from tailmiss.llm.tasks.base import SPLITS
-from tailmiss.objectives import ADVANTAGE_MODES, POLICY_LOSSES, STD_KINDS, LossConfig
+from tailmiss.objectives import ADVANTAGE_MODES, LOSS_FIELDS, POLICY_LOSSES, STD_KINDS, LossConfig, resolve_loss_config
 
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
@@ -51,6 +51,10 @@ class _TomlConfig:
                 value = value.to_dict()
             elif isinstance(value, ModelConfig):
                 value = dataclasses.asdict(value)
+            elif isinstance(value, LossConfig):
+                value = value.to_dict()
+                if not value:  # every loss setting is the method's default: no [rl.loss] table
+                    continue
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -72,6 +76,19 @@ class _TomlConfig:
                 raise ValueError(f"{where}: model must be a table, got {model!r}")
             if isinstance(model, dict):
                 data["model"] = dataclass_from_mapping(ModelConfig, model, f"{where}: model")
+        if cls._table == "rl":
+            flat = [key for key in LOSS_FIELDS if key in data]
+            if flat:
+                raise ValueError(
+                    f"{where}: {', '.join(flat)} moved under [rl.loss]: write them in an [rl.loss] table "
+                    "below [rl] (the loss settings are no longer keys of [rl])"
+                )
+            if "loss" in data:
+                loss = data["loss"]
+                if not isinstance(loss, (dict, LossConfig)):
+                    raise ValueError(f"{where}: loss must be a table ([rl.loss]), got {loss!r}")
+                if isinstance(loss, dict):
+                    data["loss"] = dataclass_from_mapping(LossConfig, loss, f"{where}: [rl.loss]")
         try:
             return dataclass_from_mapping(cls, data, where)
         except ValueError as exc:
@@ -167,11 +184,17 @@ class RLConfig(_TomlConfig):
 
     Attributes
     ----------
-    method : {"grpo", "dapo", "cispo", "drgrpo"}
+    method : str
+        A name of :data:`tailmiss.objectives.POLICY_LOSSES`: "grpo", "dapo",
+        "cispo", "drgrpo", or a loss registered with
+        :func:`tailmiss.objectives.register_policy_loss`.
     gamma : float
         Focal exponent; 0 is the base method.
-    clip_low, clip_high, dual_clip, cispo_clip_mode, aggregation, norm_length
-        Override the method's loss settings (``None``: the method's default).
+    loss : LossConfig
+        TOML table ``[rl.loss]``: overrides of the method's loss settings
+        (``clip_low``, ``clip_high``, ``dual_clip``, ``cispo_clip_mode``,
+        ``aggregation``, ``norm_length``; a field left ``None`` keeps the
+        method's default, see :meth:`resolved_loss`).
     advantage : {"none", "mean", "std"} or None; std_kind, adv_eps
         ``adv_eps`` is at least the smallest normal float32 number, 1.18e-38.
     dynamic_sampling : bool; max_refills : int
@@ -229,12 +252,7 @@ class RLConfig(_TomlConfig):
     advantage: str | None = None
     std_kind: str = "bessel"
     adv_eps: float = 1e-6
-    clip_low: float | None = None
-    clip_high: float | None = None
-    dual_clip: float | None = None
-    cispo_clip_mode: str | None = None
-    aggregation: str | None = None
-    norm_length: int | None = None
+    loss: LossConfig = field(default_factory=LossConfig)
     dynamic_sampling: bool = False
     max_refills: int = 10
     kl_coef: float = 0.0
@@ -257,7 +275,7 @@ class RLConfig(_TomlConfig):
 
     def __post_init__(self) -> None:
         check_run_name(self.name)
-        check_choice("method", self.method, tuple(POLICY_LOSSES))
+        check_choice("method", self.method, POLICY_LOSSES)  # looked up now: registered losses count
         check_choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
         check_choice("optimizer", self.optimizer, RL_OPTIMIZERS)
         _num("gamma", self.gamma)
@@ -307,21 +325,16 @@ class RLConfig(_TomlConfig):
         _num("top_p", self.top_p, lo_open=True, hi=1.0, hi_open=False)
         check_choice("eval_split", self.eval_split, SPLITS)
         _num("rare_share", self.rare_share, lo_open=True, hi=1.0)
-        for key in ("clip_low", "clip_high", "dual_clip"):  # LossConfig checks their ranges
-            if getattr(self, key) is not None:
-                _num(key, getattr(self, key), lo=-math.inf)
-        self.loss_config()  # validates the loss overrides now, not at the first step
+        if not isinstance(self.loss, LossConfig):
+            raise ValueError(f"loss must be a LossConfig ([rl.loss] table), got {self.loss!r}")
+        for key, value in self.loss.to_dict().items():  # LossConfig checks the ranges, the trainer float32
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                _num(key, value, lo=-math.inf)
+        self.resolved_loss()  # the method and its overrides fit together now, not at the first step
 
-    def loss_config(self) -> LossConfig:
-        """The loss overrides of this run (``None`` fields keep the method's defaults)."""
-        return LossConfig(
-            clip_low=self.clip_low,
-            clip_high=self.clip_high,
-            dual_clip=self.dual_clip,
-            cispo_clip_mode=self.cispo_clip_mode,
-            aggregation=self.aggregation,
-            norm_length=self.norm_length,
-        )
+    def resolved_loss(self) -> LossConfig:
+        """The loss settings the run trains with: the method's defaults updated by ``loss``."""
+        return resolve_loss_config(self.method, self.loss)
 
     @property
     def eval_prompt_seed(self) -> int:

@@ -1,0 +1,159 @@
+r"""Steps 3-5 of the RL loop: focal-weighted advantages, old log-probs and the mini-batch updates.
+
+Each mini-batch's rows are split over the K ranks; rank k back-propagates its
+part's loss times :math:`K d_k / d`, where :math:`d_k, d` are the part's and the
+mini-batch's denominators of the aggregation
+(:attr:`tailmiss.objectives.Aggregation.denominator`; tokens for the KL and
+entropy terms), and DistributedDataParallel averages the K gradients, which
+gives the gradient of the whole mini-batch's loss.
+
+**Statistics.** One path at any world size: each rank sums its rows'
+statistics (in float32, the model's dtype), :func:`~tailmiss.llm._loop.all_sum`
+adds the sums over the ranks in float64 (over one rank in a single process),
+and the sums are divided by the global counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tailmiss import objectives
+from tailmiss._dist import rank, world
+from tailmiss.llm._loop import all_sum, step_seed
+from tailmiss.llm.config import RLConfig
+from tailmiss.llm.model import answer_logprobs
+from tailmiss.llm.rollouts import SHUFFLE, Rollouts
+
+__all__ = ["UPDATE_STATS", "advantages", "kl_penalty", "update"]
+
+
+def advantages(rewards: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Focal-weighted group advantages (G, N) and the focal weight per group (G,)."""
+    n_correct = (rewards > 0.5).sum(1)  # X from the correctness flags (F-GRPO §4.1)
+    group_size = torch.full_like(n_correct, rewards.shape[1])
+    adv = objectives.group_advantages(rewards, cfg.advantage_mode, cfg.std_kind, cfg.adv_eps)
+    g = objectives.focal_weight(n_correct, group_size, cfg.gamma)
+    return adv * g[:, None], g
+
+
+def _k3(logp_ref: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    # k3 estimator of KL(pi || pi_ref) per token: exp(d) - d - 1 with d = log pi_ref - log pi
+    d = logp_ref - logp
+    return torch.exp(d) - d - 1.0
+
+
+def kl_penalty(ref_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Token mean of the k3 KL estimator over the response tokens; padded ones add neither value nor gradient
+    (their log-probability is replaced by the reference's, so exp never overflows there)."""
+    return objectives.masked_mean(_k3(ref_logp, torch.where(mask.bool(), logp, ref_logp)), mask)
+
+
+UPDATE_STATS = ("focal_mean", "entropy", "response_len", "kl_ref", "loss", "clip_frac", "approx_kl", "grad_norm")
+
+
+def _denominator(mask: torch.Tensor, loss_cfg: objectives.LossConfig) -> int:
+    """What the run's aggregation divides the summed token losses of rows ``mask`` by (additive over rows)."""
+    return objectives.AGGREGATIONS[loss_cfg.aggregation].denominator(mask, loss_cfg)
+
+
+def _global_means(sums: list, count: int, dev) -> list[float]:
+    """Each of this rank's ``sums`` added over the ranks (float64), divided by the global ``count`` (at least 1)."""
+    return [total / max(count, 1) for total in all_sum(sums, dev)]
+
+
+def _rank_logprobs(model, reference, batch: Rollouts, rows: torch.Tensor, cfg: RLConfig, dev):
+    """Old and reference log-probs of this rank's ``rows`` and the logged entropy, length and KL of the batch."""
+    with torch.no_grad():
+        model.eval()
+        old_logp, entropy = answer_logprobs(model, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature, True)
+        ref_logp = answer_logprobs(reference, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature)
+    mask = batch.mask[rows]
+    length = float(batch.mask.sum(1).double().mean())
+    valid = mask.bool()
+    kl = _k3(ref_logp, torch.where(valid, old_logp, ref_logp))
+    sums = [torch.where(valid, entropy, 0.0).sum(), torch.where(valid, kl, 0.0).sum()]
+    entropy_mean, kl_mean = _global_means(sums, int(batch.mask.sum()), dev)  # all ranks' rows are the batch
+    return old_logp, ref_logp, {"entropy": entropy_mean, "response_len": length, "kl_ref": kl_mean}
+
+
+def _share(local: int, whole: int) -> float:
+    # K × (local / whole denominator): DDP's mean over the K ranks of the gradients of the rescaled
+    # local losses is then the gradient of the whole mini-batch's loss
+    return world() * local / max(whole, 1)
+
+
+def _rank_loss(ddp, batch: Rollouts, adv, old_logp, ref_logp, idx_all, idx, cfg: RLConfig, loss_cfg):
+    """This rank's share of mini-batch ``idx_all``'s loss (its rows ``idx``), its clip fraction and approximate KL
+    (token means over its rows) and its token count."""
+    if not len(idx):  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
+        first = idx_all[:1]
+        zero = answer_logprobs(ddp, batch.prompt_ids[first], batch.answers[first], cfg.temperature).sum() * 0.0
+        return zero, 0.0, 0.0, 0
+    mask = batch.mask[idx]
+    need_entropy = cfg.entropy_coef > 0
+    out = answer_logprobs(ddp, batch.prompt_ids[idx], batch.answers[idx], cfg.temperature, need_entropy)
+    logp, ent = out if need_entropy else (out, None)
+    res = objectives.policy_loss(cfg.method, logp, old_logp, adv[idx], mask, loss_cfg, return_stats=True)
+    loss = res.loss * _share(_denominator(mask, loss_cfg), _denominator(batch.mask[idx_all], loss_cfg))
+    tokens = int(mask.sum())
+    token_share = _share(tokens, int(batch.mask[idx_all].sum()))  # the KL and entropy terms are token means
+    if cfg.kl_coef > 0:
+        loss = loss + cfg.kl_coef * kl_penalty(ref_logp, logp, mask) * token_share
+    if need_entropy:
+        loss = loss - cfg.entropy_coef * objectives.masked_mean(ent, mask) * token_share
+    return loss, float(res.clip_fraction), float(res.approx_kl), tokens
+
+
+def update(model, ddp, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: int, dev) -> dict:
+    """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups).
+
+    ``batch`` is the global batch (the same on every rank); each mini-batch's
+    rows are split over the ranks, and ``ddp`` (``model`` wrapped in DDP, or
+    ``model`` itself in one process) averages their gradients.
+    """
+    if batch.rewards.shape[0] == 0:  # dynamic sampling kept no group: nothing to learn from
+        return dict.fromkeys(UPDATE_STATS, float("nan"))
+    row: dict = {}
+
+    # ---- 3. advantages with the focal weight ------------------------------------------------
+    adv, g = advantages(batch.rewards, cfg)
+    active = batch.rewards.std(1, correction=0) > 0
+    row["focal_mean"] = float(g[active].mean()) if bool(active.any()) else float("nan")
+    adv = adv.reshape(-1, 1).to(dev, torch.float32)  # (R, 1): one value per rollout, all its tokens
+
+    # ---- mini-batches of the global batch, and this rank's rows of each ------------------------
+    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, SHUFFLE))
+    order = torch.randperm(len(batch.mask), generator=gen)
+    minibatches = [idx.to(dev) for idx in order.tensor_split(cfg.minibatches) if len(idx)]
+    local = [idx.tensor_split(world())[rank()] for idx in minibatches]
+
+    # ---- 4. old and reference log-probs of this rank's rows, before any update ---------------
+    old_logp, ref_logp, logged = _rank_logprobs(model, reference, batch, torch.cat(local), cfg, dev)
+    row.update(logged)
+    sizes = [len(idx) for idx in local]
+    old_logp, ref_logp = old_logp.split(sizes), ref_logp.split(sizes)
+
+    # ---- 5. mini-batch updates of the method's loss -------------------------------------------
+    stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
+    ddp.train()
+    loss_cfg = cfg.resolved_loss()
+    for j, (idx_all, idx) in enumerate(zip(minibatches, local)):
+        loss, clip_frac, kl_old, tokens = _rank_loss(
+            ddp, batch, adv, old_logp[j], ref_logp[j], idx_all, idx, cfg, loss_cfg
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        stats["grad_norm"].append(float(grad_norm))
+        # one statistics path: sums over the ranks (one rank in a single process), then global means
+        # the rescaled losses add up to the mini-batch's loss times K
+        # (K times the mini-batch's loss: the ranks' rescaled losses add up to it K times over)
+        loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], dev)
+        whole = max(int(batch.mask[idx_all].sum()), 1)
+        stats["loss"].append(loss_sum / world())
+        stats["clip_frac"].append(clipped / whole)
+        stats["approx_kl"].append(kl_sum / whole)
+    row.update({key: float(np.mean(v)) if v else float("nan") for key, v in stats.items()})
+    return row

@@ -1,0 +1,141 @@
+r"""Steps 1-2 of the RL loop: a step's prompts, rollouts and rewards, and DAPO's dynamic sampling.
+
+Every rank draws the same prompts. With ``rollout_sampling = "generator"`` one
+seeded ``torch.Generator`` per step draws the whole batch on every rank; with
+``"counter"`` rank k samples the rollouts of its share of the prompts from a
+stateless hash (:class:`~tailmiss.llm.model.CounterStream`) and the shares are
+all-gathered, so every rank holds the single-process batch.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from tailmiss._dist import all_gather_objects, shard_bounds
+from tailmiss.llm._loop import step_seed
+from tailmiss.llm.config import RLConfig
+from tailmiss.llm.model import GPT, CounterStream, generate
+from tailmiss.llm.tasks import EOS, PAD, Task
+
+__all__ = ["Rollouts", "response_mask", "collect_rollouts", "training_pool", "step_prompts", "gather_groups"]
+
+PROMPTS, SAMPLING, SHUFFLE, EVAL = 1, 2, 3, 4
+"""The random streams of :func:`~tailmiss.llm._loop.step_seed` (prompts, rollouts, mini-batch shuffle, pass@k)."""
+
+
+class Rollouts:
+    """One step's groups: prompt ids (R, P), answers (R, L), response mask, rewards (G, N)."""
+
+    def __init__(self, prompt_ids, answers, mask, rewards):
+        self.prompt_ids, self.answers, self.mask, self.rewards = prompt_ids, answers, mask, rewards
+
+    def take_groups(self, keep: torch.Tensor, group_size: int) -> Rollouts:
+        rows = (keep[:, None] * group_size + torch.arange(group_size)).reshape(-1)
+        return Rollouts(self.prompt_ids[rows], self.answers[rows], self.mask[rows], self.rewards[keep])
+
+    @staticmethod
+    def concat(parts: list[Rollouts]) -> Rollouts:
+        return Rollouts(
+            *(torch.cat([getattr(p, k) for p in parts]) for k in ("prompt_ids", "answers", "mask", "rewards"))
+        )
+
+
+def response_mask(answers: torch.Tensor) -> torch.Tensor:
+    """True on each answer's tokens up to and including its first ``<eos>`` (all tokens if there is none)."""
+    is_eos = answers == EOS
+    before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()
+    return before == 0
+
+
+@torch.no_grad()
+def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: int, device) -> Rollouts:
+    """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards (the whole round, every rank).
+
+    Every rank draws the same prompts. With ``rollout_sampling = "generator"``
+    every rank samples the whole batch from one seeded ``torch.Generator``.
+    With ``"counter"``, rank k samples and scores the rollouts of its
+    contiguous share of the prompts (:func:`tailmiss._dist.shard_bounds`), and
+    the shares are gathered in rank order: rollout row r = prompt × N + sample
+    draws its tokens from a :class:`CounterStream` keyed by the round's seed and
+    r, so the batch is the same for any number of processes.
+    """
+    model.eval()
+    n = cfg.group_size
+    prompts = step_prompts(task, cfg, step, round_)
+    prompt_ids = task.encode_prompts(prompts).repeat_interleave(n, dim=0)  # (B*N, P)
+    if cfg.rollout_sampling == "generator":  # one generator over the whole batch: every rank draws all of it
+        gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + SAMPLING))
+        prompt_ids = prompt_ids.to(device)
+        top_k = cfg.top_k or None
+        answers, _ = generate(model, prompt_ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, gen)
+        rewards = torch.tensor(
+            [task.reward(prompts[i // n], row) for i, row in enumerate(answers.cpu().tolist())], dtype=torch.float64
+        ).view(cfg.prompts_per_step, n)  # (B, N)
+        return Rollouts(prompt_ids, answers, response_mask(answers), rewards)
+    lo, hi = shard_bounds(cfg.prompts_per_step)
+    rows = torch.arange(lo * n, hi * n)  # this rank's global rollout rows
+    answers = torch.full((len(rows), task.max_answer_len), PAD, dtype=torch.long)
+    if len(rows):
+        stream = CounterStream(step_seed(cfg.seed, step, 10 * round_ + SAMPLING), rows)
+        ids = prompt_ids[rows].to(device)
+        top_k = cfg.top_k or None
+        answers, _ = generate(model, ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, stream)
+        answers = answers.cpu()
+    rewards = torch.tensor(
+        [task.reward(prompts[r // n], a) for r, a in zip(rows.tolist(), answers.tolist())], dtype=torch.float64
+    ).view(hi - lo, n)  # (B_k, N)
+    shares = all_gather_objects((answers, rewards))
+    answers = torch.cat([a for a, _ in shares]).to(device)  # (B*N, L)
+    rewards = torch.cat([r for _, r in shares])  # (B, N)
+    return Rollouts(prompt_ids.to(device), answers, response_mask(answers), rewards)
+
+
+@functools.lru_cache(maxsize=32)
+def training_pool(task: Task, size: int, seed: int) -> tuple:
+    """The fixed pool of ``size`` distinct training prompts drawn from ``seed`` (``RLConfig.train_prompts``)."""
+    return tuple(task.prompts("train", size, seed=seed, distinct=True))
+
+
+def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
+    """The prompts of a step's sampling round: fresh training prompts, or a draw without replacement from the pool."""
+    seed = step_seed(cfg.seed, step, 10 * round_ + PROMPTS)
+    if not cfg.train_prompts:
+        return task.prompts("train", cfg.prompts_per_step, seed=seed)
+    pool = training_pool(task, cfg.train_prompts, cfg.pool_seed)
+    picks = np.random.default_rng(seed).choice(len(pool), size=cfg.prompts_per_step, replace=False)
+    return [pool[i] for i in picks]
+
+
+def gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
+    """Rollouts of the step; with dynamic sampling, only mixed-reward groups, refilled up to ``max_refills`` rounds."""
+    first = collect_rollouts(model, task, cfg, step, 0, device)
+    info = {
+        "reward_mean": float(first.rewards.mean()),
+        "mu_hat": first.rewards.mean(1),
+        "frac_zero_std": float((first.rewards.std(1, correction=0) == 0).double().mean()),
+        "rollouts": first.rewards.numel(),
+        "tokens": int(first.mask.sum()),
+        "refills": 0,
+    }
+    if not cfg.dynamic_sampling:
+        return first, info
+    kept, have, batch = [], 0, first
+    for round_ in range(cfg.max_refills + 1):
+        if round_ > 0:
+            batch = collect_rollouts(model, task, cfg, step, round_, device)
+            info["rollouts"] += batch.rewards.numel()
+            info["tokens"] += int(batch.mask.sum())
+            info["refills"] = round_
+        active = torch.nonzero(batch.rewards.std(1, correction=0) > 0).squeeze(1)
+        active = active[: cfg.prompts_per_step - have]
+        if len(active):
+            kept.append(batch.take_groups(active, cfg.group_size))
+            have += len(active)
+        if have >= cfg.prompts_per_step:
+            break
+    if not kept:
+        return first.take_groups(torch.zeros(0, dtype=torch.long), cfg.group_size), info
+    return Rollouts.concat(kept), info
