@@ -62,7 +62,7 @@ _COMMON = (
     "_device.py",
     "_dist.py",
     "_hash.py",
-    "objectives.py",
+    "objectives",
     "analytic",
 )
 SCOPES: dict[str, tuple[str, ...]] = {
@@ -87,6 +87,8 @@ def _scope_files(scope: str) -> list[Path]:
             files.update(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
         elif path.is_file():
             files.add(path)
+        else:  # a renamed module must not silently leave the fingerprint
+            raise RuntimeError(f"code fingerprint scope {scope!r} names {part!r}, which is not in {_PACKAGE}")
     return sorted(files)
 
 

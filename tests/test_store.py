@@ -70,11 +70,15 @@ def test_a_damaged_unit_is_detected(tmp_path, damage):
 
 def test_the_fingerprint_follows_the_sources_of_its_scope(tmp_path, monkeypatch):
     pkg = tmp_path / "pkg"
-    (pkg / "sim").mkdir(parents=True)
-    (pkg / "llm").mkdir()
+    for part in {p for parts in store.SCOPES.values() for p in parts}:  # every path a scope names
+        (pkg / part).parent.mkdir(parents=True, exist_ok=True)
+        if part.endswith(".py"):
+            (pkg / part).write_text("")
+        else:
+            (pkg / part).mkdir()
     (pkg / "sim" / "engine.py").write_text("x = 1\n")
     (pkg / "llm" / "train.py").write_text("y = 1\n")
-    (pkg / "objectives.py").write_text("z = 1\n")
+    (pkg / "objectives" / "advantages.py").write_text("z = 1\n")
     monkeypatch.setattr(store, "_PACKAGE", pkg)
 
     def fingerprint(scope):
@@ -86,12 +90,15 @@ def test_the_fingerprint_follows_the_sources_of_its_scope(tmp_path, monkeypatch)
         (pkg / "llm" / "train.py").write_text("y = 2\n")
         assert fingerprint("sim") == sim0  # another scope's edit keeps simulations valid
         assert fingerprint("llm") != llm0
-        (pkg / "objectives.py").write_text("z = 2\n")  # shared code changes both
+        (pkg / "objectives" / "advantages.py").write_text("z = 2\n")  # shared code changes both
         assert fingerprint("sim") != sim0
         (pkg / "sim" / "engine.py").rename(pkg / "sim" / "engine2.py")
         sim1 = fingerprint("sim")
         (pkg / "sim" / "engine2.py").rename(pkg / "sim" / "engine.py")
         assert fingerprint("sim") != sim1  # names are part of the fingerprint
+        (pkg / "io.py").unlink()  # a module a scope names is gone (renamed): refused, not silently left out
+        with pytest.raises(RuntimeError, match="'io.py'"):
+            fingerprint("sim")
     finally:
         store.code_fingerprint.cache_clear()
     with pytest.raises(ValueError, match="scope"):

@@ -6,7 +6,11 @@
   (enumerable answer space, exact answer masses) and task (b) ``maze``;
 * :mod:`tailmiss.llm.sft` / :mod:`tailmiss.llm.train`: the SFT and RL loops
   (GRPO, DAPO, CISPO, Dr. GRPO, each with the F-GRPO focal weight; losses from
-  :mod:`tailmiss.objectives`);
+  :mod:`tailmiss.objectives`); an RL step is :mod:`~tailmiss.llm.rollouts`
+  (prompts, rollouts, dynamic sampling), :mod:`~tailmiss.llm.rl_update`
+  (advantages, updates, statistics) and :mod:`~tailmiss.llm.rl_eval` (evaluation);
+* :mod:`tailmiss.llm.sweep` / :mod:`tailmiss.llm.ladder`: sweeps and ladders of
+  cached runs (:mod:`~tailmiss.llm.cached`), trained side by side (:mod:`~tailmiss.llm.pool`);
 * :mod:`tailmiss.llm.evaluate`: sampled unbiased pass@k and exact metrics
   (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k).
 """
