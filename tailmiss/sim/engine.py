@@ -27,6 +27,7 @@ in :mod:`tailmiss.sim.snapshot`.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -132,13 +133,68 @@ def simulate(
     SimResult
         Tidy history (one row per run and logged step) plus the config.
     """
+    _check_arguments(config, checkpoint_every)
+    sweep = _setup(config, resolve_device(device), runs)
+    logged, start, before = [], 0, 0.0
+    snap = None
+    if checkpoint is not None:
+        snap = _Checkpoint(checkpoint, config, sweep.index, sweep.dev, checkpoint_every, checkpoint_every_s)
+        logged, start, before = snap.resume(sweep.z, sweep.optimizer, sweep.metrics, log)
+    _allocate_step_buffers(sweep)
+    started = time.perf_counter()
+    bar = _progress(config, sweep.dev, len(sweep.runs), start) if progress else None
+    try:
+        for step in range(start, config.steps):
+            row = _step(sweep, step)
+            if row is not None:
+                logged.append(row)
+            if snap is not None and snap.due(step + 1, config.steps):
+                elapsed = before + time.perf_counter() - started
+                snap.save_step(step + 1, sweep.z, sweep.optimizer, logged, sweep.metrics, elapsed)
+            if bar is not None:
+                bar.update(1)
+        row, final_probs = _final_row(sweep, keep_final)
+        logged.append(row)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _result(sweep, logged, before + time.perf_counter() - started, start, final_probs)
+
+
+def _check_arguments(config, checkpoint_every) -> None:
     if not isinstance(config, SimConfig):
         raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
     if checkpoint_every is not None and (
         not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool) or checkpoint_every < 1
     ):
         raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
-    dev = resolve_device(device)
+
+
+@dataclass
+class _Sweep:
+    """What every step of a simulation works on: the selected runs, their logits, optimizer, sampler and tiles."""
+
+    config: SimConfig
+    dev: torch.device
+    index: list[int]  # global run indices of the rows
+    runs: list[tuple[int, float, int]]  # (N, gamma, seed) of the rows
+    dtype: torch.dtype  # of the logits
+    group_size: torch.Tensor  # [runs] float64
+    gamma: torch.Tensor  # [runs] float64
+    sampler: CountSampler
+    tile_plan: list[tuple[int, int, list[int]]]  # (r0, r1, sampler blocks) of each tile
+    surrogate: objectives.Surrogate
+    z: torch.Tensor  # [runs, actions] logits, the one parameter of the optimizer
+    optimizer: torch.optim.Optimizer
+    metrics: _Metrics
+    log_steps: list[int]
+    log_at: set[int]
+    grad: torch.Tensor | None = None  # [runs, actions]
+    counts: torch.Tensor | None = None  # one tile's count matrix, reused by every tile and step
+
+
+def _setup(config: SimConfig, dev: torch.device, runs) -> _Sweep:
+    """The selected runs' starting logits, optimizer, sampler and tile plan, once the sweep is known to fit ``dev``."""
     index, runs = _select_runs(config, runs)
     _check_fits(config, dev, index)
     dtype = getattr(torch, config.dtype)
@@ -155,80 +211,78 @@ def simulate(
     z = z0.to(dtype).expand(num_runs, v).clone().requires_grad_(True)
     optimizer = _make_optimizer(config, z)
     metrics = _Metrics(config)
-
     log_steps = expected_steps(config)
-    log_at = set(log_steps)
-    logged: list[dict[str, torch.Tensor]] = []
-    start, before = 0, 0.0
-    snap = None
-    if checkpoint is not None:
-        snap = _Checkpoint(checkpoint, config, index, dev, checkpoint_every, checkpoint_every_s)
-        logged, start, before = snap.resume(z, optimizer, metrics, log)
+    return _Sweep(
+        config=config,
+        dev=dev,
+        index=index,
+        runs=runs,
+        dtype=dtype,
+        group_size=group_size,
+        gamma=gamma,
+        sampler=sampler,
+        tile_plan=tile_plan,
+        surrogate=surrogate,
+        z=z,
+        optimizer=optimizer,
+        metrics=metrics,
+        log_steps=log_steps,
+        log_at=set(log_steps),
+    )
+
+
+def _allocate_step_buffers(sweep: _Sweep) -> None:
+    """The gradient and the tile's count matrix (after a resume, whose logits pass through the device first)."""
     # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
-    count_dtype = dtype if max(n_list) < 2**24 else torch.float64
-    grad = torch.zeros_like(z, requires_grad=False)
-    # one tile's count matrix, reused by every tile and step
-    counts = torch.empty((max(r1 - r0 for r0, r1, _ in tile_plan), v), dtype=count_dtype, device=dev)
-    started = time.perf_counter()
-    bar = _progress(config, dev, num_runs, start) if progress else None
+    count_dtype = sweep.dtype if max(r[0] for r in sweep.runs) < 2**24 else torch.float64
+    sweep.grad = torch.zeros_like(sweep.z, requires_grad=False)
+    rows = max(r1 - r0 for r0, r1, _ in sweep.tile_plan)
+    sweep.counts = torch.empty((rows, sweep.config.num_actions), dtype=count_dtype, device=sweep.dev)
+
+
+def _step(sweep: _Sweep, step: int) -> dict[str, torch.Tensor] | None:
+    """Step ``step`` of every run, a tile at a time, then one optimizer step; the logged row if ``step`` is logged."""
+    log = step in sweep.log_at
+    row = None
+    with torch.no_grad():
+        tiles = []
+        uniforms = sweep.sampler.uniforms(step)  # block by block, used before the next is asked for
+        try:
+            for r0, r1, members in sweep.tile_plan:
+                draws = ((i, next(uniforms)) for i in members)
+                tiles.append(_step_tile(sweep, r0, r1, draws, log))
+        except NonFiniteProbabilities as exc:
+            n, g, s = sweep.runs[exc.row]
+            raise ValueError(
+                f"run {sweep.index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
+                f"no longer finite; lower lr (now {sweep.config.lr:g})"
+            ) from None
+        if log:
+            row = _cat(tiles)
+        sweep.z.grad = sweep.grad
+    sweep.optimizer.step()
+    return row
+
+
+def _final_row(sweep: _Sweep, keep_final: bool) -> tuple[dict[str, torch.Tensor], np.ndarray | None]:
+    """The logged row of the last step (its draw metrics NaN: no draws follow) and, if kept, every final policy."""
     final_probs = None
-    try:
-        for step in range(start, config.steps + 1):
-            with torch.no_grad():
-                if step == config.steps:
-                    if keep_final:
-                        final_probs = row_softmax(z.detach()).to(torch.float64).cpu().numpy()
-                    row = _cat([metrics(row_softmax(z.detach()[r0:r1])) for r0, r1, _ in tile_plan])
-                    row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
-                    logged.append(row)
-                    break
-                tiles = []
-                uniforms = sampler.uniforms(step)  # block by block, used before the next is asked for
-                try:
-                    for r0, r1, members in tile_plan:
-                        rows = slice(r0, r1)
-                        draws = ((i, next(uniforms)) for i in members)
-                        tiles.append(
-                            _step_tile(
-                                config,
-                                surrogate,
-                                metrics,
-                                sampler,
-                                r0,
-                                draws,
-                                z.detach()[rows],
-                                counts[: r1 - r0],
-                                group_size[rows],
-                                gamma[rows],
-                                dtype,
-                                grad[rows],
-                                step in log_at,
-                            )
-                        )
-                except NonFiniteProbabilities as exc:
-                    n, g, s = runs[exc.row]
-                    raise ValueError(
-                        f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
-                        f"no longer finite; lower lr (now {config.lr:g})"
-                    ) from None
-                if step in log_at:
-                    logged.append(_cat(tiles))
-                z.grad = grad
-            optimizer.step()
-            if snap is not None and snap.due(step + 1, config.steps):
-                snap.save_step(step + 1, z, optimizer, logged, metrics, before + time.perf_counter() - started)
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    elapsed = before + time.perf_counter() - started
-    history = _tidy(index, runs, log_steps, logged)
+    with torch.no_grad():
+        if keep_final:
+            final_probs = row_softmax(sweep.z.detach()).to(torch.float64).cpu().numpy()
+        row = _cat([sweep.metrics(row_softmax(sweep.z.detach()[r0:r1])) for r0, r1, _ in sweep.tile_plan])
+        row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
+    return row, final_probs
+
+
+def _result(sweep: _Sweep, logged, elapsed: float, start: int, final_probs) -> SimResult:
+    config, num_runs = sweep.config, len(sweep.runs)
+    history = _tidy(sweep.index, sweep.runs, sweep.log_steps, logged)
     meta = {
-        "device": str(dev),
+        "device": str(sweep.dev),
         "torch": torch.__version__,
         "elapsed_s": round(elapsed, 3),
-        "action_updates_per_s": num_runs * v * config.steps / max(elapsed, 1e-9),
+        "action_updates_per_s": num_runs * config.num_actions * config.steps / max(elapsed, 1e-9),
         "initial": _initial_summary(config),
     }
     if start:
@@ -236,21 +290,8 @@ def simulate(
     return SimResult(config=config, history=history, meta=meta, final_probs=final_probs)
 
 
-def row_softmax(z: torch.Tensor) -> torch.Tensor:
-    """Softmax of each row in ``z``'s dtype, normalised by a float64 sum.
-
-    torch's float32 CPU softmax accumulates its normaliser in float32: on AVX2
-    machines a row of 131,072 logits (the seeded init) lost 3.6e-4 of its mass,
-    which shifted the logged Q_pos by 2e-4. Exponentials stay in ``z``'s dtype.
-    """
-    if z.dtype == torch.float64:  # torch's own kernel is exact to float64 rounding there
-        return torch.softmax(z, dim=1)
-    e = torch.exp(z - z.amax(dim=1, keepdim=True))
-    return e / e.sum(dim=1, keepdim=True, dtype=torch.float64).to(e.dtype)
-
-
-def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_size, gamma, dtype, grad, log):
-    """One step of the tile of rows starting at ``r0``: draws, logged metrics (if ``log``), the gradient into ``grad``.
+def _step_tile(sweep: _Sweep, r0: int, r1: int, draws, log: bool) -> dict[str, torch.Tensor]:
+    """One step of the tile of rows ``r0:r1``: draws, logged metrics (if ``log``), the gradient into its rows.
 
     ``draws`` yields ``(sampler block index, its uniforms)`` for the tile's
     blocks. Every operation works on the tile's rows alone (softmax, row sums,
@@ -258,6 +299,11 @@ def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_
     the step's matrices in cache and its temporaries small. Raises
     :class:`~tailmiss.sim.sampler.NonFiniteProbabilities` for a diverged row.
     """
+    config, sampler, dtype = sweep.config, sweep.sampler, sweep.dtype
+    surrogate, metrics = sweep.surrogate, sweep.metrics
+    rows = slice(r0, r1)
+    z, counts, grad = sweep.z.detach()[rows], sweep.counts[: r1 - r0], sweep.grad[rows]
+    group_size, gamma = sweep.group_size[rows], sweep.gamma[rows]
     c = config.num_correct
     p = row_softmax(z)  # in the logit dtype; the CDF and all metric sums accumulate in float64
     n_correct = torch.empty(p.shape[0], dtype=torch.float64, device=p.device)
@@ -292,6 +338,19 @@ def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_
     weights[:, c:] *= (a_neg * scale).to(dtype)[:, None]
     surrogate.ascent(p, weights, out=grad)
     return row
+
+
+def row_softmax(z: torch.Tensor) -> torch.Tensor:
+    """Softmax of each row in ``z``'s dtype, normalised by a float64 sum.
+
+    torch's float32 CPU softmax accumulates its normaliser in float32: on AVX2
+    machines a row of 131,072 logits (the seeded init) lost 3.6e-4 of its mass,
+    which shifted the logged Q_pos by 2e-4. Exponentials stay in ``z``'s dtype.
+    """
+    if z.dtype == torch.float64:  # torch's own kernel is exact to float64 rounding there
+        return torch.softmax(z, dim=1)
+    e = torch.exp(z - z.amax(dim=1, keepdim=True))
+    return e / e.sum(dim=1, keepdim=True, dtype=torch.float64).to(e.dtype)
 
 
 def _initial_summary(config: SimConfig) -> dict:
