@@ -393,8 +393,8 @@ def test_figures_make_out_is_a_file(runner, tmp_path):
 
 
 def test_sim_run_dry_run_prints_the_estimate_and_runs_nothing(runner, tmp_path, monkeypatch):
-    from tailmiss.sim import engine
-    from tailmiss.sim.engine import memory_estimate
+    from tailmiss.sim import memory
+    from tailmiss.sim.memory import memory_estimate
 
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--dry-run", "--device", "cpu"])
@@ -404,7 +404,7 @@ def test_sim_run_dry_run_prints_the_estimate_and_runs_nothing(runner, tmp_path, 
     assert "draws per step: 2,097,136" in result.output
     assert f"({total:,} bytes)" in result.output
     assert not (tmp_path / "runs").exists()
-    monkeypatch.setattr(engine, "device_memory", lambda device: 1024)
+    monkeypatch.setattr(memory, "device_memory", lambda device: 1024)
     result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--dry-run", "--device", "cpu"])
     assert result.exit_code == 0 and "does NOT fit" in result.output
     result = runner.invoke(app, ["sim", "run", "--preset", "fgrpo-fig2", "--device", "cpu", "--no-progress"])

@@ -742,7 +742,7 @@ def test_fgrpo_fig2_concentration_zone_at_paper_length():
 def test_logged_metrics_do_not_hold_the_policy_matrix():
     # every logged value must own a [runs]-sized buffer: a view into p would keep one
     # [runs, actions] matrix alive per logged step (gigabytes over a paper sweep)
-    from tailmiss.sim.engine import _Metrics
+    from tailmiss.sim.metrics import _Metrics
 
     for dtype in (torch.float32, torch.float64):
         config = SimConfig(num_actions=400, num_correct=40, group_sizes=(2, 4), gammas=(0.0,), seeds=(0,))
@@ -754,7 +754,7 @@ def test_logged_metrics_do_not_hold_the_policy_matrix():
 @given(seed=st.integers(0, 2**31 - 1), r_w=st.sampled_from([0.0, -1.0, -0.5]))
 @settings(max_examples=25, deadline=None)
 def test_realised_mass_balance_matches_analytic(seed, r_w):
-    from tailmiss.sim.engine import realised_mass_balance
+    from tailmiss.sim.metrics import realised_mass_balance
 
     gen = torch.Generator().manual_seed(seed)
     p = torch.softmax(3 * torch.randn(4, 60, generator=gen, dtype=torch.float64), 1)
@@ -783,7 +783,7 @@ def test_history_logs_realised_mass_balance_and_runs_at_131072_actions():
 @pytest.mark.gpu
 @requires_cuda
 def test_memory_estimate_bounds_the_cuda_peak():
-    from tailmiss.sim.engine import memory_estimate
+    from tailmiss.sim.memory import memory_estimate
 
     config = preset("fgrpo-fig2").replace(steps=3, log_every=1)
     torch.cuda.reset_peak_memory_stats()
@@ -794,15 +794,15 @@ def test_memory_estimate_bounds_the_cuda_peak():
 
 
 def test_sweep_that_cannot_fit_is_refused_before_running(monkeypatch):
-    from tailmiss.sim import engine
+    from tailmiss.sim import memory
 
-    monkeypatch.setattr(engine, "device_memory", lambda device: 10 * 2**20)
+    monkeypatch.setattr(memory, "device_memory", lambda device: 10 * 2**20)
     with pytest.raises(ValueError, match=r"needs about .* GiB on cpu but 0.0 GiB are free"):
         simulate(preset("fgrpo-fig2"), device="cpu", progress=False)
 
 
 def test_memory_estimate_scales_with_the_sweep():
-    from tailmiss.sim.engine import memory_estimate
+    from tailmiss.sim.memory import memory_estimate
 
     small = memory_estimate(preset("fgrpo-fig2").replace(seeds=(0,)))
     full = memory_estimate(preset("fgrpo-fig2"))

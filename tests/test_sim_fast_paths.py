@@ -17,7 +17,7 @@ import torch
 
 from tailmiss import _hash
 from tailmiss.sim import CountSampler, preset, simulate
-from tailmiss.sim import engine as engine_module
+from tailmiss.sim import memory as memory_module
 from tailmiss.sim.sampler import partition_rows, row_cdf
 
 
@@ -123,8 +123,8 @@ def test_tiles_do_not_change_the_history(name, monkeypatch):
         group_sizes=config.group_sizes[::3], seeds=config.seeds[:2], steps=4, log_every=1, num_actions=20_000
     )
     histories = []
-    for elements in (1, engine_module.TILE_ELEMENTS, 2**40):
-        monkeypatch.setattr(engine_module, "TILE_ELEMENTS", elements)
+    for elements in (1, memory_module.TILE_ELEMENTS, 2**40):
+        monkeypatch.setattr(memory_module, "TILE_ELEMENTS", elements)
         histories.append(simulate(config, device="cpu", progress=False).history)
     for other in histories[1:]:
         pd.testing.assert_frame_equal(histories[0], other, check_exact=True)

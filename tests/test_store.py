@@ -260,12 +260,12 @@ def test_a_read_only_destination_is_refused_before_any_work(tmp_path):
 
 
 def test_a_run_interrupted_after_a_snapshot_resumes_bit_for_bit(tmp_path, monkeypatch, one_torch_thread):
-    from tailmiss.sim import engine
+    from tailmiss.sim import snapshot
 
     config = TINY.replace(steps=30, log_every=3, optimizer="adam")
     whole = simulate(config, device="cpu", progress=False)
     snap = tmp_path / "snap.pt"
-    real_save, saves = engine._Checkpoint.save, []
+    real_save, saves = snapshot._Checkpoint.save, []
 
     def save_then_die(self, state):
         real_save(self, state)
@@ -273,10 +273,10 @@ def test_a_run_interrupted_after_a_snapshot_resumes_bit_for_bit(tmp_path, monkey
         if len(saves) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(engine._Checkpoint, "save", save_then_die)
+    monkeypatch.setattr(snapshot._Checkpoint, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=7)
-    monkeypatch.setattr(engine._Checkpoint, "save", real_save)
+    monkeypatch.setattr(snapshot._Checkpoint, "save", real_save)
     assert saves == [7, 14]
     lines, log = _lines()
     resumed = simulate(config, device="cpu", progress=False, checkpoint=snap, checkpoint_every=7, log=log)

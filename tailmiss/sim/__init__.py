@@ -8,7 +8,8 @@
 """
 
 from tailmiss.sim.config import SimConfig
-from tailmiss.sim.engine import METRICS, initial_logits, simulate
+from tailmiss.sim.engine import initial_logits, simulate
+from tailmiss.sim.metrics import METRICS
 from tailmiss.sim.presets import PRESETS, preset, quick_name
 from tailmiss.sim.result import SimResult
 from tailmiss.sim.sampler import CountSampler, hash_uniform

@@ -255,3 +255,17 @@ class SimConfig:
 
     def to_toml(self, path: str | Path) -> None:
         write_toml(path, {"sim": self.to_dict()})
+
+
+def _select_runs(config: SimConfig, runs) -> tuple[list[int], list[tuple[int, float, int]]]:
+    """Run indices and ``(N, γ, seed)`` of the selected runs (all by default)."""
+    every = config.runs()
+    if runs is None:
+        return list(range(len(every))), every
+    try:
+        index = [int(i) for i in runs]
+    except (TypeError, ValueError):
+        raise ValueError(f"runs must be run indices, got {runs!r}") from None
+    if not index or any(i < 0 or i >= len(every) for i in index) or len(set(index)) != len(index):
+        raise ValueError(f"runs must be distinct indices in [0, {len(every)}), got {runs!r}")
+    return index, [every[i] for i in index]

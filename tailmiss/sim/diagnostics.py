@@ -7,8 +7,9 @@ import pandas as pd
 import torch
 
 from tailmiss import analytic
+from tailmiss._device import resolve_device
 from tailmiss.sim.config import SimConfig
-from tailmiss.sim.engine import initial_policy, resolve_device, row_softmax
+from tailmiss.sim.engine import initial_policy, row_softmax
 from tailmiss.sim.sampler import CountSampler
 
 __all__ = ["empirical_tail_miss"]

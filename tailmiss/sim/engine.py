@@ -18,76 +18,44 @@ tile's matrices stay in cache; elsewhere all runs of one group size):
 
 then one optimizer step (ascent) for the whole sweep. Every operation of a
 tile works row by row, so tiles change no number (tested bit for bit).
+
+The logged metrics live in :mod:`tailmiss.sim.metrics`, the tiles and the
+memory estimate in :mod:`tailmiss.sim.memory`, the snapshots a run resumes from
+in :mod:`tailmiss.sim.snapshot`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 from scipy import special
 
 from tailmiss import analytic, objectives
 from tailmiss._device import resolve_device
-from tailmiss.sim.config import SimConfig
+from tailmiss.sim import memory as _memory
+from tailmiss.sim import metrics as _metrics
+from tailmiss.sim.config import SimConfig, _select_runs
+from tailmiss.sim.memory import _check_fits, _tile_rows, _tiles
+from tailmiss.sim.metrics import _DRAW_METRICS, _cat, _Metrics, _tidy, expected_steps, realised_mass_balance
 from tailmiss.sim.result import SimResult
 from tailmiss.sim.sampler import CountSampler, NonFiniteProbabilities
+from tailmiss.sim.snapshot import _Checkpoint
 
-__all__ = ["simulate", "initial_logits", "realised_mass_balance", "memory_estimate", "device_memory", "METRICS"]
+__all__ = ["simulate", "initial_logits"]
 
-METRICS = (
-    "q_pos",
-    "retained_mass",
-    "entropy",
-    "anchor_prob",
-    "frac_correct_improved",
-    "worst_drop",
-    "q_u_pos",
-    "mu_hat",
-    "mb_sampled_correct",
-    "mb_sampled_incorrect",
-    "mb_unsampled",
-)
-"""Columns logged per run and step. The last five describe the draws taken *at*
-that step, so they are NaN at the final step, where no draws follow: ``q_u_pos``
-(correct mass left unsampled), ``mu_hat`` (X/N) and the three terms of BroRL's
-mass balance (Eq. 17) for those draws, per unit step prefactor, with the
-config's rewards (:func:`realised_mass_balance`)."""
-_DRAW_METRICS = METRICS[6:]
+# Names that lived here before the metrics and the memory planning had modules of their own, still imported from
+# here by code outside tailmiss.sim (tailmiss.cli). Looked up at each access, so that a test that monkeypatches
+# tailmiss.sim.memory.device_memory reaches those importers too.
+_MOVED = {"METRICS": _metrics, "memory_estimate": _memory, "device_memory": _memory}
 
 
-def realised_mass_balance(p: torch.Tensor, counts: torch.Tensor, num_correct: int, r_c: float, r_w: float):
-    r"""BroRL Eq. 17 terms of each row's realised draws, per unit :math:`\eta/N`.
-
-    Rows of ``p`` are policies whose first ``num_correct`` actions are correct;
-    ``counts > 0`` marks the distinct sampled actions. Returns float64 tensors
-    ``(sampled_correct, sampled_incorrect, unsampled)``; same formula as
-    :func:`tailmiss.analytic.mass_balance`, batched on the device.
-    """
-    c = num_correct
-    pos, neg = slice(0, c), slice(c, None)
-    sampled = (counts > 0).to(p.dtype)  # exactly 0 or 1, so every product below is a masked value, exactly
-    p2 = p.square()
-    p_s = p * sampled
-    p2_s = p2 * sampled
-    p2_u = p2.sub_(p2_s)  # p^2 on the unsampled actions: x - x = 0 and x - 0 = x exactly
-    q_pos = p[:, pos].sum(1, dtype=torch.float64)  # masked sums below accumulate in float64
-    q_neg = 1.0 - q_pos
-
-    def part_sum(values, part):
-        return values[:, part].sum(1, dtype=torch.float64)
-
-    p_pos, p_neg = part_sum(p_s, pos), part_sum(p_s, neg)
-    a2, b2 = part_sum(p2_s, pos), part_sum(p2_s, neg)
-    u_pos2, u_neg2 = part_sum(p2_u, pos), part_sum(p2_u, neg)
-    s_r = r_c * p_pos + r_w * p_neg
-    return (
-        (r_c - s_r) * q_neg * a2,
-        (s_r - r_w) * q_pos * b2,
-        s_r * (q_pos * u_neg2 - q_neg * u_pos2),
-    )
+def __getattr__(name: str):
+    if name in _MOVED:
+        return getattr(_MOVED[name], name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def initial_logits(config: SimConfig) -> np.ndarray:
@@ -111,14 +79,6 @@ def initial_policy(config: SimConfig) -> analytic.InitialDistribution:
     )
 
 
-TILE_ELEMENTS = 2**20
-"""On the CPU a step works through the sweep in tiles of rows of about this many actions (at least two rows)."""
-
-
-def _tile_rows(num_actions: int) -> int:
-    return max(2, TILE_ELEMENTS // num_actions)
-
-
 def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Optimizer:
     if config.optimizer == "sgd":
         cls, kwargs = torch.optim.SGD, {"lr": config.lr, "weight_decay": config.weight_decay}
@@ -129,173 +89,6 @@ def _make_optimizer(config: SimConfig, params: torch.Tensor) -> torch.optim.Opti
         return cls([params], fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):
         return cls([params], **kwargs)
-
-
-class _Metrics:
-    """Batched metric reductions against the initial policy, accumulated in float64.
-
-    The reference ``p0`` is the first row of the first policy the loop computes,
-    so step 0 compares the policy with itself bit for bit (no rounding noise in
-    ``frac_correct_improved`` or ``worst_drop``).
-    """
-
-    def __init__(self, config: SimConfig):
-        self.c = config.num_correct
-        self.has_anchor = config.init == "seeded"
-        self.p0_pos: torch.Tensor | None = None
-
-    def __call__(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
-        pos = p[:, : self.c]
-        if self.p0_pos is None:
-            self.p0_pos = pos[0].clone()
-            self.q0 = self.p0_pos.sum(dtype=torch.float64)
-        drop = (self.p0_pos - pos).clamp_(min=0).sum(1, dtype=torch.float64)
-        anchor = p[:, 0].to(
-            torch.float64, copy=True
-        )  # a copy: a column view would keep the whole matrix alive in the log
-        return {
-            "q_pos": pos.sum(1, dtype=torch.float64),
-            "retained_mass": 1.0 - drop / self.q0,
-            # terms in the logit dtype, summed in float64 (no float64 copy of the matrix)
-            "entropy": -torch.special.xlogy(p, p).sum(1, dtype=torch.float64),
-            "anchor_prob": anchor if self.has_anchor else torch.full_like(anchor, float("nan")),
-            "frac_correct_improved": (pos > self.p0_pos).to(torch.float64).mean(1),
-            "worst_drop": (pos - self.p0_pos).min(1).values.to(torch.float64),
-        }
-
-
-def memory_estimate(config: SimConfig, runs=None, device=None) -> dict:
-    """Peak memory of :func:`simulate` for ``config`` (or its runs ``runs``) on ``device``, by part, in bytes.
-
-    An upper estimate. ``state``: the ``[runs, actions]`` logits, gradient and
-    two Adam moments (SGD: none). ``tile``: a step works through the sweep a
-    block of rows at a time (on the CPU at most :data:`TILE_ELEMENTS` actions,
-    elsewhere every run of one group size), holding that block's
-    probabilities, counts and surrogate temporaries in the logit dtype and its
-    float64 CDF and three float64 metric temporaries. ``sampler``: two int32
-    keys per draw for the whole sweep plus a workspace of 36 bytes per draw of
-    its largest segment of rows (:class:`~tailmiss.sim.sampler.CountSampler`).
-    ``allocator`` (CPU only): the C allocator keeps freed temporaries (the
-    sampler's construction, the tiles) and the runtime holds thread arenas, so
-    the process grows by more than its live tensors; half the tensors plus
-    96 MiB bounds what was measured (peak RSS growth over 4 steps, 2 CPU
-    threads: fgrpo-fig2 635-647 MiB against 703, fgrpo-fig2-prob 517-646
-    against 703, brorl-fig3 107-112 against 123).
-    """
-    from tailmiss.sim.sampler import partition_rows
-
-    chosen = _select_runs(config, runs)[1]
-    dev = resolve_device(device)
-    runs, v = len(chosen), config.num_actions
-    item = 8 if config.dtype == "float64" else 4
-    moments = 0 if config.optimizer == "sgd" else 2
-    sizes = [n for n, _, _ in chosen]
-    most = _tile_rows(v) if dev.type == "cpu" else None
-    tile_rows = max(r1 - r0 for r0, r1, _ in _tiles(partition_rows(sizes, config.max_draws_per_chunk, most), most))
-    values = sum(n + 1 for n in sizes)
-    segment = max(min(config.max_draws_per_chunk, values), max(n + 1 for n in sizes))
-    parts = {
-        "state": runs * v * item * (2 + moments),
-        "tile": tile_rows * v * (item * 5 + 8 * 4),
-        "sampler": values * 8 + segment * 36,
-    }
-    tensors = sum(parts.values())
-    parts["allocator"] = tensors // 2 + 96 * 2**20 if dev.type == "cpu" else 0
-    parts["total"] = tensors + parts["allocator"]
-    parts.update(runs=runs, actions=v, draws_per_step=values - runs, tile_rows=tile_rows)
-    return parts
-
-
-def device_memory(device) -> int | None:
-    """Bytes free on ``device`` now (CUDA: ``mem_get_info``; CPU: available RAM on Linux), or None if unknown."""
-    dev = resolve_device(device)
-    if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[0])
-    try:
-        import os
-
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_fits(config: SimConfig, dev: torch.device, runs=None) -> None:
-    need = memory_estimate(config, runs, dev)["total"]
-    free = device_memory(dev)
-    if free is not None and need > free:
-        raise ValueError(
-            f"sweep {config.name!r} needs about {need / 2**30:.1f} GiB on {dev} but {free / 2**30:.1f} GiB are free; "
-            "run fewer runs at once (group_sizes, gammas, seeds) or use a larger device"
-        )
-
-
-def _select_runs(config: SimConfig, runs) -> tuple[list[int], list[tuple[int, float, int]]]:
-    """Run indices and ``(N, γ, seed)`` of the selected runs (all by default)."""
-    every = config.runs()
-    if runs is None:
-        return list(range(len(every))), every
-    try:
-        index = [int(i) for i in runs]
-    except (TypeError, ValueError):
-        raise ValueError(f"runs must be run indices, got {runs!r}") from None
-    if not index or any(i < 0 or i >= len(every) for i in index) or len(set(index)) != len(index):
-        raise ValueError(f"runs must be distinct indices in [0, {len(every)}), got {runs!r}")
-    return index, [every[i] for i in index]
-
-
-class _Checkpoint:
-    """Periodic, atomic snapshots of a simulation (logits, optimizer state, step, logged rows).
-
-    Every random draw of a step is a function of ``(seed, N, step)`` only
-    (:class:`~tailmiss.sim.sampler.CountSampler`), so a run resumed from a
-    snapshot repeats the uninterrupted one bit for bit on the same device.
-    """
-
-    def __init__(self, path, config: SimConfig, index: list[int], dev, every_steps, every_s):
-        from pathlib import Path
-
-        from tailmiss.store import code_fingerprint
-
-        self.path = Path(path)
-        self.key = {
-            "config": config.to_dict(),
-            "code": code_fingerprint("sim"),
-            "runs": list(index),
-            "device": dev.type,
-        }
-        self.every_steps, self.every_s = every_steps, every_s
-        self.last = time.monotonic()
-
-    def load(self, log=None) -> dict | None:
-        """The snapshot to resume from, or None (none there, another sweep, other code, or unreadable)."""
-        if not self.path.is_file():
-            return None
-        say = log or (lambda message: None)
-        try:
-            state = torch.load(self.path, map_location="cpu", weights_only=True)
-        except Exception:  # a damaged file is never loaded: start over
-            say(f"{self.path}: unreadable snapshot, starting over")
-            return None
-        key = state.get("key") if isinstance(state, dict) else None
-        if key != self.key:
-            what = "code" if isinstance(key, dict) and {**key, "code": self.key["code"]} == self.key else "sweep"
-            say(f"{self.path}: a snapshot of another {what}, starting over")
-            return None
-        return state
-
-    def due(self, done: int, total: int) -> bool:
-        if done >= total:
-            return False
-        if self.every_steps is not None and done % self.every_steps == 0:
-            return True
-        return self.every_s is not None and time.monotonic() - self.last >= self.every_s
-
-    def save(self, state: dict) -> None:
-        from tailmiss.io import atomic_write
-
-        with atomic_write(self.path, "wb") as fh:
-            torch.save({"key": self.key, **state}, fh)
-        self.last = time.monotonic()
 
 
 def simulate(
@@ -340,13 +133,68 @@ def simulate(
     SimResult
         Tidy history (one row per run and logged step) plus the config.
     """
+    _check_arguments(config, checkpoint_every)
+    sweep = _setup(config, resolve_device(device), runs)
+    logged, start, before = [], 0, 0.0
+    snap = None
+    if checkpoint is not None:
+        snap = _Checkpoint(checkpoint, config, sweep.index, sweep.dev, checkpoint_every, checkpoint_every_s)
+        logged, start, before = snap.resume(sweep.z, sweep.optimizer, sweep.metrics, log)
+    _allocate_step_buffers(sweep)
+    started = time.perf_counter()
+    bar = _progress(config, sweep.dev, len(sweep.runs), start) if progress else None
+    try:
+        for step in range(start, config.steps):
+            row = _step(sweep, step)
+            if row is not None:
+                logged.append(row)
+            if snap is not None and snap.due(step + 1, config.steps):
+                elapsed = before + time.perf_counter() - started
+                snap.save_step(step + 1, sweep.z, sweep.optimizer, logged, sweep.metrics, elapsed)
+            if bar is not None:
+                bar.update(1)
+        row, final_probs = _final_row(sweep, keep_final)
+        logged.append(row)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _result(sweep, logged, before + time.perf_counter() - started, start, final_probs)
+
+
+def _check_arguments(config, checkpoint_every) -> None:
     if not isinstance(config, SimConfig):
         raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
     if checkpoint_every is not None and (
         not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool) or checkpoint_every < 1
     ):
         raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
-    dev = resolve_device(device)
+
+
+@dataclass
+class _Sweep:
+    """What every step of a simulation works on: the selected runs, their logits, optimizer, sampler and tiles."""
+
+    config: SimConfig
+    dev: torch.device
+    index: list[int]  # global run indices of the rows
+    runs: list[tuple[int, float, int]]  # (N, gamma, seed) of the rows
+    dtype: torch.dtype  # of the logits
+    group_size: torch.Tensor  # [runs] float64
+    gamma: torch.Tensor  # [runs] float64
+    sampler: CountSampler
+    tile_plan: list[tuple[int, int, list[int]]]  # (r0, r1, sampler blocks) of each tile
+    surrogate: objectives.Surrogate
+    z: torch.Tensor  # [runs, actions] logits, the one parameter of the optimizer
+    optimizer: torch.optim.Optimizer
+    metrics: _Metrics
+    log_steps: list[int]
+    log_at: set[int]
+    grad: torch.Tensor | None = None  # [runs, actions]
+    counts: torch.Tensor | None = None  # one tile's count matrix, reused by every tile and step
+
+
+def _setup(config: SimConfig, dev: torch.device, runs) -> _Sweep:
+    """The selected runs' starting logits, optimizer, sampler and tile plan, once the sweep is known to fit ``dev``."""
     index, runs = _select_runs(config, runs)
     _check_fits(config, dev, index)
     dtype = getattr(torch, config.dtype)
@@ -363,100 +211,78 @@ def simulate(
     z = z0.to(dtype).expand(num_runs, v).clone().requires_grad_(True)
     optimizer = _make_optimizer(config, z)
     metrics = _Metrics(config)
+    log_steps = expected_steps(config)
+    return _Sweep(
+        config=config,
+        dev=dev,
+        index=index,
+        runs=runs,
+        dtype=dtype,
+        group_size=group_size,
+        gamma=gamma,
+        sampler=sampler,
+        tile_plan=tile_plan,
+        surrogate=surrogate,
+        z=z,
+        optimizer=optimizer,
+        metrics=metrics,
+        log_steps=log_steps,
+        log_at=set(log_steps),
+    )
 
-    log_steps = sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
-    log_at = set(log_steps)
-    logged: list[dict[str, torch.Tensor]] = []
-    start, before = 0, 0.0
-    snap = None
-    if checkpoint is not None:
-        snap = _Checkpoint(checkpoint, config, index, dev, checkpoint_every, checkpoint_every_s)
-        state = snap.load(log)
-        if state is not None:
-            with torch.no_grad():
-                z.copy_(state["z"].to(dev))
-            optimizer.load_state_dict(state["optimizer"])
-            logged = [{k: t.to(dev) for k, t in row.items()} for row in state["logged"]]
-            metrics.p0_pos = state["p0_pos"].to(dev)
-            metrics.q0 = state["q0"].to(dev)
-            start, before = int(state["step"]), float(state["elapsed_s"])
-            if log is not None:
-                log(f"{config.name}: resuming runs {index[0]}..{index[-1]} from step {start} ({snap.path})")
+
+def _allocate_step_buffers(sweep: _Sweep) -> None:
+    """The gradient and the tile's count matrix (after a resume, whose logits pass through the device first)."""
     # counts are exact in float32 below 2^24 draws per row; beyond that they are kept in float64
-    count_dtype = dtype if max(n_list) < 2**24 else torch.float64
-    grad = torch.zeros_like(z, requires_grad=False)
-    # one tile's count matrix, reused by every tile and step
-    counts = torch.empty((max(r1 - r0 for r0, r1, _ in tile_plan), v), dtype=count_dtype, device=dev)
-    started = time.perf_counter()
-    bar = _progress(config, dev, num_runs, start) if progress else None
+    count_dtype = sweep.dtype if max(r[0] for r in sweep.runs) < 2**24 else torch.float64
+    sweep.grad = torch.zeros_like(sweep.z, requires_grad=False)
+    rows = max(r1 - r0 for r0, r1, _ in sweep.tile_plan)
+    sweep.counts = torch.empty((rows, sweep.config.num_actions), dtype=count_dtype, device=sweep.dev)
+
+
+def _step(sweep: _Sweep, step: int) -> dict[str, torch.Tensor] | None:
+    """Step ``step`` of every run, a tile at a time, then one optimizer step; the logged row if ``step`` is logged."""
+    log = step in sweep.log_at
+    row = None
+    with torch.no_grad():
+        tiles = []
+        uniforms = sweep.sampler.uniforms(step)  # block by block, used before the next is asked for
+        try:
+            for r0, r1, members in sweep.tile_plan:
+                draws = ((i, next(uniforms)) for i in members)
+                tiles.append(_step_tile(sweep, r0, r1, draws, log))
+        except NonFiniteProbabilities as exc:
+            n, g, s = sweep.runs[exc.row]
+            raise ValueError(
+                f"run {sweep.index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
+                f"no longer finite; lower lr (now {sweep.config.lr:g})"
+            ) from None
+        if log:
+            row = _cat(tiles)
+        sweep.z.grad = sweep.grad
+    sweep.optimizer.step()
+    return row
+
+
+def _final_row(sweep: _Sweep, keep_final: bool) -> tuple[dict[str, torch.Tensor], np.ndarray | None]:
+    """The logged row of the last step (its draw metrics NaN: no draws follow) and, if kept, every final policy."""
     final_probs = None
-    try:
-        for step in range(start, config.steps + 1):
-            with torch.no_grad():
-                if step == config.steps:
-                    if keep_final:
-                        final_probs = row_softmax(z.detach()).to(torch.float64).cpu().numpy()
-                    row = _cat([metrics(row_softmax(z.detach()[r0:r1])) for r0, r1, _ in tile_plan])
-                    row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
-                    logged.append(row)
-                    break
-                tiles = []
-                uniforms = sampler.uniforms(step)  # block by block, used before the next is asked for
-                try:
-                    for r0, r1, members in tile_plan:
-                        rows = slice(r0, r1)
-                        draws = ((i, next(uniforms)) for i in members)
-                        tiles.append(
-                            _step_tile(
-                                config,
-                                surrogate,
-                                metrics,
-                                sampler,
-                                r0,
-                                draws,
-                                z.detach()[rows],
-                                counts[: r1 - r0],
-                                group_size[rows],
-                                gamma[rows],
-                                dtype,
-                                grad[rows],
-                                step in log_at,
-                            )
-                        )
-                except NonFiniteProbabilities as exc:
-                    n, g, s = runs[exc.row]
-                    raise ValueError(
-                        f"run {index[exc.row]} (N={n}, gamma={g:g}, seed={s}) diverged by step {step}: its logits are "
-                        f"no longer finite; lower lr (now {config.lr:g})"
-                    ) from None
-                if step in log_at:
-                    logged.append(_cat(tiles))
-                z.grad = grad
-            optimizer.step()
-            if snap is not None and snap.due(step + 1, config.steps):
-                snap.save(
-                    {
-                        "step": step + 1,
-                        "z": z.detach().cpu(),
-                        "optimizer": optimizer.state_dict(),
-                        "logged": [{k: t.cpu() for k, t in row.items()} for row in logged],
-                        "p0_pos": metrics.p0_pos.cpu(),
-                        "q0": metrics.q0.cpu(),
-                        "elapsed_s": before + time.perf_counter() - started,
-                    }
-                )
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    elapsed = before + time.perf_counter() - started
-    history = _tidy(index, runs, log_steps, logged)
+    with torch.no_grad():
+        if keep_final:
+            final_probs = row_softmax(sweep.z.detach()).to(torch.float64).cpu().numpy()
+        row = _cat([sweep.metrics(row_softmax(sweep.z.detach()[r0:r1])) for r0, r1, _ in sweep.tile_plan])
+        row.update({name: torch.full_like(row["q_pos"], float("nan")) for name in _DRAW_METRICS})
+    return row, final_probs
+
+
+def _result(sweep: _Sweep, logged, elapsed: float, start: int, final_probs) -> SimResult:
+    config, num_runs = sweep.config, len(sweep.runs)
+    history = _tidy(sweep.index, sweep.runs, sweep.log_steps, logged)
     meta = {
-        "device": str(dev),
+        "device": str(sweep.dev),
         "torch": torch.__version__,
         "elapsed_s": round(elapsed, 3),
-        "action_updates_per_s": num_runs * v * config.steps / max(elapsed, 1e-9),
+        "action_updates_per_s": num_runs * config.num_actions * config.steps / max(elapsed, 1e-9),
         "initial": _initial_summary(config),
     }
     if start:
@@ -464,42 +290,8 @@ def simulate(
     return SimResult(config=config, history=history, meta=meta, final_probs=final_probs)
 
 
-def _cat(tiles: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """One logged row from the tiles' rows (rows in order)."""
-    return {name: torch.cat([t[name] for t in tiles]) for name in tiles[0]}
-
-
-def _tiles(blocks, most_rows: int | None) -> list[tuple[int, int, list[int]]]:
-    """Consecutive blocks ``(r0, r1, ...)`` grouped into tiles ``(r0, r1, block indices)``.
-
-    A tile holds at most ``most_rows`` rows (a larger block stays whole); with
-    ``most_rows`` None every block is a tile of its own.
-    """
-    plan: list[tuple[int, int, list[int]]] = []
-    for i, (b0, b1, *_) in enumerate(blocks):
-        if plan and most_rows is not None and b1 - plan[-1][0] <= most_rows:
-            r0, _, members = plan[-1]
-            plan[-1] = (r0, b1, [*members, i])
-        else:
-            plan.append((b0, b1, [i]))
-    return plan
-
-
-def row_softmax(z: torch.Tensor) -> torch.Tensor:
-    """Softmax of each row in ``z``'s dtype, normalised by a float64 sum.
-
-    torch's float32 CPU softmax accumulates its normaliser in float32: on AVX2
-    machines a row of 131,072 logits (the seeded init) lost 3.6e-4 of its mass,
-    which shifted the logged Q_pos by 2e-4. Exponentials stay in ``z``'s dtype.
-    """
-    if z.dtype == torch.float64:  # torch's own kernel is exact to float64 rounding there
-        return torch.softmax(z, dim=1)
-    e = torch.exp(z - z.amax(dim=1, keepdim=True))
-    return e / e.sum(dim=1, keepdim=True, dtype=torch.float64).to(e.dtype)
-
-
-def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_size, gamma, dtype, grad, log):
-    """One step of the tile of rows starting at ``r0``: draws, logged metrics (if ``log``), the gradient into ``grad``.
+def _step_tile(sweep: _Sweep, r0: int, r1: int, draws, log: bool) -> dict[str, torch.Tensor]:
+    """One step of the tile of rows ``r0:r1``: draws, logged metrics (if ``log``), the gradient into its rows.
 
     ``draws`` yields ``(sampler block index, its uniforms)`` for the tile's
     blocks. Every operation works on the tile's rows alone (softmax, row sums,
@@ -507,6 +299,11 @@ def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_
     the step's matrices in cache and its temporaries small. Raises
     :class:`~tailmiss.sim.sampler.NonFiniteProbabilities` for a diverged row.
     """
+    config, sampler, dtype = sweep.config, sweep.sampler, sweep.dtype
+    surrogate, metrics = sweep.surrogate, sweep.metrics
+    rows = slice(r0, r1)
+    z, counts, grad = sweep.z.detach()[rows], sweep.counts[: r1 - r0], sweep.grad[rows]
+    group_size, gamma = sweep.group_size[rows], sweep.gamma[rows]
     c = config.num_correct
     p = row_softmax(z)  # in the logit dtype; the CDF and all metric sums accumulate in float64
     n_correct = torch.empty(p.shape[0], dtype=torch.float64, device=p.device)
@@ -543,21 +340,17 @@ def _step_tile(config, surrogate, metrics, sampler, r0, draws, z, counts, group_
     return row
 
 
-def _tidy(index, runs, log_steps, logged) -> pd.DataFrame:
-    num_runs = len(runs)
-    cols = {name: torch.stack([row[name] for row in logged]).cpu().numpy() for name in METRICS}  # (T, R)
-    steps = np.repeat(np.asarray(log_steps[: len(logged)]), num_runs)
-    frame = pd.DataFrame(
-        {
-            "run": np.tile(np.asarray(index, dtype=np.int64), len(logged)),
-            "group_size": np.tile([r[0] for r in runs], len(logged)),
-            "gamma": np.tile([float(r[1]) for r in runs], len(logged)),
-            "seed": np.tile([r[2] for r in runs], len(logged)),
-            "step": steps,
-            **{name: cols[name].reshape(-1) for name in METRICS},
-        }
-    )
-    return frame.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+def row_softmax(z: torch.Tensor) -> torch.Tensor:
+    """Softmax of each row in ``z``'s dtype, normalised by a float64 sum.
+
+    torch's float32 CPU softmax accumulates its normaliser in float32: on AVX2
+    machines a row of 131,072 logits (the seeded init) lost 3.6e-4 of its mass,
+    which shifted the logged Q_pos by 2e-4. Exponentials stay in ``z``'s dtype.
+    """
+    if z.dtype == torch.float64:  # torch's own kernel is exact to float64 rounding there
+        return torch.softmax(z, dim=1)
+    e = torch.exp(z - z.amax(dim=1, keepdim=True))
+    return e / e.sum(dim=1, keepdim=True, dtype=torch.float64).to(e.dtype)
 
 
 def _initial_summary(config: SimConfig) -> dict:

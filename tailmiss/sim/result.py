@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.sim.config import SimConfig
+from tailmiss.sim.metrics import METRICS, expected_steps
 from tailmiss.store import CorruptUnit, open_unit, read_meta, save_unit
 
 __all__ = ["SimResult"]
@@ -27,7 +28,7 @@ class SimResult:
     config : SimConfig
     history : pandas.DataFrame
         One row per run and logged step: ``run, group_size, gamma, seed, step``
-        and the metrics of :data:`tailmiss.sim.engine.METRICS`.
+        and the metrics of :data:`tailmiss.sim.metrics.METRICS`.
     meta : dict
         Device, torch version, wall time, throughput, initial-policy summary.
     final_probs : ndarray or None
@@ -86,14 +87,7 @@ class SimResult:
         return cls(config=config, history=history, meta=meta)
 
 
-def expected_steps(config: SimConfig) -> list[int]:
-    """The logged steps of ``config``: 0, every ``log_every`` steps, and the last."""
-    return sorted(set(range(0, config.steps, config.log_every)) | {config.steps})
-
-
 def _check_complete(path: Path, config: SimConfig, history: pd.DataFrame) -> None:
-    from tailmiss.sim.engine import METRICS
-
     missing = [c for c in ("run", "group_size", "gamma", "seed", "step", *METRICS) if c not in history]
     if missing:
         raise CorruptUnit(f"{path / 'history.csv'} lacks the column(s) {', '.join(missing)}")
