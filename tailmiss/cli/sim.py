@@ -107,7 +107,7 @@ def sim_run_cmd(
 
 def _sim_dry_run(cfg, device) -> None:
     from tailmiss._device import resolve_device
-    from tailmiss.sim.engine import device_memory, memory_estimate
+    from tailmiss.sim.memory import device_memory, memory_estimate
 
     dev = resolve_device(device)
     est = memory_estimate(cfg, device=dev)

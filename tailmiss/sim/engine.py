@@ -35,8 +35,6 @@ from scipy import special
 
 from tailmiss import analytic, objectives
 from tailmiss._device import resolve_device
-from tailmiss.sim import memory as _memory
-from tailmiss.sim import metrics as _metrics
 from tailmiss.sim.config import SimConfig, _select_runs
 from tailmiss.sim.memory import _check_fits, _tile_rows, _tiles
 from tailmiss.sim.metrics import _DRAW_METRICS, _cat, _Metrics, _tidy, expected_steps, realised_mass_balance
@@ -45,17 +43,6 @@ from tailmiss.sim.sampler import CountSampler, NonFiniteProbabilities
 from tailmiss.sim.snapshot import _Checkpoint
 
 __all__ = ["simulate", "initial_logits"]
-
-# Names that lived here before the metrics and the memory planning had modules of their own, still imported from
-# here by code outside tailmiss.sim (tailmiss.cli). Looked up at each access, so that a test that monkeypatches
-# tailmiss.sim.memory.device_memory reaches those importers too.
-_MOVED = {"METRICS": _metrics, "memory_estimate": _memory, "device_memory": _memory}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        return getattr(_MOVED[name], name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def initial_logits(config: SimConfig) -> np.ndarray:
