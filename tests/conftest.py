@@ -86,9 +86,7 @@ def tiny_ladders() -> dict:
         rl = lad.rl.replace(
             name=f"{lad.rl.name}-tiny", steps=4, eval_every=2, train_prompts=4, prompts_per_step=2, eval_prompts=4
         )
-        return lad.replace(
-            name=f"{name}-tiny", sft=sft, rl=rl, rungs=rungs, group_sizes=ns, gammas=gammas, seeds=seeds
-        )
+        return lad.replace(name=f"{name}-tiny", sft=sft, rl=rl, rungs=rungs, group_sizes=ns, gammas=gammas, seeds=seeds)
 
     table, sgd = Rung("table", "adamw", 0.1), Rung("table", "sgd", 20.0)
     fact, trans = Rung("factorized", "adamw", 0.05), Rung("transformer", "adamw", 2e-4)

@@ -32,8 +32,6 @@ def runner() -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
-
-
 def test_sim_run_refuses_a_file_as_out_before_any_work(runner, tmp_path):
     (tmp_path / "taken").write_text("x")
     one_error_line(runner.invoke(app, [*HEAVY, "--out", str(tmp_path / "taken")]), "is a file")

@@ -21,8 +21,6 @@ def runner() -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
-
-
 def _log(tmp_path, rows, name="log.csv"):
     path = tmp_path / name
     frame = pd.DataFrame(rows)
