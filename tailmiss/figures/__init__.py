@@ -1,53 +1,23 @@
-"""Figure registry: one function pair per figure, compute separate from plot.
+"""Figure registry: one function pair per figure, results separate from plot.
 
-Each :class:`FigureSpec` has ``data(ctx) -> DataFrame`` (may run or load a
-cached simulation under ``ctx.cache_dir``) and ``plot(frame) -> Figure`` (pure
-plotting), so restyling never reruns a simulation. :func:`make` renders PNG and
-PDF atomically.
+Each :class:`FigureSpec` has ``data(ctx)``, which obtains the figure's results
+through the results layer (:mod:`tailmiss.results`: typed, cached simulations,
+sweeps, ladders and bridges, or a tidy frame of closed forms), and
+``plot(data) -> Figure`` (pure plotting), so restyling never reruns a
+simulation. No module of this package runs a simulation or trains a model.
+:func:`make` renders PNG and PDF atomically.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from tailmiss.io import atomic_write
+from tailmiss.results import Context, train_llm
 
-__all__ = ["FigureSpec", "Context", "FIGURES", "register", "make", "figure_data", "train_llm"]
-
-
-@dataclass(frozen=True)
-class Context:
-    """Where and how figure data is computed."""
-
-    quick: bool = False
-    cache_dir: Path = Path("runs/sim")
-    device: str | None = None
-    progress: bool = True
-    llm_cache_dir: Path | None = None
-    llm_sweeps: Mapping[str, object] | None = None
-    """Sweeps to use instead of the presets, by figure family (``"nsweep"``, ``"objectives"``,
-    ``"maze"``; see :data:`tailmiss.figures.llm.SWEEPS`), e.g. small ones in a notebook."""
-    reuse_stale: bool = False
-    """Reuse cached results made by other code (with a warning) instead of recomputing them."""
-    log: Callable[[str], None] | None = None
-    """Receives one line per cache decision (reused, stale, damaged, resumed)."""
-    jobs: int | None = 1
-    """Processes that train the LLM runs side by side (``None``: one per usable CPU core; 1: in this process)."""
-
-    def llm_options(self) -> dict:
-        """The keyword arguments of :func:`~tailmiss.llm.sweep.run_sweep` and :func:`~tailmiss.llm.ladder.run_ladder`
-        that this context sets."""
-        options = ("device", "progress", "log", "reuse_stale", "jobs")
-        return {name: getattr(self, name) for name in options}
-
-    @property
-    def llm_cache(self) -> Path:
-        """Where LLM runs are cached: ``llm_cache_dir``, else ``llm/`` beside the simulation cache."""
-        return Path(self.llm_cache_dir) if self.llm_cache_dir is not None else Path(self.cache_dir).parent / "llm"
+__all__ = ["FigureSpec", "FIGURES", "register", "make", "figure_data"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +25,14 @@ class FigureSpec:
     name: str
     paper_ref: str
     description: str
-    data: Callable[[Context], pd.DataFrame]
-    plot: Callable[[pd.DataFrame], object]
+    data: Callable[[Context], object]
+    """The figure's results (a typed result of :mod:`tailmiss.results`, or a tidy frame of closed forms)."""
+    plot: Callable[[object], object]
+    """Draws :attr:`data`'s return value; computes nothing a claim depends on."""
     simulated: bool = False
     llm: tuple[str, ...] = ()
-    """The LLM sweep and ladder families its data trains (see :func:`train_llm`)."""
+    """The LLM sweep and ladder families its data reads (:func:`make` trains them all in one pool first, through
+    :func:`tailmiss.results.train_llm`)."""
 
 
 FIGURES: dict[str, FigureSpec] = {}
@@ -80,8 +53,8 @@ def _resolve(names: Iterable[str]) -> list[FigureSpec]:
     return [FIGURES[n] for n in names]
 
 
-def figure_data(name: str, ctx: Context | None = None) -> pd.DataFrame:
-    """The tidy data behind figure ``name``."""
+def figure_data(name: str, ctx: Context | None = None):
+    """The results behind figure ``name`` (what its :attr:`FigureSpec.data` returns)."""
     (spec,) = _resolve([name])
     return spec.data(ctx or Context())
 
@@ -98,9 +71,9 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
     out_dir = Path(out_dir)
     written = []
     for spec in specs:
-        frame = spec.data(ctx)
+        data = spec.data(ctx)
         with paper_style():
-            fig = spec.plot(frame)
+            fig = spec.plot(data)
             for ext in ("png", "pdf"):
                 path = out_dir / f"{spec.name}.{ext}"
                 # no creation date in the PDF: re-rendering unchanged data gives identical files
@@ -112,27 +85,5 @@ def make(names: Iterable[str], out_dir: str | Path = "figures", ctx: Context | N
     return written
 
 
-def train_llm(families: Iterable[str], ctx: Context) -> None:
-    """Train every run of the LLM sweep and ladder ``families`` together on ``ctx.jobs`` processes.
-
-    With ``ctx.jobs == 1`` nothing happens here: each figure trains its own
-    runs in this process when it needs them. Otherwise the SFT runs, derived
-    policies and RL runs of all the families go to one pool, so that no core
-    idles between one sweep and the next; the figures then find them done.
-    """
-    from tailmiss.figures.ladder import LADDERS, resolve_ladder
-    from tailmiss.figures.llm import SWEEPS, resolve_sweep
-    from tailmiss.llm.pool import train_all
-
-    wanted = list(dict.fromkeys(families))
-    if ctx.jobs == 1 or not wanted:
-        return
-    unknown = [f for f in wanted if f not in SWEEPS and f not in LADDERS]
-    if unknown:
-        raise ValueError(f"unknown LLM family {unknown[0]!r}; known: {', '.join([*SWEEPS, *LADDERS])}")
-    workloads = [resolve_sweep(f, ctx) if f in SWEEPS else resolve_ladder(f, ctx) for f in wanted]
-    train_all(workloads, ctx.llm_cache, ctx.device, ctx.jobs, 1, ctx.progress, ctx.reuse_stale, ctx.log)
-
-
 # registration side effects: the figure modules add themselves to FIGURES
-from tailmiss.figures import ladder, llm, simulation, theory  # noqa: E402,F401
+from tailmiss.figures import ladder, llm, bridge, simulation, theory  # noqa: E402,F401,I001
