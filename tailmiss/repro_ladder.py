@@ -31,10 +31,10 @@ def _informative(result, frame):
 
 def _shape_rows(result, gamma: float = 0.0) -> list[list]:
     """One row per rung and set: M_ret by N, its shape and zones, and the shapes of ΔNLL_rare and rare hit@256."""
-    mret = la.shapetable(result.final, "retained_mass")
-    dnll = la.shapetable(result.final, "dnll_rare").set_index(["rung", "set", "gamma"])
-    hit = la.shapetable(result.final, "rare_hit_at_256").set_index(["rung", "set", "gamma"])
-    q = la.shapetable(result.final, "q_pos").set_index(["rung", "set", "gamma"])
+    mret = la.shape_table(result.final, "retained_mass")
+    dnll = la.shape_table(result.final, "dnll_rare").set_index(["rung", "set", "gamma"])
+    hit = la.shape_table(result.final, "rare_hit_at_256").set_index(["rung", "set", "gamma"])
+    q = la.shape_table(result.final, "q_pos").set_index(["rung", "set", "gamma"])
     rows = []
     mret = _informative(result, mret)
     for _, r in mret[mret["gamma"] == gamma].iterrows():
@@ -72,7 +72,7 @@ _SHAPE_HEADER = [
 
 
 def _focal_rows(result) -> list[list]:
-    focal = la.focaltable(result.final)
+    focal = la.focal_table(result.final)
     if focal.empty:
         return []
     focal = _informative(result, focal)
@@ -94,7 +94,7 @@ def _focal_rows(result) -> list[list]:
 
 
 def _matched_rows(result) -> list[list]:
-    m = la.matchedtable(result.history)
+    m = la.matched_table(result.history)
     rows = []
     for rung, part in m[m["gamma"] == 0].groupby("rung", sort=False):
         part = part.sort_values("group_size")
@@ -247,7 +247,7 @@ def ladder_section(ctx: Context) -> str:
 
 
 def _claims_text(main, verdicts) -> str:
-    shape = _informative(main, la.shapetable(main.final))
+    shape = _informative(main, la.shape_table(main.final))
     base = shape[shape["gamma"] == 0]
     label = {True: [], False: []}
     for _, r in base.iterrows():
@@ -259,10 +259,10 @@ def _claims_text(main, verdicts) -> str:
         f"{v['ingredient']} ({v['comparison']}): {v['verdict']}" for v in verdicts if "affect" not in v["verdict"]
     ]
     trends = [f"{v['ingredient']} ({v['comparison']})" for v in verdicts if "reverses the trend" in v["verdict"]]
-    matched = la.matchedtable(main.history)
+    matched = la.matched_table(main.history)
     matched = matched[matched["gamma"] == 0]
     matters = {rung: _n_matters(part) for rung, part in matched.groupby("rung", sort=False)}
-    focal = la.focaltable(main.final)
+    focal = la.focal_table(main.final)
     focal = _informative(main, focal) if not focal.empty else focal
     helps = focal.groupby(["rung", "set", "gamma"])["mean"].mean() if not focal.empty else None
     lines = [

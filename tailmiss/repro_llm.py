@@ -33,12 +33,12 @@ def llm_section(ctx: Context) -> str:
         "inside the seed spread is called a tie. Reproduce with `tailmiss llm sweep --preset NAME` "
         "(and `tailmiss figures make llm-nsweep llm-objectives maze bridge`).\n"
     )
-    header, rows = report.nsweeptable(nsweep)
+    header, rows = report.nsweep_table(nsweep)
     parts.append(f"### Group-size sweep `{nsweep.config.name}` (Table 2 analog; figure `llm-nsweep.png`)\n")
     parts.append(table(header, rows) + "\n")
     parts.append(table(["Table 2 claim", "ours"], report.nsweep_claims(nsweep)) + "\n")
     parts.append(objectives_section(objectives))
-    header, rows = report.mazetable(maze)
+    header, rows = report.maze_table(maze)
     maze_cfg = maze.config
     parts.append(
         f"### Maze `{maze_cfg.name}` (Table 4 / Fig. 6 analog; figure `maze.png`)\n\n"
@@ -64,7 +64,7 @@ def objectives_section(objectives) -> str:
     """Markdown for the objective sweep (F-GRPO Table 1 analog), DAPO with and without dynamic sampling included."""
     from tailmiss.llm import report
 
-    header, rows = report.objectivestable(objectives)
+    header, rows = report.objectives_table(objectives)
     claims = report.objectives_claims(objectives)
     said = {row[0] for row in claims}
     claims += [row for row in _dapo_rows(objectives) if row[0] not in said]

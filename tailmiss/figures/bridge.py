@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tailmiss.figures import FigureSpec, register
 from tailmiss.figures.llm import n_axis, sweep_title
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
 from tailmiss.results import BridgeData, bridge_data
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tailmiss.figures import FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE
 from tailmiss.results import Context, sweep_result
 

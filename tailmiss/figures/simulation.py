@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailmiss.figures import FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
 from tailmiss.regimes import ZONE_THRESHOLD
 from tailmiss.results import SimulatedMeans, simulated_means

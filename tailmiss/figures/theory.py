@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss import analytic
-from tailmiss.figures import FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import log2_axis, palette
 from tailmiss.results import Context, tail_miss_at_init
 from tailmiss.results.sim import FIG5_MAX_EXP, FIG5_MU, FIG5_TAU
