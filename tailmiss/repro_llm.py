@@ -49,7 +49,7 @@ def llm_section(ctx: Context) -> str:
     )
     parts.append(table(header, rows) + "\n")
     parts.append(table(["Table 4 claim", "ours"], report.maze_claims(maze)) + "\n")
-    parts.append(bridge_section(bridge_data(ctx)))
+    parts.append(bridge_section(bridge_data(ctx, nsweep)))
     compute = [report.compute_row(r) for r in (nsweep, objectives, maze)]
     parts.append(
         "### Compute\n\n" + table(["sweep", "RL runs", "rollouts", "tokens", "training time", "device"], compute) + "\n"

@@ -53,11 +53,18 @@ class BridgeData:
         return self.main.verdict
 
 
-def bridge_data(ctx: Context) -> BridgeData:
-    """The bridge of the group-size sweep at every rate of :data:`tailmiss.bridge.SENSITIVITY_LRS`, run or loaded."""
+def bridge_data(ctx: Context, sweep=None) -> BridgeData:
+    """The bridge of the group-size sweep at every rate of :data:`tailmiss.bridge.SENSITIVITY_LRS`, run or loaded.
+
+    Parameters
+    ----------
+    ctx : Context
+    sweep : SweepResult, optional
+        The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
+    """
     from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
 
-    result = sweep_result("nsweep", ctx)
+    result = sweep_result("nsweep", ctx) if sweep is None else sweep
     bridges = {
         lr: run_bridge(
             result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
