@@ -1,23 +1,39 @@
 """``paper_repro.md``: each claim of the paper beside what this code computes.
 
-The report is generated, never hand-edited: :func:`theory_section` evaluates
-the closed forms, :func:`simulation_section` reads (or runs) the cached
-simulations, and a test checks that the committed report's theory section
-equals a fresh one.
+The report is generated, never hand-edited, and only assembles text: the
+numbers and verdicts come from :mod:`tailmiss.results.claims` (closed forms
+and simulations), :mod:`tailmiss.llm.report` (the small transformer) and
+:mod:`tailmiss.ladder_analysis` (the ladder), over results obtained through
+:mod:`tailmiss.results`. :func:`theory_section` and :func:`simulation_section`
+are here, the small-transformer sections in :mod:`tailmiss.repro_llm`, the
+ladder's in :mod:`tailmiss.repro_ladder`. A test checks that the committed
+report's theory section equals a fresh one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from tailmiss import analytic
-from tailmiss.figures import Context
 from tailmiss.io import atomic_write
+from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
+from tailmiss.repro_llm import OBJECTIVES_HEADING, bridge_section, llm_section, objectives_section
+from tailmiss.results import Context, simulated_means, sweep_result
+from tailmiss.results.claims import Fig2Claims, brorl_claims, fig2_claims, theory_claims
+from tailmiss.results.text import table, yes
 
-__all__ = ["theory_section", "simulation_section", "llm_section", "bridge_section", "render_report", "write_report"]
+__all__ = [
+    "theory_section",
+    "simulation_section",
+    "llm_section",
+    "objectives_section",
+    "bridge_section",
+    "render_report",
+    "write_report",
+    "replace_section",
+    "llm_families",
+    "SECTIONS",
+]
 
 HEADER = """# paper_repro: F-GRPO (arXiv 2602.06717 v2) and BroRL claims beside ours
 
@@ -27,72 +43,51 @@ computed by this repository's code at generation time. Figures referenced live i
 """
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "**no**"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def theory_section() -> str:
     """Markdown for the closed-form claims (deterministic; checked against the committed report)."""
+    c = theory_claims()
     rows = []
-    mu, rhos = 0.3, (0.05, 0.1, 0.2)
-    n = np.array([1, 2, 8, 32])
-    vals = {rho: analytic.tail_miss_probability(mu, rho * mu, n) for rho in rhos}
-    cells = "; ".join(f"ρ={rho:g}: " + ", ".join(f"{v:.4f}" for v in vals[rho]) for rho in rhos)
-    nonmono = all(v[0] == 0 and v[1] < v[2] and v[3] < v[2] for v in vals.values())
+    cells = "; ".join(f"ρ={rho:g}: " + ", ".join(f"{v:.4f}" for v in vals) for rho, vals in c.fig1a_values.items())
     rows.append(
         [
             "Fig. 1(a)",
-            "Lemma 3.1 is 0 at N=1, rises, then falls (μ=0.3; markers at N=2, 8, 32)",
-            f"N=1, 2, 8, 32 → {cells}; non-monotone: {_yes(nonmono)}",
+            f"Lemma 3.1 is 0 at N=1, rises, then falls (μ={c.fig1a_mu:g}; markers at N=2, 8, 32)",
+            f"N=1, 2, 8, 32 → {cells}; non-monotone: {yes(c.fig1a_nonmonotone)}",
             "`tailmiss figures make fig1a`",
         ]
     )
-    peaks = []
-    moves = True
-    for mu_p in (0.8, 0.5, 0.2):
-        n_star, peak = analytic.tail_miss_peak(mu_p, np.array([0.01, 0.05, 0.1, 0.2]) * mu_p, n_max=512)
-        moves &= bool(np.all(np.diff(n_star) <= 0) and np.all(np.diff(peak) < 0))
-        peaks.append(f"μ={mu_p}: " + ", ".join(f"N*={a} ({b:.3f})" for a, b in zip(n_star, peak)))
+    peaks = [
+        f"μ={mu_p}: " + ", ".join(f"N*={a} ({b:.3f})" for a, b in zip(n_star, peak))
+        for mu_p, n_star, peak in c.fig3_peaks
+    ]
     rows.append(
         [
             "Fig. 3",
             "a smaller ρ moves the peak right and up; no closed-form argmax",
-            "ρ = 0.01, 0.05, 0.1, 0.2 → " + "; ".join(peaks) + f". Right and up: {_yes(moves)}",
+            "ρ = 0.01, 0.05, 0.1, 0.2 → " + "; ".join(peaks) + f". Right and up: {yes(c.fig3_moves_right_and_up)}",
             "`tailmiss figures make fig3`; `tailmiss analytic peak --mu-pos 0.5 --rho 0.01`",
         ]
     )
-    p17 = analytic.tail_miss_probability(0.64, 6.3e-5, 2**17)
-    n20, p20 = analytic.tail_miss_peak(0.64, 6.3e-5)
-    init = analytic.initial_distribution()
-    p17i = analytic.tail_miss_probability(init.q_pos, init.tau_leaf, 2**17)
+    init = c.fig5_init
     rows.append(
         [
             "Fig. 5",
             "tail miss < 1e-3 at N=2^17 for a non-anchor action (μ=0.64, τ=6.3e-5)",
-            f"{p17:.3g} (exact init μ={init.q_pos:.5f}, τ={init.tau_leaf:.4g}: {p17i:.3g}); "
-            f"peak N*={n20} ({p20:.5f}). Below 1e-3: {_yes(p17 < 1e-3)}",
+            f"{c.fig5_p17:.3g} (exact init μ={init.q_pos:.5f}, τ={init.tau_leaf:.4g}: {c.fig5_p17_init:.3g}); "
+            f"peak N*={c.fig5_n_star} ({c.fig5_peak:.5f}). Below 1e-3: {yes(c.fig5_below)}",
             "`tailmiss analytic tail-miss --mu-pos 0.64 --tau 6.3e-5 -n 131072`",
         ]
     )
-    mags = analytic.advantage_magnitudes(np.linspace(0.01, 0.99, 99))
-    g_half = analytic.focal_weight(np.linspace(0.01, 0.99, 99), 0.5) * mags.negative
-    g_one = analytic.focal_weight(np.linspace(0.01, 0.99, 99), 1.0) * mags.negative
     rows.append(
         [
             "Fig. 4",
             "focal weighting shrinks updates of high-success groups; |A−| unbounded at γ=0",
-            f"max g|A−|: γ=0 {mags.negative.max():.2f} (grows as μ̂→1), γ=0.5 {g_half.max():.3f} (≤ 1), "
-            f"γ=1 {g_one.max():.3f} (≤ 0.5)",
+            f"max g|A−|: γ=0 {c.fig4_max_grpo:.2f} (grows as μ̂→1), γ=0.5 {c.fig4_max_half:.3f} (≤ 1), "
+            f"γ=1 {c.fig4_max_one:.3f} (≤ 0.5)",
             "`tailmiss figures make fig4`",
         ]
     )
-    m = analytic.lr_matched_scale(np.array([0.0, 0.5, 1.0, 2.0]))
+    m = c.lr_scales
     rows.append(
         [
             "App. N",
@@ -101,26 +96,17 @@ def theory_section() -> str:
             "`tailmiss.analytic.lr_matched_scale`",
         ]
     )
-    ns = np.array([2, 512, 51200, 131072])
-    coupling = analytic.expected_unsampled_coupling(init.probs, init.correct, ns)
-    sign_n = np.arange(50_000, 50_300)
-    flip = sign_n[np.argmax(analytic.expected_unsampled_coupling(init.probs, init.correct, sign_n) > 0)]
     rows.append(
         [
             "BroRL Thm. 1 / Cor. 3",
             "the unsampled coupling shrinks with N; large N makes ΔQ_pos ≥ 0",
             "E[Q_pos U_neg,2 − Q_neg U_pos,2] at init, N = 2, 512, 51200, 131072: "
-            + ", ".join(f"{c:+.3e}" for c in coupling)
-            + f"; first positive at N = {flip}",
+            + ", ".join(f"{x:+.3e}" for x in c.coupling)
+            + f"; first positive at N = {c.coupling_flip}",
             "`tailmiss.analytic.expected_unsampled_coupling`",
         ]
     )
-    mb = analytic.mass_balance(
-        [0.4, 0.1, 0.05, 0.3, 0.15], np.array([1, 1, 1, 0, 0], bool), np.array([1, 0, 0, 1, 0], bool), r_c=1.0, r_w=0.0
-    )
-    uc = analytic.unsampled_correct_change(
-        [0.4, 0.1, 0.05, 0.3, 0.15], np.array([1, 1, 1, 0, 0], bool), np.array([1, 0, 0, 1, 0], bool), r_c=1.0, r_w=0.0
-    )
+    mb, uc = c.mass_balance, c.unsampled_change
     rows.append(
         [
             "Prop. 3.2",
@@ -130,85 +116,49 @@ def theory_section() -> str:
             "`tailmiss.analytic.mass_balance`, `unsampled_correct_change`",
         ]
     )
-    return "## Theory (closed forms)\n\n" + _table(["paper item", "paper", "ours", "command"], rows) + "\n"
+    return "## Theory (closed forms)\n\n" + table(["paper item", "paper", "ours", "command"], rows) + "\n"
 
 
-def _fig2_claims(frame: pd.DataFrame) -> dict:
-    from tailmiss.figures.simulation import concentration_zone
-
-    final_step = int(frame["final_step"].iloc[0])
-    start = frame[frame["step"] == 0].set_index(["group_size", "gamma"])
-    final = frame[frame["step"] == final_step].set_index(["group_size", "gamma"])
-    g0 = final.xs(0.0, level="gamma")
-    zone = concentration_zone(g0.reset_index())
-    rises = bool((final["q_pos"] > start["q_pos"]).all())
-    argmin = int(g0["retained_mass"].idxmin())
-    nmax = int(g0.index.max())
-    largest = frame[(frame["group_size"] == nmax) & (frame["gamma"] == 0)]
-    lift_in = lift_out = float("nan")
-    if 1.0 in final.index.get_level_values("gamma"):
-        lift = final.xs(1.0, level="gamma")["retained_mass"] - g0["retained_mass"]
-        if zone is not None:
-            inside = (lift.index > zone[0]) & (lift.index < zone[1])
-            lift_in = float(lift[inside].mean()) if inside.any() else float("nan")
-            lift_out = float(lift[~inside].mean()) if (~inside).any() else float("nan")
-    return {
-        "final": final.reset_index(),
-        "zone": zone,
-        "rises": rises,
-        "argmin": argmin,
-        "min_mret": float(g0["retained_mass"].min()),
-        "nmax": nmax,
-        "largest_min_mret": float(largest["retained_mass"].min()),
-        "lift_in": lift_in,
-        "lift_out": lift_out,
-        "ends": (float(g0["retained_mass"].iloc[0]), float(g0["retained_mass"].iloc[-1])),
-    }
-
-
-def _fig2_rows(label: str, c: dict) -> list[list[str]]:
-    zone = "none" if c["zone"] is None else f"N ∈ ({c['zone'][0]:.0f}, {c['zone'][1]:.0f})"
-    nonmono = c["min_mret"] < 0.5 and min(c["ends"]) > c["min_mret"] + 0.3
+def _fig2_rows(label: str, c: Fig2Claims) -> list[list[str]]:
+    zone = "none" if c.zone is None else f"N ∈ ({c.zone[0]:.0f}, {c.zone[1]:.0f})"
     return [
-        [label, "Q_pos rises for every N", f"final > initial for every (N, γ): {_yes(c['rises'])}"],
+        [label, "Q_pos rises for every N", f"final > initial for every (N, γ): {yes(c.rises)}"],
         [
             label,
             "M_ret is non-monotone in N, lowest at intermediate N",
-            f"min M_ret = {c['min_mret']:.3f} at N = {c['argmin']}; ends {c['ends'][0]:.3f} / {c['ends'][1]:.3f}; "
-            f"zone II (γ=0 M_ret < 0.5): {zone}; non-monotone: {_yes(nonmono)}",
+            f"min M_ret = {c.min_mret:.3f} at N = {c.argmin}; ends {c.ends[0]:.3f} / {c.ends[1]:.3f}; "
+            f"zone II (γ=0 M_ret < {ZONE_THRESHOLD:g}): {zone}; non-monotone: {yes(c.nonmonotone)}",
         ],
         [
             label,
             "γ = 1 lifts M_ret, mostly in zone II",
-            f"mean ΔM_ret (γ=1 − γ=0): {c['lift_in']:+.3f} inside zone II, {c['lift_out']:+.3f} outside",
+            f"mean ΔM_ret (γ=1 − γ=0): {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside",
         ],
         [
             label,
-            f"N = {c['nmax']} keeps M_ret ≈ 1 throughout",
-            f"min over steps of M_ret at N = {c['nmax']}, γ=0: {c['largest_min_mret']:.3f}",
+            f"N = {c.nmax} keeps M_ret ≈ 1 throughout",
+            f"min over steps of M_ret at N = {c.nmax}, γ=0: {c.largest_min_mret:.3f}",
         ],
     ]
 
 
 def simulation_section(ctx: Context) -> str:
-    """Markdown for the simulation claims, from the cached (or freshly run) presets."""
-    from tailmiss.figures.simulation import simulated_means
-
+    """Markdown for the simulation claims (F-GRPO Fig. 2, BroRL Fig. 3), from the cached (or freshly run) presets."""
     parts = ["## Simulation (F-GRPO Fig. 2, BroRL Fig. 3)\n"]
     fig2 = simulated_means("fgrpo-fig2", ctx)
     prob = simulated_means("fgrpo-fig2-prob", ctx)
-    c_log, c_prob = _fig2_claims(fig2), _fig2_claims(prob)
+    c_log, c_prob = fig2_claims(fig2), fig2_claims(prob)
     parts.append(
         "App. J names no optimizer and its surrogate reads like (1/N)Σ r̃ p. Both readings run below "
-        f"(`{fig2['preset'].iloc[0]}`: log-prob surrogate + Adam; `{prob['preset'].iloc[0]}`: probability "
+        f"(`{fig2.preset}`: log-prob surrogate + Adam; `{prob.preset}`: probability "
         "surrogate + AdamW). Figures: `fig2.png` and `fig2-prob.png`, made by "
         "`tailmiss figures make fig2 fig2-prob`. The log-prob reading reproduces every claim; the literal "
         "reading contradicts them (Q_pos falls at small N and M_ret collapses even at the largest N), so its "
         "**no** cells are the finding, not a regression.\n"
     )
     rows = _fig2_rows("Fig. 2, log-prob + Adam", c_log) + _fig2_rows("Fig. 2, prob + AdamW", c_prob)
-    parts.append(_table(["setup", "paper", "ours"], rows) + "\n")
-    final = c_log["final"].pivot(index="group_size", columns="gamma", values=["q_pos", "retained_mass", "entropy"])
+    parts.append(table(["setup", "paper", "ours"], rows) + "\n")
+    final = c_log.final.pivot(index="group_size", columns="gamma", values=["q_pos", "retained_mass", "entropy"])
     table_rows = [
         [int(n)]
         + [
@@ -221,234 +171,46 @@ def simulation_section(ctx: Context) -> str:
     ]
     gammas = [g for g in (0.0, 1.0) if ("q_pos", g) in final.columns]
     header = ["N"] + [f"{m} γ={g:g}" for m in ("Q_pos", "M_ret", "entropy") for g in gammas]
-    parts.append(f"Final values, `{fig2['preset'].iloc[0]}` (mean over seeds):\n\n" + _table(header, table_rows) + "\n")
+    parts.append(f"Final values, `{fig2.preset}` (mean over seeds):\n\n" + table(header, table_rows) + "\n")
 
     brorl = simulated_means("brorl-fig3", ctx)
-    bstep = int(brorl["final_step"].iloc[0])
-    bfinal = brorl[brorl["step"] == bstep].sort_values("group_size")
-    gains = bfinal["q_pos"].to_numpy() - brorl[brorl["step"] == 0].sort_values("group_size")["q_pos"].to_numpy()
-    worst = bfinal["worst_drop"].to_numpy()
+    b = brorl_claims(brorl)
     brows = [
         [
             "BroRL Fig. 3",
             "larger N raises Q_pos faster",
             "ΔQ_pos by N "
-            + ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(bfinal["group_size"], gains))
-            + f"; increasing in N: {_yes(bool(np.all(np.diff(gains) > 0)))}",
+            + ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(b.group_sizes, b.gains))
+            + f"; increasing in N: {yes(b.gains_increase)}",
         ],
         [
             "BroRL Fig. 3",
             "worst drops vanish at large N",
-            "final worst drop by N " + ", ".join(f"{int(n)}: {w:.2e}" for n, w in zip(bfinal["group_size"], worst)),
+            "final worst drop by N " + ", ".join(f"{int(n)}: {w:.2e}" for n, w in zip(b.group_sizes, b.worst_drop)),
         ],
         [
             "BroRL Fig. 3",
             "larger N improves more correct actions",
-            "final % improved "
-            + ", ".join(
-                f"{int(n)}: {100 * f:.1f}" for n, f in zip(bfinal["group_size"], bfinal["frac_correct_improved"])
-            ),
+            "final % improved " + ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in zip(b.group_sizes, b.improved)),
         ],
     ]
     parts.append(
-        f"BroRL preset `{brorl['preset'].iloc[0]}` (`tailmiss figures make brorl-fig3`):\n\n"
-        + _table(["figure", "paper", "ours"], brows)
+        f"BroRL preset `{brorl.preset}` (`tailmiss figures make brorl-fig3`):\n\n"
+        + table(["figure", "paper", "ours"], brows)
         + "\n"
     )
     return "\n".join(parts)
-
-
-def llm_section(ctx: Context) -> str:
-    """Markdown for the small-transformer sweeps (F-GRPO Tables 1, 2, 4 in miniature) and the bridge."""
-    from tailmiss.bridge import SENSITIVITY_LRS, run_bridge
-    from tailmiss.figures.llm import sweep_result
-    from tailmiss.llm import report
-
-    nsweep, objectives, maze = (sweep_result(f, ctx) for f in ("nsweep", "objectives", "maze"))
-    sft = nsweep.final[nsweep.final["method"] == "sft"].iloc[0]
-    mode = "quick sweeps (`--quick`)" if ctx.quick else "full sweeps"
-    parts = ["## Small transformer (F-GRPO Tables 1, 2 and 4 in miniature)\n"]
-    parts.append(
-        f"A {nsweep.meta['sft']['params']:,}-parameter transformer trained from scratch (`{nsweep.config.sft.name}`) "
-        f"on task (a), the multi-solution digit task, then group-relative RL from it; {mode}. Held-out SFT "
-        f"μ_pos {sft['mu_pos']:.3f}, off-format mass {sft['off_format']:.1e}. Task (a) metrics are exact (every "
-        "well-formed answer scored in float64 on the same held-out prompts for every run): pass@k = mean "
-        "1 − (1 − μ_pos(x))^k; *rare hit@256* = mean 1 − (1 − τ(x))^256, where τ(x) is the current mass of the "
-        "prompt's rare-correct set (the correct answers of smallest SFT mass holding ≤ 10% of its SFT μ_pos), "
-        "the analog of what pass@256 measures on math benchmarks. Entries are mean ± sd over seeds; a difference "
-        "inside the seed spread is called a tie. Reproduce with `tailmiss llm sweep --preset NAME` "
-        "(and `tailmiss figures make llm-nsweep llm-objectives maze bridge`).\n"
-    )
-    header, rows = report.nsweep_table(nsweep)
-    parts.append(f"### Group-size sweep `{nsweep.config.name}` (Table 2 analog; figure `llm-nsweep.png`)\n")
-    parts.append(_table(header, rows) + "\n")
-    parts.append(_table(["Table 2 claim", "ours"], report.nsweep_claims(nsweep)) + "\n")
-    parts.append(objectives_section(objectives))
-    header, rows = report.maze_table(maze)
-    maze_cfg = maze.config
-    parts.append(
-        f"### Maze `{maze_cfg.name}` (Table 4 / Fig. 6 analog; figure `maze.png`)\n\n"
-        f"{maze_cfg.sft.task.size}×{maze_cfg.sft.task.size} mazes, {maze.meta['sft']['params']:,} parameters, "
-        f"{maze_cfg.rl.steps} RL steps of {maze_cfg.rl.prompts_per_step} prompts (the paper: 17×17, about 3M, "
-        "20K steps of 256; the paper-scale sweep `maze-nsweep` is a GPU job). Sampled unbiased pass@k, "
-        f"{maze_cfg.rl.eval_samples} samples on {maze_cfg.rl.eval_prompts} held-out mazes, in %.\n"
-    )
-    parts.append(_table(header, rows) + "\n")
-    parts.append(_table(["Table 4 claim", "ours"], report.maze_claims(maze)) + "\n")
-    bridges = [
-        run_bridge(nsweep, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log)
-        for lr in SENSITIVITY_LRS
-    ]
-    parts.append(bridge_section(bridges[0], bridges[1:]))
-    compute = [report.compute_row(r) for r in (nsweep, objectives, maze)]
-    parts.append(
-        "### Compute\n\n"
-        + _table(["sweep", "RL runs", "rollouts", "tokens", "training time", "device"], compute)
-        + "\n"
-    )
-    return "\n".join(parts)
-
-
-OBJECTIVES_HEADING = "### Objectives"
-
-
-def objectives_section(objectives) -> str:
-    """Markdown for the objective sweep (F-GRPO Table 1 analog), DAPO with and without dynamic sampling included."""
-    from tailmiss.llm import report
-
-    header, rows = report.objectives_table(objectives)
-    claims = report.objectives_claims(objectives)
-    said = {row[0] for row in claims}
-    claims += [row for row in _dapo_rows(objectives) if row[0] not in said]
-    return (
-        f"{OBJECTIVES_HEADING} `{objectives.config.name}` (Table 1 analog; figure `llm-objectives.png`)\n\n"
-        + _table(header, rows)
-        + "\n\n"
-        + _table(["Table 1 claim", "ours"], claims)
-        + "\n"
-    )
-
-
-def _dapo_rows(objectives) -> list[list[str]]:
-    """Does each DAPO variant differ from GRPO? Run by run (same seed and γ), on the final exact metrics."""
-    from tailmiss.llm import report
-
-    final = objectives.final
-    cols = [c for c in report.header_cols() if c in final]
-    keys = ["gamma", "group_size", "seed"]
-    grpo = final[final["method"] == "grpo"].set_index(keys)[cols]
-    rows = []
-    for method, name in (("dapo", "DAPO (clip-higher only)"), ("dapo+ds", "DAPO with dynamic sampling")):
-        runs = final[final["method"] == method].set_index(keys)[cols]
-        twins = runs.index.intersection(grpo.index)
-        if not len(twins):
-            continue
-        equal = [bool((runs.loc[k] == grpo.loc[k]).all()) for k in twins]
-        gap = (runs.loc[twins] - grpo.loc[twins]).abs().max()
-        rows.append(
-            [
-                f"{method.upper()} differs from GRPO",
-                f"{name}: {len(equal) - sum(equal)} of {len(equal)} runs differ from their GRPO twin "
-                f"(same seed and γ); largest |Δ|: pass@1 {gap['exact_pass_at_1']:.4f}, rare hit@256 "
-                f"{gap['rare_pass_at_256']:.3f}, M_ret {gap['retained_mass']:.3f}: " + _yes(sum(equal) < len(equal)),
-            ]
-        )
-    return rows
-
-
-def _bridge_agrees(v: dict) -> bool:
-    return v["spearman_retained_mass"] > 0.5 and v["zone_agreement"] == 1.0
-
-
-def bridge_section(bridge, others=()) -> str:
-    """Markdown for the bridge's numeric verdict (:func:`tailmiss.bridge.verdict`), with other simulator lrs."""
-    v = bridge.verdict
-    sizes = v["group_sizes"]
-    rows = [
-        [
-            int(n),
-            f"{a:.3f}",
-            f"{b:.3f}",
-            za,
-            zb,
-            f"{qa:.3f}",
-            f"{qb:.3f}",
-        ]
-        for n, a, b, za, zb, qa, qb in zip(
-            sizes,
-            v["llm_retained_mass"],
-            v["sim_retained_mass"],
-            v["llm_zones"],
-            v["sim_zones"],
-            v["llm_q_pos"],
-            v["sim_q_pos"],
-        )
-    ]
-    focal = "; ".join(
-        f"γ={f['gamma']:g} at N={f['group_size']}: ΔM_ret transformer {f['llm_delta_retained']:+.3f}, "
-        f"simulation {f['sim_delta_retained']:+.3f}, helps in both: {_yes(f['helps_in_both'])}"
-        for f in v["focal"]
-    )
-    agree = _bridge_agrees(v)
-    sens_rows = [
-        [
-            f"{b.sim_lr:g}",
-            ", ".join(f"{x:.3f}" for x in b.verdict["sim_retained_mass"]),
-            " ".join(b.verdict["sim_zones"]),
-            f"{b.verdict['spearman_retained_mass']:+.2f}",
-            f"{b.verdict['zone_agreement']:.0%}",
-            ", ".join(f"{f['sim_delta_retained']:+.3f}" for f in b.verdict["focal"]),
-            _yes(_bridge_agrees(b.verdict)),
-        ]
-        for b in (bridge, *others)
-    ]
-    sensitivity = (
-        "\n\nThe simulator's learning rate is the one free setting (the runs fix N, γ, seeds and update count). "
-        "The same verdict at other rates (transformer M_ret by N: "
-        + ", ".join(f"{x:.3f}" for x in v["llm_retained_mass"])
-        + f"; zones {' '.join(v['llm_zones'])}):\n\n"
-        + _table(
-            ["sim lr", "simulated M_ret by N", "zones", "Spearman", "zones agree", "focal ΔM_ret", "agree"], sens_rows
-        )
-        if others
-        else ""
-    )
-    return (
-        f"### Bridge: simulation vs transformer (`{bridge.sweep.name}`; figure `bridge.png`)\n\n"
-        "Each held-out prompt's exact SFT answer distribution (its well-formed answers plus one off-format "
-        f"action) starts a categorical simulation (log-prob surrogate, std-normalised group advantages, Adam lr "
-        f"{bridge.sim_lr:g}, one update per RL step, the sweep's seeds) at every N and γ ∈ {{0, 0.5, 1}}; "
-        "zones as in Fig. 2 (II: M_ret < 0.5). The transformer never trains on these prompts, so they move only "
-        "through the shared weights, while each simulated prompt is updated directly: compare orderings, not "
-        "magnitudes.\n\n"
-        + _table(
-            [
-                "N",
-                "M_ret transformer",
-                "M_ret simulation",
-                "zone transformer",
-                "zone simulation",
-                "Q_pos transformer",
-                "Q_pos simulation",
-            ],
-            rows,
-        )
-        + "\n\n"
-        + f"Spearman over N: M_ret {v['spearman_retained_mass']:+.2f}, Q_pos {v['spearman_q_pos']:+.2f}; zones "
-        f"agree at {v['zone_agreement']:.0%} of N; focal: {focal}. Regimes agree (M_ret rank ρ > 0.5 and every "
-        f"zone equal): {_yes(agree)}." + sensitivity + "\n"
-    )
 
 
 def render_report(ctx: Context, figdir: str = "figures/") -> str:
-    from tailmiss.repro_ladder import ladder_section
-
+    """The whole report: theory, simulation, small transformer and ladder sections."""
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
     return "\n".join([*sections, llm_section(ctx), ladder_section(ctx)])
 
 
 SECTIONS = ("ladder", "objectives")
+"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
 _SECTION_LLM = {"ladder": ("ladder", "ladder-budget", "ladder-hard"), "objectives": ("objectives",)}
 
 
@@ -457,7 +219,6 @@ def llm_families(only: str | None = None) -> tuple[str, ...]:
     if only is not None:
         return _SECTION_LLM[only]
     return ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"])
-"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
 
 
 def replace_section(text: str, heading: str, body: str) -> str:
@@ -492,8 +253,6 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
     """
     path = Path(path)
     if only is not None:
-        from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
-
         if only not in SECTIONS:
             raise ValueError(f"only must be one of {', '.join(map(repr, SECTIONS))}, got {only!r}")
         if not path.is_file():
@@ -501,8 +260,6 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
         if only == "ladder":
             text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
         else:
-            from tailmiss.figures.llm import sweep_result
-
             body = objectives_section(sweep_result("objectives", ctx))
             text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
     else:

@@ -1,7 +1,7 @@
 """The report's "Why the regimes differ" section: the ladder from the simulator to the transformer, as text.
 
 Numbers come from :mod:`tailmiss.ladder_analysis` over the cached ladders
-(:func:`tailmiss.figures.ladder.ladder_result`); this module only writes them.
+(:func:`tailmiss.results.ladder_result`); this module only writes them.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 
 from tailmiss import analytic
 from tailmiss import ladder_analysis as la
-from tailmiss.figures import Context
-from tailmiss.repro import _table, _yes
+from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.results import Context, ladder_result
+from tailmiss.results.text import table, yes
 
 __all__ = ["LADDER_HEADING", "ladder_section"]
 
@@ -48,9 +49,9 @@ def _shape_rows(result, gamma: float = 0.0) -> list[list]:
                 f"{r['spearman']:+.2f}" if np.isfinite(r["spearman"]) else "flat",
                 r["worst_n"],
                 r["zones"],
-                _yes(la.has_zone3(r)),
-                f"{d['worst_n']} / {_yes(d['recovers'])}",
-                f"{h['worst_n']} / {_yes(h['recovers'])}",
+                yes(la.has_zone3(r)),
+                f"{d['worst_n']} / {yes(d['recovers'])}",
+                f"{h['worst_n']} / {yes(h['recovers'])}",
             ]
         )
     return rows
@@ -105,9 +106,9 @@ def _matched_rows(result) -> list[list]:
                 ", ".join(f"{a:.3f}±{b:.3f}" for a, b in zip(part["mean"], part["sd"])),
                 f"{shape['spearman']:+.2f}" if np.isfinite(shape["spearman"]) else "flat",
                 f"{np.ptp(part['mean']):.3f}",
-                _yes(_n_matters(part)),
+                yes(_n_matters(part)),
                 shape["worst_n"],
-                _yes(shape["recovers"]),
+                yes(shape["recovers"]),
             ]
         )
     return rows
@@ -153,8 +154,8 @@ def _best_line(best: dict) -> str:
         f"{', '.join(f'{v:.3f}' for v in best['sim_values'])} (simulator) vs "
         f"{', '.join(f'{v:.3f}' for v in best['llm_values'])} (transformer); Spearman "
         f"{best['spearman_hard']:+.2f}; zones {' '.join(best['zones_sim'])} vs {' '.join(best['zones_llm'])} "
-        f"(agree at {best['zone_agreement']:.0%} of N); zone III: simulator {_yes(best['zone3_sim'])}, transformer "
-        f"{_yes(best['zone3_llm'])}: {'agree' if agree else '**disagree**'}."
+        f"(agree at {best['zone_agreement']:.0%} of N); zone III: simulator {yes(best['zone3_sim'])}, transformer "
+        f"{yes(best['zone3_llm'])}: {'agree' if agree else '**disagree**'}."
     )
 
 
@@ -176,8 +177,6 @@ def _describe(lad) -> str:
 
 def ladder_section(ctx: Context) -> str:
     """Markdown for the ladder: per-rung N-shapes, focal effects, matched Q_pos, verdicts, the best simulator."""
-    from tailmiss.figures.ladder import ladder_result
-
     main, budget, hard = (ladder_result(ctx, f) for f in ("ladder", "ladder-budget", "ladder-hard"))
     mode = "quick ladders (`--quick`)" if ctx.quick else "full ladders"
     parts = [LADDER_HEADING + "\n"]
@@ -192,7 +191,8 @@ def ladder_section(ctx: Context) -> str:
         "position and prompt: parameters shared across answers, no network), `transformer` (shared across answers "
         "and prompts); each with Adam (AdamW, no weight decay) and plain SGD. Learning rates were set once per rung "
         "so that Q_pos on the pool moves by a similar amount at N = 8 (never from an N-shape). *Zone III* is a "
-        "large-N regime where retained mass is high again: some N above the concentration zone (M_ret < 0.5), or a "
+        "large-N regime where retained mass is high again: some N above the concentration zone "
+        f"(M_ret < {ZONE_THRESHOLD:g}), or a "
         "significant recovery (M_ret at the largest N above its minimum by > 0.05 and > twice the seed spread). "
         f"Table rungs hold the prompts they were built on only, so their held-out rows are 1 by construction; {mode}. "
         "Reproduce with `tailmiss llm sweep --preset ladder` (and `ladder-budget`, `ladder-hard`), then "
@@ -200,13 +200,13 @@ def ladder_section(ctx: Context) -> str:
     )
     parts.append("- " + "\n- ".join(_describe(r.ladder) for r in (main, budget, hard)) + "\n")
     parts.append(f"### GRPO: M_ret against N on every rung (`{main.ladder.name}`; figure `ladder.png`)\n")
-    parts.append(_table(_SHAPE_HEADER, _shape_rows(main)) + "\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(main)) + "\n")
     parts.append(_lemma_line(main) + "\n")
     parts.append("### Focal weight: ΔM_ret = M_ret(γ) − M_ret(0), paired by seed\n")
     rows = _focal_rows(main)
     if rows:
         parts.append(
-            _table(["rung", "prompts", "γ", "ΔM_ret by N", "mean over N", "N where it helps (> 2 se)"], rows) + "\n"
+            table(["rung", "prompts", "γ", "ΔM_ret by N", "mean over N", "N where it helps (> 2 se)"], rows) + "\n"
         )
     else:
         parts.append("No focal runs in this ladder.\n")
@@ -225,17 +225,17 @@ def ladder_section(ctx: Context) -> str:
         "worst N",
         "dip and recovery",
     ]
-    parts.append(_table(header, _matched_rows(main)))
+    parts.append(table(header, _matched_rows(main)))
     parts.append("")
     parts.append(f"### Equal rollout budget (`{budget.ladder.name}`)\n")
-    parts.append(_table(_SHAPE_HEADER, _shape_rows(budget)) + "\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(budget)) + "\n")
     parts.append(f"### Difficulty (`{hard.ladder.name}`)\n")
-    parts.append(_table(_SHAPE_HEADER, _shape_rows(hard)) + "\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(hard)) + "\n")
     parts.append(_lemma_line(hard) + "\n")
     verdicts = la.ingredient_verdicts(main, budget, hard)
     parts.append("### One verdict per ingredient (GRPO, γ = 0, M_ret by N)\n")
     vrows = [[v["ingredient"], v["comparison"], v["from_values"], v["to_values"], v["verdict"]] for v in verdicts]
-    parts.append(_table(["ingredient", "from → to", "M_ret by N (from)", "M_ret by N (to)", "verdict"], vrows) + "\n")
+    parts.append(table(["ingredient", "from → to", "M_ret by N (from)", "M_ret by N (to)", "verdict"], vrows) + "\n")
     targets = [r.name for r in main.ladder.rungs if r.model == "transformer" and r.optimizer == "adamw"]
     if targets:
         best = la.best_simulator(main, hard, targets[0])

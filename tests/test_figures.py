@@ -16,9 +16,9 @@ import pytest
 from conftest import tiny_llm_sweeps
 
 from tailmiss import analytic
-from tailmiss.figures import FIGURES, Context, figure_data, make
-from tailmiss.figures.simulation import concentration_zone
+from tailmiss.figures import FIGURES, figure_data, make
 from tailmiss.figures.theory import FIG3_MUS, FIG3_NMAX, FIG3_RHOS
+from tailmiss.results import Context, SimulatedMeans, concentration_zone
 from tailmiss.sim import SimConfig, SimResult, preset
 from tailmiss.sim import runner as sim_runner
 
@@ -156,12 +156,13 @@ def test_fig5_sampler_matches_analytic_init(quick_ctx):
 
 
 def test_fig2_quick_concentration_zone(quick_ctx):
-    frame = figure_data("fig2", quick_ctx)
-    assert frame["preset"].iloc[0] == "fgrpo-fig2-quick"
-    final_step = int(frame["final_step"].iloc[0])
-    final = frame[(frame["step"] == final_step) & (frame["gamma"] == 0)]
+    sim = figure_data("fig2", quick_ctx)
+    assert isinstance(sim, SimulatedMeans)
+    assert sim.preset == "fgrpo-fig2-quick"
+    final = sim.means[(sim.means["step"] == sim.final_step) & (sim.means["gamma"] == 0)]
     zone = concentration_zone(final)
     assert zone is not None
+    assert sim.zone == zone  # the result's own zone is the one the figure shades and the report states
     lo, hi = zone
     assert lo < 256 < hi
     assert 2 < lo
@@ -169,10 +170,13 @@ def test_fig2_quick_concentration_zone(quick_ctx):
 
 
 def test_fig2_quick_data_shape(quick_ctx):
-    frame = figure_data("fig2", quick_ctx)
+    sim = figure_data("fig2", quick_ctx)
+    frame = sim.means
     config = preset("fgrpo-fig2-quick")
-    final_step = int(frame["final_step"].iloc[0])
+    final_step = sim.final_step
     assert final_step == config.steps
+    assert sim.num_seeds == len(config.seeds)
+    pd.testing.assert_frame_equal(sim.final, frame[frame["step"] == final_step])
     assert sorted(frame["group_size"].unique()) == sorted(config.group_sizes)
     assert sorted(frame["gamma"].unique()) == [0.0, 1.0]
     final = frame[frame["step"] == final_step].set_index(["group_size", "gamma"])

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import tiny_llm_sweeps
 
-from tailmiss.figures import Context
 from tailmiss.repro import render_report, simulation_section, theory_section, write_report
+from tailmiss.results import Context
 from tailmiss.sim import preset
 
 REPORT = Path(__file__).parents[1] / "paper_repro.md"
@@ -297,3 +297,24 @@ def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_pat
     assert "### Objectives `" in path.read_text() and "DAPO+DS" in path.read_text()
     with pytest.raises(ValueError, match="does not exist"):
         write_report(tmp_path / "missing.md", quick_ctx, only="ladder")
+
+
+def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
+    """The bridge figure's data names its parts and carries the verdict the report prints (nothing re-judged)."""
+    from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
+    from tailmiss.llm.sweep import SweepResult
+    from tailmiss.results import BridgeData, bridge_data
+    from tailmiss.results.claims import bridge_agrees
+
+    data = bridge_data(quick_ctx)
+    assert isinstance(data, BridgeData)
+    assert isinstance(data.sweep, SweepResult) and isinstance(data.main, BridgeResult)
+    assert data.main.sim_lr == DEFAULT_SIM_LR
+    assert [b.sim_lr for b in data.others] == [lr for lr in SENSITIVITY_LRS if lr != DEFAULT_SIM_LR]
+    assert data.verdict is data.main.verdict
+    assert data.agrees == bridge_agrees(data.main.verdict)
+    assert data.others_agree == tuple(bridge_agrees(b.verdict) for b in data.others)
+    assert set(data.per_prompt.columns) == {"prompt", "group_size", "gamma", "tail_miss", "tau", "tau0"}
+    assert "**no**" in quick_report or "yes" in quick_report
+    verdict_line = [line for line in quick_report.splitlines() if "Regimes agree" in line]
+    assert len(verdict_line) == 1 and verdict_line[0].endswith(f"{'yes' if data.agrees else '**no**'}.")

@@ -52,7 +52,8 @@ def figures_make_cmd(
     jobs: JobsOpt = None,
 ) -> None:
     """Render figures to PNG and PDF."""
-    from tailmiss.figures import FIGURES, Context, make
+    from tailmiss.figures import FIGURES, make
+    from tailmiss.results import Context
 
     single_process("figures make")
     if all_ == bool(names):
@@ -90,8 +91,9 @@ def repro_cmd(
     jobs: JobsOpt = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
-    from tailmiss.figures import FIGURES, Context, make, train_llm
+    from tailmiss.figures import FIGURES, make
     from tailmiss.repro import SECTIONS, llm_families, write_report
+    from tailmiss.results import Context, train_llm
 
     if only is not None and only not in SECTIONS:
         raise ValueError(f"--only must be one of {', '.join(SECTIONS)}, got {only!r}")

@@ -1,6 +1,6 @@
 """Ladder figures: M_ret against N on every rung, and the retention/accuracy frontier along training.
 
-Data come from :func:`tailmiss.llm.ladder.run_ladder` (the ``ladder`` preset, or
+Data come from :func:`tailmiss.results.ladder_result` (the ``ladder`` preset, or
 ``ladder-quick`` in quick mode; ``ctx.llm_sweeps["ladder"]`` overrides it).
 """
 
@@ -9,36 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tailmiss.figures import Context, FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
+from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.results import Context, ladder_result
 
-LADDERS = {
-    "ladder": ("ladder", "ladder-quick"),
-    "ladder-budget": ("ladder-budget", "ladder-budget-quick"),
-    "ladder-hard": ("ladder-hard", "ladder-hard-quick"),
-}
-"""Data source per ladder family: (full ladder, quick ladder)."""
 _SET_STYLE = {"pool": ("o", 1.0), "heldout": ("s", 0.45)}
-
-
-def resolve_ladder(family: str, ctx: Context):
-    """The ladder of ``family`` (``"ladder"``, ``"ladder-budget"``, ``"ladder-hard"``).
-
-    ``ctx.llm_sweeps[family]``, when given, replaces the preset (e.g. a small ladder in a notebook or a test).
-    """
-    from tailmiss.llm.presets import ladder_preset
-
-    if ctx.llm_sweeps is not None and family in ctx.llm_sweeps:
-        return ctx.llm_sweeps[family]
-    full, quick = LADDERS[family]
-    return ladder_preset(quick if ctx.quick else full)
-
-
-def ladder_result(ctx: Context, family: str = "ladder"):
-    """The ladder of ``family``, run or loaded from the cache."""
-    from tailmiss.llm.ladder import run_ladder
-
-    return run_ladder(resolve_ladder(family, ctx), ctx.llm_cache, **ctx.llm_options())
 
 
 def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:
@@ -47,9 +23,9 @@ def _tag(frame: pd.DataFrame, result) -> pd.DataFrame:
     return frame.assign(ladder=lad.name, num_seeds=len(lad.seeds), rung_order=frame["rung"].map(order))
 
 
-def ladder_data(ctx: Context) -> pd.DataFrame:
-    result = ladder_result(ctx)
-    return _tag(result.final, result)
+def ladder_data(ctx: Context):
+    """The main ladder (:func:`tailmiss.results.ladder_result`)."""
+    return ladder_result(ctx)
 
 
 def _grid(frame: pd.DataFrame, width: float, height: float):
@@ -73,7 +49,8 @@ def _grid(frame: pd.DataFrame, width: float, height: float):
     return fig, axes, cells
 
 
-def _ladder_plot(frame: pd.DataFrame):
+def _ladder_plot(result):
+    frame = _tag(result.final, result)
     fig, axes, cells = _grid(frame, 3.6, 2.6)
     ns = sorted(frame["group_size"].unique())
     gammas = sorted(frame["gamma"].unique())
@@ -104,7 +81,7 @@ def _ladder_plot(frame: pd.DataFrame):
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns)
         ax.set_xticklabels([str(int(n)) for n in ns])
-        ax.axhline(0.5, color="0.7", lw=0.8, zorder=0)
+        ax.axhline(ZONE_THRESHOLD, color="0.7", lw=0.8, zorder=0)
         ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
         ax.set_xlabel("group size N")
         ax.set_ylabel("M_ret (final)")
@@ -121,8 +98,8 @@ def _ladder_plot(frame: pd.DataFrame):
     return fig
 
 
-def frontier_data(ctx: Context) -> pd.DataFrame:
-    result = ladder_result(ctx)
+def _frontier_frame(result) -> pd.DataFrame:
+    """Seed means of the GRPO runs' trained-on Q_pos and M_ret at every step, per rung and N."""
     h = result.history
     h = h[(h["set"] == "pool") & (h["gamma"] == 0)]
     mean = h.groupby(["rung", "model", "optimizer", "lr", "group_size", "step"], as_index=False)[
@@ -131,7 +108,8 @@ def frontier_data(ctx: Context) -> pd.DataFrame:
     return _tag(mean, result)
 
 
-def _frontier_plot(frame: pd.DataFrame):
+def _frontier_plot(result):
+    frame = _frontier_frame(result)
     fig, axes, cells = _grid(frame, 3.4, 2.7)
     ns = sorted(frame["group_size"].unique())
     colors = dict(zip(ns, palette(len(ns))))
@@ -174,7 +152,7 @@ register(
         "frontier",
         "F-GRPO Fig. 2(a,b) as a frontier",
         "M_ret against Q_pos along training per N on every rung (learning speed taken out)",
-        frontier_data,
+        ladder_data,
         _frontier_plot,
         llm=("ladder",),
     )

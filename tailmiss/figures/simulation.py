@@ -1,55 +1,28 @@
-"""Simulation figures: F-GRPO Fig. 2 (both surrogate readings) and BroRL Fig. 3."""
+"""Simulation figures: F-GRPO Fig. 2 (both surrogate readings) and BroRL Fig. 3.
+
+Their data are :class:`~tailmiss.results.sim.SimulatedMeans` from
+:func:`tailmiss.results.simulated_means`; zone II is the result's own
+:attr:`~tailmiss.results.sim.SimulatedMeans.zone`.
+"""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from tailmiss.figures import Context, FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
-from tailmiss.regimes import ZONE_THRESHOLD  # zone II: final γ = 0 M_ret below it (our convention)
+from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.results import SimulatedMeans, simulated_means
 
 FIG2_CURVE_NS = (2, 256, 8192, 131072)
 
 
-def simulated_means(preset_name: str, ctx: Context) -> pd.DataFrame:
-    """Seed-mean history of a preset (its quick variant in quick mode), run or loaded from the cache."""
-    from tailmiss.sim import preset, quick_name
-    from tailmiss.sim.runner import run_cached
-
-    config = preset(quick_name(preset_name) if ctx.quick else preset_name)
-    result = run_cached(
-        config, ctx.cache_dir, device=ctx.device, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
-    )
-    frame = result.seed_mean()
-    frame["final_step"] = config.steps
-    frame["preset"] = config.name
-    frame["num_seeds"] = len(config.seeds)
-    return frame
-
-
-def concentration_zone(final: pd.DataFrame, threshold: float = ZONE_THRESHOLD) -> tuple[float, float] | None:
-    """Group-size interval of zone II from final γ = 0 retained mass, bounds at geometric midpoints.
-
-    ``final`` has one row per group size (γ = 0) with ``group_size`` and
-    ``retained_mass``. Returns ``None`` when no group size falls below ``threshold``.
-    """
-    final = final.sort_values("group_size")
-    ns = final["group_size"].to_numpy(dtype=float)
-    low = final["retained_mass"].to_numpy() < threshold
-    if not low.any():
-        return None
-    first, last = np.flatnonzero(low)[[0, -1]]
-    lo = np.sqrt(ns[first - 1] * ns[first]) if first > 0 else ns[first]
-    hi = np.sqrt(ns[last] * ns[last + 1]) if last + 1 < ns.size else ns[last]
-    return float(lo), float(hi)
-
-
-def _fig2_plot(frame: pd.DataFrame, title: str):
+def _fig2_plot(sim: SimulatedMeans, title: str):
     import matplotlib.pyplot as plt
 
+    frame = sim.means
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    final_step = int(frame["final_step"].iloc[0])
+    final_step = sim.final_step
     ns = [n for n in FIG2_CURVE_NS if n in set(frame["group_size"])]
     colors = dict(zip(ns, palette(len(ns))))
     for ax, metric, label in ((axes[0], "q_pos", r"$Q_{pos}$"), (axes[1], "retained_mass", r"$M_{ret}$")):
@@ -79,7 +52,7 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     )
 
     ax = axes[2]
-    final = frame[frame["step"] == final_step]
+    final = sim.final
     for metric, color, label in (("q_pos", "C0", r"$Q_{pos}$"), ("retained_mass", "C3", r"$M_{ret}$")):
         for gamma, sub in final.groupby("gamma"):
             ax.plot(
@@ -91,7 +64,7 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
                 color=color,
                 label=f"{label}, γ = {gamma:g}",
             )
-    zone = concentration_zone(final[final["gamma"] == 0])
+    zone = sim.zone
     ns_all = np.sort(final["group_size"].unique())
     ax.set_xscale("log")
     ax.set_xlim(ns_all[0] / 1.3, ns_all[-1] * 1.3)
@@ -109,8 +82,8 @@ def _fig2_plot(frame: pd.DataFrame, title: str):
     ax.set_xlabel("group size N")
     ax.set_title(f"(c) step {final_step}", pad=16)
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
-    seeds = int(frame["num_seeds"].iloc[0])
-    fig.suptitle(f"{title} — preset {frame['preset'].iloc[0]}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
+    seeds = sim.num_seeds
+    fig.suptitle(f"{title} — preset {sim.preset}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
     fig.tight_layout()
     return fig
 
@@ -120,9 +93,9 @@ register(
         "fig2",
         "F-GRPO Fig. 2",
         "categorical simulation, log-prob surrogate + Adam (reproduces the paper); zone II shaded where final "
-        "M_ret < 0.5",
+        f"M_ret < {ZONE_THRESHOLD:g}",
         lambda ctx: simulated_means("fgrpo-fig2", ctx),
-        lambda frame: _fig2_plot(frame, "F-GRPO Fig. 2, log-prob surrogate + Adam"),
+        lambda sim: _fig2_plot(sim, "F-GRPO Fig. 2, log-prob surrogate + Adam"),
         simulated=True,
     )
 )
@@ -132,15 +105,16 @@ register(
         "F-GRPO Fig. 2 (literal reading)",
         "same sweep with App. J's probability surrogate + AdamW (does not reproduce the paper)",
         lambda ctx: simulated_means("fgrpo-fig2-prob", ctx),
-        lambda frame: _fig2_plot(frame, "F-GRPO Fig. 2, probability surrogate + AdamW"),
+        lambda sim: _fig2_plot(sim, "F-GRPO Fig. 2, probability surrogate + AdamW"),
         simulated=True,
     )
 )
 
 
-def _brorl_plot(frame: pd.DataFrame):
+def _brorl_plot(sim: SimulatedMeans):
     import matplotlib.pyplot as plt
 
+    frame = sim.means
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
     ns = sorted(frame["group_size"].unique())
     panels = (
@@ -157,7 +131,7 @@ def _brorl_plot(frame: pd.DataFrame):
         ax.set_title(title)
     axes[0].legend(loc="lower left")
     axes[2].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-    fig.suptitle(f"BroRL Fig. 3 — preset {frame['preset'].iloc[0]} (probability surrogate + AdamW, lr 1e-3)", y=1.03)
+    fig.suptitle(f"BroRL Fig. 3 — preset {sim.preset} (probability surrogate + AdamW, lr 1e-3)", y=1.03)
     fig.tight_layout()
     return fig
 

@@ -1,4 +1,5 @@
-"""Theory figures of F-GRPO: Fig. 1(a), 3, 4 and 5 (closed forms; Fig. 5 adds the sampler's frequencies)."""
+"""Theory figures of F-GRPO: Fig. 1(a), 3, 4 and 5 (closed forms; Fig. 5 adds the sampler's frequencies, from
+:func:`tailmiss.results.tail_miss_at_init`)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import numpy as np
 import pandas as pd
 
 from tailmiss import analytic
-from tailmiss.figures import Context, FigureSpec, register
+from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import log2_axis, palette
+from tailmiss.results import Context, tail_miss_at_init
+from tailmiss.results.sim import FIG5_MAX_EXP, FIG5_MU, FIG5_TAU
 
 FIG1A_MU, FIG1A_RHOS, FIG1A_MARKERS = 0.3, (0.05, 0.1, 0.2), (2, 8, 32)
 FIG3_MUS, FIG3_RHOS, FIG3_NMAX = (0.8, 0.5, 0.2), (0.01, 0.05, 0.1, 0.2), 512
 FIG4_GAMMAS = (0.0, 0.5, 1.0)
-FIG5_MU, FIG5_TAU, FIG5_MAX_EXP = 0.64, 6.3e-5, 17
 
 
 def _curves(mus, rhos, n_max: int) -> pd.DataFrame:
@@ -145,58 +147,6 @@ register(
 # --- Fig. 5 ---------------------------------------------------------------------
 
 
-def fig5_data(ctx: Context) -> pd.DataFrame:
-    from tailmiss.sim import preset
-    from tailmiss.sim.diagnostics import empirical_tail_miss
-    from tailmiss.sim.engine import initial_policy
-
-    config = preset("fgrpo-fig2")
-    init = initial_policy(config)
-    dense = np.unique(np.round(2 ** np.linspace(0, FIG5_MAX_EXP, 600)).astype(np.int64))
-    rows = [
-        pd.DataFrame(
-            {
-                "kind": "analytic",
-                "mu_pos": FIG5_MU,
-                "tau": FIG5_TAU,
-                "group_size": dense,
-                "value": analytic.tail_miss_probability(FIG5_MU, FIG5_TAU, dense),
-                "stderr": np.nan,
-            }
-        ),
-        pd.DataFrame(
-            {
-                "kind": "analytic-init",
-                "mu_pos": init.q_pos,
-                "tau": init.tau_leaf,
-                "group_size": dense,
-                "value": analytic.tail_miss_probability(init.q_pos, init.tau_leaf, dense),
-                "stderr": np.nan,
-            }
-        ),
-    ]
-    emp = empirical_tail_miss(
-        config,
-        [2**k for k in range(FIG5_MAX_EXP + 1)],
-        num_groups=512 if ctx.quick else 4096,
-        draw_budget=2**21 if ctx.quick else 2**24,
-        device=ctx.device,
-    )
-    rows.append(
-        pd.DataFrame(
-            {
-                "kind": "sampler",
-                "mu_pos": init.q_pos,
-                "tau": init.tau_leaf,
-                "group_size": emp["group_size"],
-                "value": emp["estimate"],
-                "stderr": emp["stderr"],
-            }
-        )
-    )
-    return pd.concat(rows, ignore_index=True)
-
-
 def fig5_plot(frame: pd.DataFrame):
     import matplotlib.pyplot as plt
 
@@ -237,7 +187,7 @@ register(
         "fig5",
         "F-GRPO Fig. 5",
         "Lemma 3.1 at the simulation init (mu=0.64, tau=6.3e-5) with the simulator's empirical frequencies",
-        fig5_data,
+        tail_miss_at_init,
         fig5_plot,
         simulated=True,
     )

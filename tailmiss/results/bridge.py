@@ -1,0 +1,85 @@
+"""The bridge's results: the simulation from the SFT answer distributions beside the transformer's RL runs.
+
+:func:`bridge_data` runs (or loads) :func:`tailmiss.bridge.run_bridge` on the
+group-size sweep at every simulator learning rate of
+:data:`tailmiss.bridge.SENSITIVITY_LRS`; its verdict (F-GRPO Fig. 2's regimes
+and Lemma 3.1 against the transformer) is judged here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tailmiss.results.claims import bridge_agrees
+from tailmiss.results.context import Context
+from tailmiss.results.llm import sweep_result
+
+__all__ = ["BridgeData", "bridge_data"]
+
+
+@dataclass(frozen=True)
+class BridgeData:
+    """The bridge at every checked simulator learning rate, with the transformer runs it compares against.
+
+    Attributes
+    ----------
+    sweep : SweepResult
+        The group-size sweep (its ``final`` table: one row per run plus the SFT model).
+    main : BridgeResult
+        The bridge at :data:`tailmiss.bridge.DEFAULT_SIM_LR` (F-GRPO App. J's learning rate).
+    others : tuple of BridgeResult
+        The bridge at the other learning rates of :data:`tailmiss.bridge.SENSITIVITY_LRS`, in that order.
+    per_prompt : DataFrame
+        The transformer's prompts at the default rate, seed means per prompt, N and γ: Lemma 3.1's
+        ``tail_miss`` beside the rare-set mass ``tau`` and its SFT value ``tau0``.
+    agrees : bool
+        The verdict of :attr:`main` (:func:`tailmiss.results.claims.bridge_agrees`).
+    others_agree : tuple of bool
+        The verdict at each of :attr:`others`.
+    """
+
+    sweep: object
+    main: object
+    others: tuple
+    per_prompt: pd.DataFrame
+    agrees: bool
+    others_agree: tuple
+
+    @property
+    def verdict(self) -> dict:
+        """The numeric verdict at the default rate (:func:`tailmiss.bridge.verdict`)."""
+        return self.main.verdict
+
+
+def bridge_data(ctx: Context, sweep=None) -> BridgeData:
+    """The bridge of the group-size sweep at every rate of :data:`tailmiss.bridge.SENSITIVITY_LRS`, run or loaded.
+
+    Parameters
+    ----------
+    ctx : Context
+    sweep : SweepResult, optional
+        The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
+    """
+    from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
+
+    result = sweep_result("nsweep", ctx) if sweep is None else sweep
+    bridges = {
+        lr: run_bridge(
+            result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
+        )
+        for lr in SENSITIVITY_LRS
+    }
+    main = bridges[DEFAULT_SIM_LR]
+    others = tuple(b for lr, b in bridges.items() if lr != DEFAULT_SIM_LR)
+    prompts = main.prompts[main.prompts["source"] == "llm"]
+    per_prompt = prompts.groupby(["prompt", "group_size", "gamma"], as_index=False)[["tail_miss", "tau", "tau0"]].mean()
+    return BridgeData(
+        sweep=result,
+        main=main,
+        others=others,
+        per_prompt=per_prompt,
+        agrees=bridge_agrees(main.verdict),
+        others_agree=tuple(bridge_agrees(b.verdict) for b in others),
+    )

@@ -1,0 +1,156 @@
+"""Simulation results: the cached preset runs behind F-GRPO Fig. 2 and BroRL Fig. 3, and Fig. 5's sampler.
+
+Every simulation the figures and the report read is run (or loaded from the
+cache under ``ctx.cache_dir``) here; the figures only plot what these return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tailmiss import analytic
+from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.results.context import Context
+
+__all__ = [
+    "FIG5_MU",
+    "FIG5_TAU",
+    "FIG5_MAX_EXP",
+    "SimulatedMeans",
+    "simulated_means",
+    "concentration_zone",
+    "tail_miss_at_init",
+]
+
+FIG5_MU, FIG5_TAU, FIG5_MAX_EXP = 0.64, 6.3e-5, 17
+"""F-GRPO Fig. 5: the non-anchor action's μ_pos and τ, and the largest group size as a power of 2."""
+
+
+def concentration_zone(final: pd.DataFrame, threshold: float = ZONE_THRESHOLD) -> tuple[float, float] | None:
+    """Group-size interval of zone II from final γ = 0 retained mass, bounds at geometric midpoints (F-GRPO Fig. 2).
+
+    ``final`` has one row per group size (γ = 0) with ``group_size`` and
+    ``retained_mass``. Returns ``None`` when no group size falls below ``threshold``.
+    """
+    final = final.sort_values("group_size")
+    ns = final["group_size"].to_numpy(dtype=float)
+    low = final["retained_mass"].to_numpy() < threshold
+    if not low.any():
+        return None
+    first, last = np.flatnonzero(low)[[0, -1]]
+    lo = np.sqrt(ns[first - 1] * ns[first]) if first > 0 else ns[first]
+    hi = np.sqrt(ns[last] * ns[last + 1]) if last + 1 < ns.size else ns[last]
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class SimulatedMeans:
+    """Seed-mean history of one simulation preset (F-GRPO Fig. 2, BroRL Fig. 3).
+
+    Attributes
+    ----------
+    preset : str
+        The preset's name (its quick variant in quick mode).
+    means : DataFrame
+        One row per logged step, group size and γ: the seed means of the
+        simulator's metrics (``q_pos``, ``retained_mass``, ``entropy``, ...).
+    final_step : int
+        The last step (the preset's ``steps``).
+    num_seeds : int
+    """
+
+    preset: str
+    means: pd.DataFrame
+    final_step: int
+    num_seeds: int
+
+    @property
+    def start(self) -> pd.DataFrame:
+        """The rows at step 0."""
+        return self.means[self.means["step"] == 0]
+
+    @property
+    def final(self) -> pd.DataFrame:
+        """The rows at :attr:`final_step`."""
+        return self.means[self.means["step"] == self.final_step]
+
+    @property
+    def zone(self) -> tuple[float, float] | None:
+        """Zone II of the final γ = 0 retained mass (:func:`concentration_zone`), ``None`` if there is none."""
+        final = self.final
+        return concentration_zone(final[final["gamma"] == 0])
+
+
+def simulated_means(preset_name: str, ctx: Context) -> SimulatedMeans:
+    """Seed-mean history of a preset (its quick variant in quick mode), run or loaded from the cache."""
+    from tailmiss.sim import preset, quick_name
+    from tailmiss.sim.runner import run_cached
+
+    config = preset(quick_name(preset_name) if ctx.quick else preset_name)
+    result = run_cached(
+        config, ctx.cache_dir, device=ctx.device, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
+    )
+    return SimulatedMeans(
+        preset=config.name, means=result.seed_mean(), final_step=config.steps, num_seeds=len(config.seeds)
+    )
+
+
+def tail_miss_at_init(ctx: Context) -> pd.DataFrame:
+    """F-GRPO Fig. 5's data: Lemma 3.1 at (μ, τ) = (0.64, 6.3e-5) and at the exact ``fgrpo-fig2`` initial policy,
+    beside the simulator sampler's empirical tail-miss frequencies at N = 2^0 … 2^17.
+
+    Returns one row per ``kind`` (``analytic``, ``analytic-init``, ``sampler``) and group size, with ``mu_pos``,
+    ``tau``, ``value`` and the sampler's ``stderr`` (NaN for the closed forms).
+    """
+    from tailmiss.sim import preset
+    from tailmiss.sim.diagnostics import empirical_tail_miss
+    from tailmiss.sim.engine import initial_policy
+
+    config = preset("fgrpo-fig2")
+    init = initial_policy(config)
+    dense = np.unique(np.round(2 ** np.linspace(0, FIG5_MAX_EXP, 600)).astype(np.int64))
+    rows = [
+        pd.DataFrame(
+            {
+                "kind": "analytic",
+                "mu_pos": FIG5_MU,
+                "tau": FIG5_TAU,
+                "group_size": dense,
+                "value": analytic.tail_miss_probability(FIG5_MU, FIG5_TAU, dense),
+                "stderr": np.nan,
+            }
+        ),
+        pd.DataFrame(
+            {
+                "kind": "analytic-init",
+                "mu_pos": init.q_pos,
+                "tau": init.tau_leaf,
+                "group_size": dense,
+                "value": analytic.tail_miss_probability(init.q_pos, init.tau_leaf, dense),
+                "stderr": np.nan,
+            }
+        ),
+    ]
+    emp = empirical_tail_miss(
+        config,
+        [2**k for k in range(FIG5_MAX_EXP + 1)],
+        num_groups=512 if ctx.quick else 4096,
+        draw_budget=2**21 if ctx.quick else 2**24,
+        device=ctx.device,
+    )
+    rows.append(
+        pd.DataFrame(
+            {
+                "kind": "sampler",
+                "mu_pos": init.q_pos,
+                "tau": init.tau_leaf,
+                "group_size": emp["group_size"],
+                "value": emp["estimate"],
+                "stderr": emp["stderr"],
+            }
+        )
+    )
+    return pd.concat(rows, ignore_index=True)

@@ -1,0 +1,205 @@
+"""House rules of the package's layering, checked on the source with :mod:`ast`.
+
+- The figures only plot: no module under ``tailmiss/figures/`` may import (at any
+  level, module or function) a training or simulation entry point or the modules
+  that hold them; they obtain results through :mod:`tailmiss.results`.
+- No import cycle: the graph counts every ``import`` / ``from ... import`` of a
+  module, at module level or inside a function (a lazy import is still an arrow),
+  resolved to the deepest ``tailmiss`` module it names.
+- No module over about 400 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tailmiss"
+
+FORBIDDEN_NAMES = {
+    "run_sweep",
+    "run_ladder",
+    "run_sim",
+    "run_cached",
+    "train_all",
+    "train_rl",
+    "train_sft",
+    "run_bridge",
+}
+FORBIDDEN_MODULES = {
+    "tailmiss.llm.sweep",
+    "tailmiss.llm.ladder",
+    "tailmiss.llm.pool",
+    "tailmiss.sim.runner",
+    "tailmiss.bridge",
+}
+"""``tailmiss.bridge`` holds the bridge's runner (:func:`tailmiss.bridge.run_bridge`)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _forbidden(hit: str) -> bool:
+    return hit in FORBIDDEN_NAMES or any(hit == m or hit.startswith(m + ".") for m in FORBIDDEN_MODULES)
+
+
+def violations(root: Path) -> list[str]:
+    """``path:line: name`` for each forbidden import in the ``.py`` files under ``root`` (at any level)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path) if path.is_relative_to(PACKAGE) else path.stem
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            hits: list[str] = []
+            if isinstance(node, ast.Import):
+                hits = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = _absolute(node, module, path.name == "__init__.py")
+                hits = [source] + [a.name for a in node.names] + [f"{source}.{a.name}" for a in node.names]
+            for hit in hits:
+                if _forbidden(hit):
+                    found.append(f"{path}:{node.lineno}: {hit}")
+    return found
+
+
+def test_figures_import_no_training_or_simulation_entry_point():
+    assert violations(PACKAGE / "figures") == []
+
+
+def test_the_check_catches_a_violation(tmp_path):
+    """A figure module that trains (a function-level import) or names a runner module is caught."""
+    bad = tmp_path / "figures"
+    bad.mkdir()
+    (bad / "a.py").write_text("def data(ctx):\n    from tailmiss.llm.sweep import run_sweep\n    return run_sweep\n")
+    (bad / "b.py").write_text("import tailmiss.sim.runner\n")
+    (bad / "c.py").write_text("from tailmiss import bridge\n")
+    (bad / "d.py").write_text("from tailmiss.results import sweep_result\n")
+    found = violations(bad)
+    assert any("a.py:2: run_sweep" in f for f in found), found
+    assert any("b.py:1: tailmiss.sim.runner" in f for f in found), found
+    assert any("c.py:1: tailmiss.bridge" in f for f in found), found
+    assert not any("d.py" in f for f in found), found
+
+
+# --- import cycles and module sizes ----------------------------------------------------------------
+
+ROOT = PACKAGE.parent
+MAX_LINES = 420  # "about 400": a module past this is due for a split
+
+
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    out = {}
+    for path in (root / "tailmiss").rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _targets(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    found = set()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the ``tailmiss`` modules it imports anywhere in its body."""
+    modules = _modules(root)
+    return {m: _targets(m, p, modules) for m, p in modules.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_package_has_no_import_cycle():
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_and_a_lazy_import_counts(tmp_path):
+    pkg = tmp_path / "tailmiss"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from tailmiss.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from tailmiss import c\n")
+    (pkg / "c.py").write_text("from .a import thing\n")
+    (pkg / "d.py").write_text("import tailmiss.a\n")
+    graph = import_graph(tmp_path)
+    assert graph["tailmiss.a"] == {"tailmiss.sub.b"} and graph["tailmiss.c"] == {"tailmiss.a"}
+    assert import_cycles(graph) == [["tailmiss.a", "tailmiss.c", "tailmiss.sub.b"]]
+    (pkg / "c.py").write_text("")
+    assert import_cycles(import_graph(tmp_path)) == []
+
+
+@pytest.mark.parametrize("module", sorted(_modules()))
+def test_no_module_is_oversized(module):
+    lines = len(_modules()[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines (split it: about 400 at most)"
