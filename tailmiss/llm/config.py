@@ -40,6 +40,8 @@ class _TomlConfig:
     """TOML round trip shared by the two configs (``_table`` names the top-level table)."""
 
     _table = ""
+    _sub_tables = {}
+    """Keys read as sub-tables, with the dataclass each one builds."""
 
     def to_dict(self) -> dict:
         out = {}
@@ -70,25 +72,12 @@ class _TomlConfig:
             data["betas"] = tuple(data["betas"])
         if "task" in data:
             data["task"] = make_task(data["task"], where=f"{where}: task")
-        if "model" in data:
-            model = data["model"]
-            if not isinstance(model, (dict, ModelConfig)):
-                raise ValueError(f"{where}: model must be a table, got {model!r}")
-            if isinstance(model, dict):
-                data["model"] = dataclass_from_mapping(ModelConfig, model, f"{where}: model")
-        if cls._table == "rl":
-            flat = [key for key in LOSS_FIELDS if key in data]
-            if flat:
-                raise ValueError(
-                    f"{where}: {', '.join(flat)} moved under [rl.loss]: write them in an [rl.loss] table "
-                    "below [rl] (the loss settings are no longer keys of [rl])"
-                )
-            if "loss" in data:
-                loss = data["loss"]
-                if not isinstance(loss, (dict, LossConfig)):
-                    raise ValueError(f"{where}: loss must be a table ([rl.loss]), got {loss!r}")
-                if isinstance(loss, dict):
-                    data["loss"] = dataclass_from_mapping(LossConfig, loss, f"{where}: [rl.loss]")
+        for key, kind in cls._sub_tables.items():  # [sft.model], [rl.loss]: a table or the built object
+            value = data.get(key)
+            if key in data and not isinstance(value, (dict, kind)):
+                raise ValueError(f"{where}: {key} must be a table ([{cls._table}.{key}]), got {value!r}")
+            if isinstance(value, dict):
+                data[key] = dataclass_from_mapping(kind, value, f"{where}: [{cls._table}.{key}]")
         try:
             return dataclass_from_mapping(cls, data, where)
         except ValueError as exc:
@@ -134,6 +123,7 @@ class SFTConfig(_TomlConfig):
     """
 
     _table = "sft"
+    _sub_tables = {"model": ModelConfig}
 
     name: str = "sft"
     task: Task = field(default_factory=MultiSolutionTask)
@@ -235,6 +225,17 @@ class RLConfig(_TomlConfig):
     """
 
     _table = "rl"
+    _sub_tables = {"loss": LossConfig}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str | None = None) -> RLConfig:
+        flat = [key for key in LOSS_FIELDS if isinstance(data, dict) and key in data]
+        if flat:
+            raise ValueError(
+                f"{where or cls.__name__}: {', '.join(flat)} moved under [rl.loss]: write them in an [rl.loss] "
+                "table below [rl] (the loss settings are no longer keys of [rl])"
+            )
+        return super().from_dict(data, where)
 
     name: str = "rl"
     method: str = "grpo"
