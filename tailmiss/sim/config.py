@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tailmiss._checks import check_choice, check_epsilon, check_int, check_number, is_number
+from tailmiss._checks import check_choice, check_epsilon, check_int, check_number, check_numbers, is_number
 from tailmiss.io import (
     check_run_name,
     dataclass_from_mapping,
@@ -196,8 +196,7 @@ class SimConfig:
                 f"draws divides the reward gap by adv_eps), got {self.adv_eps!r}"
             )
         check_number("weight_decay", self.weight_decay, 0.0, dtype=self.dtype)
-        if len(self.betas) != 2 or not all(is_number(b) and 0 <= b < 1 for b in self.betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        check_numbers("betas", self.betas, 2, 0.0, 1.0)
         if self.surrogate == "theory" and (self.optimizer != "sgd" or self.advantage != "none"):
             raise ValueError(
                 "surrogate 'theory' applies F-GRPO Eq. 5 and needs optimizer='sgd' and advantage='none', "
