@@ -1,15 +1,31 @@
 """tailmiss: how often group-relative RL updates push probability away from rare-but-correct solutions.
 
-Submodules
-----------
-analytic
-    Closed forms of F-GRPO and BroRL (numpy/scipy).
-objectives
-    Advantages, focal weight and surrogate/policy losses shared by the simulator and trainers (torch).
-sim
-    Batched categorical-policy simulator (torch).
-figures
-    Figure registry and the paper's figures.
+Subpackages, from the bottom up (an arrow never runs back up):
+
+- ``analytic``: closed forms of F-GRPO and BroRL and pure analysis (regimes, zones, rank statistics); numpy/scipy.
+- ``objectives``: advantages, the focal weight, surrogates and token losses, as registries shared by the
+  simulator, the trainer and the integrations (torch).
+- ``sim``: the batched categorical-policy simulator.
+- ``llm``: the small-transformer trainer (model, tasks, rollouts, update, evaluation, checkpoints).
+- ``experiments``: presets, sweeps, ladders, the process pool and the bridge: what runs the trainer and simulator.
+- ``results``: cached results and every paper claim, typed and computed once (the only caller of compute).
+- ``figures``: one plot function per figure and the figure registry; plots only.
+- ``report``: ``paper_repro.md`` assembled from the claims; text only.
+- ``integrations``: F-GRPO for TRL and verl; ``diagnose``: a real run's per-rollout log against Lemma 3.1.
+- ``cli``: the ``tailmiss`` command, one module per sub-app.
+
+Modules at the package root, each small and imported by several layers (which is why none sits in a subpackage):
+
+- ``_checks.py``: the one validation vocabulary (a ValueError naming the bad value) of every layer.
+- ``_device.py``: the device choice shared by the simulator and the trainer.
+- ``_dist.py``: torch.distributed plumbing shared by the simulator and the trainer under torchrun.
+- ``_hash.py``: the counter-based hash that makes every random draw of the simulator and trainer reproducible.
+- ``_progress.py``: the one progress bar of every long loop.
+- ``io.py``: atomic files and folders and strict TOML, so nothing half-written lands on disk in any layer.
+- ``store.py``: the one result store (checksums, provenance, the code fingerprint that keys every cache).
+- ``options.py``: RunOptions, how work runs (device, processes, threads, progress, log, cache reuse), one value
+  passed to every runner.
+- ``__main__.py``: ``python -m tailmiss``, the same command line as ``tailmiss``.
 """
 
 __version__ = "0.1.0"

@@ -68,9 +68,13 @@ _COMMON = (
 SCOPES: dict[str, tuple[str, ...]] = {
     "sim": (*_COMMON, "sim"),
     "llm": (*_COMMON, "llm"),
-    "bridge": (*_COMMON, "sim", "llm", "bridge.py"),
+    "sweep": (*_COMMON, "llm", "experiments"),
+    "bridge": (*_COMMON, "sim", "llm", "experiments"),
 }
-"""Package paths whose sources make each kind of unit's fingerprint."""
+"""Package paths whose sources make each kind of unit's fingerprint: a simulation's (the simulator), an LLM run's
+(the trainer alone: a run's numbers follow from its config and the trainer, whichever sweep asked for it), a sweep
+result's (its runs and the code that collects them) and the bridge's. Analysis, figures and the report are in no
+scope: rewording or moving them keeps every cached unit."""
 
 
 class CorruptUnit(ValueError):

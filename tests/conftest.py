@@ -35,8 +35,8 @@ def tiny_llm_sweeps() -> dict:
     objective sweep keeps all three methods with and without the focal weight; the maze sweep keeps
     GRPO and F-GRPO γ = 0.5 at two N), two seeds, a few RL steps of a few prompts.
     """
-    from tailmiss.llm.presets import llm_sweep
-    from tailmiss.llm.sweep import Variant
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.experiments.sweep import Variant
 
     def shrink(name, variants, samples=0):
         s = llm_sweep(name)
@@ -77,8 +77,8 @@ def tiny_ladders() -> dict:
     ingredient verdict has both sides), two group sizes, γ = 0 and 1 and two seeds; the others three group sizes,
     γ = 0, one seed; a few steps on a pool of four prompts.
     """
-    from tailmiss.llm.ladder import Rung
-    from tailmiss.llm.presets import ladder_preset
+    from tailmiss.experiments.ladder import Rung
+    from tailmiss.experiments.presets import ladder_preset
 
     def shrink(name, rungs, gammas=(0.0,), seeds=(0,), ns=(2, 4, 8)):
         lad = ladder_preset(name)

@@ -12,10 +12,19 @@ from conftest import tiny_llm_sweeps
 from scipy import special, stats
 
 from tailmiss import analytic
-from tailmiss.bridge import BRIDGE_GAMMAS, BridgeResult, _sim_config, prompt_policies, run_bridge, verdict, zones
+from tailmiss.experiments.bridge import (
+    BRIDGE_GAMMAS,
+    BridgeResult,
+    _sim_config,
+    prompt_policies,
+    run_bridge,
+    verdict,
+    zones,
+)
+from tailmiss.experiments.sweep import run_sweep
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics
-from tailmiss.llm.sweep import run_sweep
+from tailmiss.options import RunOptions
 from tailmiss.sim import SimConfig, simulate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -25,8 +34,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def tiny_bridge(tmp_path_factory):
     sweep = tiny_llm_sweeps()["nsweep"]
     root = tmp_path_factory.mktemp("bridge-root")
-    result = run_sweep(sweep, root, progress=False)
-    return root, result, run_bridge(result, root, progress=False)
+    result = run_sweep(sweep, root, RunOptions(progress=False))
+    return root, result, run_bridge(result, root, options=RunOptions(progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -247,13 +256,13 @@ def test_verdict_rebuilt_from_the_per_prompt_rows(tiny_bridge):
 
 def test_bridge_is_cached_and_reloads(tiny_bridge, monkeypatch):
     root, result, bridge = tiny_bridge
-    import tailmiss.bridge as bridge_module
+    import tailmiss.experiments.bridge as bridge_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("the cached bridge was recomputed")
 
     monkeypatch.setattr(bridge_module, "simulate", refuse)
-    again = run_bridge(result, root, progress=False)
+    again = run_bridge(result, root, options=RunOptions(progress=False))
     assert json.dumps(again.verdict) == json.dumps(bridge.verdict)  # NaN-safe equality
     loaded = BridgeResult.load(root / f"{result.config.name}-bridge")
     pd.testing.assert_frame_equal(loaded.summary, bridge.summary)
@@ -262,14 +271,14 @@ def test_bridge_is_cached_and_reloads(tiny_bridge, monkeypatch):
 def test_bridge_rejects_bad_input(tiny_bridge):
     root, result, _ = tiny_bridge
     with pytest.raises(ValueError, match="sim_lr"):
-        run_bridge(result, root, sim_lr=0.0, progress=False)
+        run_bridge(result, root, options=RunOptions(progress=False), sim_lr=0.0)
     with pytest.raises(ValueError, match="SweepResult"):
-        run_bridge("nope", root, progress=False)
+        run_bridge("nope", root, options=RunOptions(progress=False))
 
 
 def test_other_learning_rates_are_kept_apart(tiny_bridge):
     root, result, bridge = tiny_bridge
-    other = run_bridge(result, root, sim_lr=0.1, progress=False)
+    other = run_bridge(result, root, options=RunOptions(progress=False), sim_lr=0.1)
     assert other.sim_lr == 0.1 and bridge.sim_lr == 0.01
     assert (root / f"{result.config.name}-bridge-lr0.1").is_dir() and (root / f"{result.config.name}-bridge").is_dir()
     llm = ["source", "group_size", "gamma", "retained_mass"]

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tailmiss.llm import LLM_PRESETS, load_config
-from tailmiss.llm.presets import LLM_SWEEPS
-from tailmiss.llm.sweep import load_sweep
+from tailmiss.experiments import LLM_PRESETS
+from tailmiss.experiments.presets import LLM_SWEEPS
+from tailmiss.experiments.sweep import load_sweep
+from tailmiss.llm import load_config
 from tailmiss.sim import PRESETS, SimConfig
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"

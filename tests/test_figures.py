@@ -16,9 +16,11 @@ import pytest
 from conftest import tiny_llm_sweeps
 
 from tailmiss import analytic
+from tailmiss.analytic.regimes import concentration_zone
 from tailmiss.figures import FIGURES, figure_data, make
 from tailmiss.figures.theory import FIG3_MUS, FIG3_NMAX, FIG3_RHOS
-from tailmiss.results import Context, SimulatedMeans, concentration_zone
+from tailmiss.options import RunOptions
+from tailmiss.results import Context, SimulatedMeans
 from tailmiss.sim import SimConfig, SimResult, preset
 from tailmiss.sim import runner as sim_runner
 
@@ -45,7 +47,7 @@ def quick_ctx(tmp_path_factory) -> Context:
     """Quick-mode context whose simulation cache lives for the whole session."""
     cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
     cache.mkdir(exist_ok=True)
-    return Context(quick=True, cache_dir=cache, progress=False, llm_sweeps=tiny_llm_sweeps())
+    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
 
 
 # --- registry ----------------------------------------------------------------------------
@@ -160,7 +162,7 @@ def test_fig2_quick_concentration_zone(quick_ctx):
     assert isinstance(sim, SimulatedMeans)
     assert sim.preset == "fgrpo-fig2-quick"
     final = sim.means[(sim.means["step"] == sim.final_step) & (sim.means["gamma"] == 0)]
-    zone = concentration_zone(final)
+    zone = concentration_zone(final["group_size"], final["retained_mass"])
     assert zone is not None
     assert sim.zone == zone  # the result's own zone is the one the figure shades and the report states
     lo, hi = zone
@@ -187,50 +189,50 @@ def test_fig2_quick_data_shape(quick_ctx):
     assert final.loc[(max(config.group_sizes), 0.0), "retained_mass"] > 0.98
 
 
-# --- concentration_zone on hand-made frames ------------------------------------------------
+# --- concentration_zone on hand-made curves ------------------------------------------------
 
 
-def _final(ns, mret) -> pd.DataFrame:
-    return pd.DataFrame({"group_size": ns, "retained_mass": mret})
+def _final(ns, mret) -> tuple:
+    return ns, mret
 
 
 NS = [2, 8, 32, 128, 512]
 
 
 def test_zone_none_without_low_points():
-    assert concentration_zone(_final(NS, [1.0, 0.9, 0.8, 0.9, 1.0])) is None
+    assert concentration_zone(*_final(NS, [1.0, 0.9, 0.8, 0.9, 1.0])) is None
 
 
 def test_zone_threshold_is_strict():
-    assert concentration_zone(_final(NS, [1.0, 0.5, 0.5, 0.9, 1.0])) is None
-    assert concentration_zone(_final(NS, [1.0, 0.5, 0.5, 0.9, 1.0]), threshold=0.6) == pytest.approx((4.0, 64.0))
+    assert concentration_zone(*_final(NS, [1.0, 0.5, 0.5, 0.9, 1.0])) is None
+    assert concentration_zone(*_final(NS, [1.0, 0.5, 0.5, 0.9, 1.0]), threshold=0.6) == pytest.approx((4.0, 64.0))
 
 
 def test_zone_one_low_point_in_the_middle():
-    lo, hi = concentration_zone(_final(NS, [1.0, 0.9, 0.2, 0.9, 1.0]))
+    lo, hi = concentration_zone(*_final(NS, [1.0, 0.9, 0.2, 0.9, 1.0]))
     assert lo == pytest.approx(np.sqrt(8 * 32)) == pytest.approx(16.0)
     assert hi == pytest.approx(np.sqrt(32 * 128)) == pytest.approx(64.0)
 
 
 def test_zone_several_low_points():
-    lo, hi = concentration_zone(_final(NS, [1.0, 0.4, 0.2, 0.3, 1.0]))
+    lo, hi = concentration_zone(*_final(NS, [1.0, 0.4, 0.2, 0.3, 1.0]))
     assert (lo, hi) == pytest.approx((4.0, 256.0))
 
 
 def test_zone_low_at_the_ends():
-    assert concentration_zone(_final(NS, [0.1, 0.2, 0.9, 0.9, 1.0])) == pytest.approx((2.0, 16.0))
-    assert concentration_zone(_final(NS, [1.0, 0.9, 0.9, 0.2, 0.1])) == pytest.approx((64.0, 512.0))
-    assert concentration_zone(_final(NS, [0.1] * 5)) == pytest.approx((2.0, 512.0))
-    assert concentration_zone(_final([64], [0.1])) == pytest.approx((64.0, 64.0))
+    assert concentration_zone(*_final(NS, [0.1, 0.2, 0.9, 0.9, 1.0])) == pytest.approx((2.0, 16.0))
+    assert concentration_zone(*_final(NS, [1.0, 0.9, 0.9, 0.2, 0.1])) == pytest.approx((64.0, 512.0))
+    assert concentration_zone(*_final(NS, [0.1] * 5)) == pytest.approx((2.0, 512.0))
+    assert concentration_zone(*_final([64], [0.1])) == pytest.approx((64.0, 64.0))
 
 
 def test_zone_sorts_by_group_size():
     shuffled = _final([128, 2, 512, 32, 8], [0.9, 1.0, 1.0, 0.2, 0.9])
-    assert concentration_zone(shuffled) == pytest.approx((16.0, 64.0))
+    assert concentration_zone(*shuffled) == pytest.approx((16.0, 64.0))
 
 
 def test_zone_returns_floats():
-    zone = concentration_zone(_final(NS, [1.0, 0.9, 0.2, 0.9, 1.0]))
+    zone = concentration_zone(*_final(NS, [1.0, 0.9, 0.2, 0.9, 1.0]))
     assert all(type(b) is float for b in zone)
 
 
@@ -257,43 +259,43 @@ def _no_simulate(*args, **kwargs):
 
 def test_run_cached_reuses_result(tmp_path, monkeypatch):
     config = _tiny()
-    first = sim_runner.run_cached(config, tmp_path, progress=False)
+    first = sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     path = tmp_path / config.name
     assert SimResult.load(path).config == config
     monkeypatch.setattr(sim_runner, "simulate", _no_simulate)
-    second = sim_runner.run_cached(config, tmp_path, progress=False)
+    second = sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     assert second.config == config
     pd.testing.assert_frame_equal(second.history, first.history, check_dtype=False, rtol=1e-8)
 
 
 def test_run_cached_reruns_when_config_differs(tmp_path, monkeypatch):
-    sim_runner.run_cached(_tiny(), tmp_path, progress=False)
+    sim_runner.run_cached(_tiny(), tmp_path, RunOptions(progress=False))
     changed = _tiny(steps=6)  # same name, so the same cache folder
     with monkeypatch.context() as m:
         m.setattr(sim_runner, "simulate", _no_simulate)
         with pytest.raises(AssertionError, match="re-simulated"):
-            sim_runner.run_cached(changed, tmp_path, progress=False)
-    result = sim_runner.run_cached(changed, tmp_path, progress=False)
+            sim_runner.run_cached(changed, tmp_path, RunOptions(progress=False))
+    result = sim_runner.run_cached(changed, tmp_path, RunOptions(progress=False))
     assert result.config == changed
     assert result.history["step"].max() == 6
     assert SimResult.load(tmp_path / changed.name).config == changed  # the cache now holds the new config
     monkeypatch.setattr(sim_runner, "simulate", _no_simulate)
-    assert sim_runner.run_cached(changed, tmp_path, progress=False).config == changed
+    assert sim_runner.run_cached(changed, tmp_path, RunOptions(progress=False)).config == changed
 
 
 def test_run_cached_reruns_on_incomplete_cache(tmp_path):
     config = _tiny()
-    sim_runner.run_cached(config, tmp_path, progress=False)
+    sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     (tmp_path / config.name / "history.csv").unlink()
-    result = sim_runner.run_cached(config, tmp_path, progress=False)
+    result = sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     assert len(result.history) == config.num_runs * 3  # steps 0, 2, 4
     assert (tmp_path / config.name / "history.csv").is_file()
 
 
 def test_run_cached_reruns_on_unreadable_config(tmp_path):
     config = _tiny()
-    sim_runner.run_cached(config, tmp_path, progress=False)
+    sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     (tmp_path / config.name / "config.toml").write_text("[sim]\nnot_a_key = 1\n")
-    result = sim_runner.run_cached(config, tmp_path, progress=False)
+    result = sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     assert result.config == config
     assert SimResult.load(tmp_path / config.name).config == config

@@ -1,8 +1,10 @@
 """House rules of the package's layering, checked on the source with :mod:`ast`.
 
-- The figures only plot: no module under ``tailmiss/figures/`` may import (at any
-  level, module or function) a training or simulation entry point or the modules
-  that hold them; they obtain results through :mod:`tailmiss.results`.
+- The figures only plot and the report only writes: no module under ``tailmiss/figures/``
+  or ``tailmiss/report/`` may import (at any level, module or function) a training or
+  simulation entry point or the modules that hold them; they obtain results through
+  :mod:`tailmiss.results`.
+- Every module at the package root is named, with its reason, in the package docstring.
 - No import cycle: the graph counts every ``import`` / ``from ... import`` of a
   module, at module level or inside a function (a lazy import is still an arrow),
   resolved to the deepest ``tailmiss`` module it names.
@@ -23,19 +25,20 @@ FORBIDDEN_NAMES = {
     "run_ladder",
     "run_sim",
     "run_cached",
+    "simulate",
     "train_all",
     "train_rl",
     "train_sft",
     "run_bridge",
 }
 FORBIDDEN_MODULES = {
-    "tailmiss.llm.sweep",
-    "tailmiss.llm.ladder",
-    "tailmiss.llm.pool",
+    "tailmiss.experiments",
     "tailmiss.sim.runner",
-    "tailmiss.bridge",
+    "tailmiss.sim.engine",
+    "tailmiss.llm.train",
+    "tailmiss.llm.sft",
 }
-"""``tailmiss.bridge`` holds the bridge's runner (:func:`tailmiss.bridge.run_bridge`)."""
+"""The trainer's and the simulator's entry points, and the package that runs them (:mod:`tailmiss.experiments`)."""
 
 
 def _module_name(path: Path) -> str:
@@ -75,22 +78,25 @@ def violations(root: Path) -> list[str]:
     return found
 
 
-def test_figures_import_no_training_or_simulation_entry_point():
-    assert violations(PACKAGE / "figures") == []
+@pytest.mark.parametrize("place", ["figures", "report"])
+def test_figures_and_report_import_no_training_or_simulation_entry_point(place):
+    assert violations(PACKAGE / place) == []
 
 
 def test_the_check_catches_a_violation(tmp_path):
     """A figure module that trains (a function-level import) or names a runner module is caught."""
     bad = tmp_path / "figures"
     bad.mkdir()
-    (bad / "a.py").write_text("def data(ctx):\n    from tailmiss.llm.sweep import run_sweep\n    return run_sweep\n")
+    (bad / "a.py").write_text(
+        "def data(ctx):\n    from tailmiss.experiments.sweep import run_sweep\n    return run_sweep\n"
+    )
     (bad / "b.py").write_text("import tailmiss.sim.runner\n")
-    (bad / "c.py").write_text("from tailmiss import bridge\n")
+    (bad / "c.py").write_text("from tailmiss.experiments import bridge\n")
     (bad / "d.py").write_text("from tailmiss.results import sweep_result\n")
     found = violations(bad)
     assert any("a.py:2: run_sweep" in f for f in found), found
     assert any("b.py:1: tailmiss.sim.runner" in f for f in found), found
-    assert any("c.py:1: tailmiss.bridge" in f for f in found), found
+    assert any("c.py:1: tailmiss.experiments" in f for f in found), found
     assert not any("d.py" in f for f in found), found
 
 
@@ -203,3 +209,34 @@ def test_the_cycle_finder_finds_a_cycle_and_a_lazy_import_counts(tmp_path):
 def test_no_module_is_oversized(module):
     lines = len(_modules()[module].read_text().splitlines())
     assert lines <= MAX_LINES, f"{module} has {lines} lines (split it: about 400 at most)"
+
+
+# --- the package root --------------------------------------------------------------------------------
+
+
+def undocumented_root_modules(package: Path = PACKAGE) -> list[str]:
+    """Modules at the package root that the package docstring does not name as ``name.py`` with a reason.
+
+    A reason is the rest of the docstring line that names the module (at least a few words after it).
+    """
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    named = {}
+    for line in doc.splitlines():
+        for word in line.replace("``", " ").split():
+            if word.endswith(".py"):
+                named[word] = line.split(word, 1)[1].strip(" :-—`")
+    roots = sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+    return [m for m in roots if len(named.get(m, "").split()) < 3]
+
+
+def test_every_root_module_has_a_written_reason():
+    assert undocumented_root_modules() == []
+
+
+def test_the_root_check_catches_an_unexplained_module(tmp_path):
+    pkg = tmp_path / "tailmiss"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""Root.\n\n``io.py``: atomic file writes used by every layer.\n``x.py``\n"""\n')
+    for name in ("io.py", "x.py", "y.py"):
+        (pkg / name).write_text("")
+    assert undocumented_root_modules(pkg) == ["x.py", "y.py"]

@@ -7,22 +7,22 @@ import pandas as pd
 import pytest
 import torch
 
-from tailmiss.ladder_analysis import focal_table, matched_table, shape_table
-from tailmiss.llm.checkpoint import LoadedRun
-from tailmiss.llm.config import RLConfig, SFTConfig
-from tailmiss.llm.evaluate import answer_distribution
-from tailmiss.llm.ladder import (
+from tailmiss.analytic.regimes import n_shape, zones
+from tailmiss.experiments.ladder import (
     Ladder,
     Rung,
     policy_prompts,
     write_policy_run,
 )
+from tailmiss.llm.checkpoint import LoadedRun
+from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import ModelConfig, answer_logprobs, generate
 from tailmiss.llm.tabular import FactorizedPolicy, TablePolicy, tabular_from_distribution
 from tailmiss.llm.tasks import EOS, PAD, MultiSolutionTask
 from tailmiss.llm.train import train_rl
 from tailmiss.objectives import LossConfig
-from tailmiss.regimes import n_shape, zones
+from tailmiss.results.claims.ladder import focal_table, matched_table, shape_table
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
 
@@ -374,7 +374,7 @@ def test_sgd_optimizer_and_no_decay_on_vectors():
 
 
 def test_dynamic_sampling_variant_is_its_own_row():
-    from tailmiss.llm.sweep import LLMSweep, Variant
+    from tailmiss.experiments.sweep import LLMSweep, Variant
 
     ds = Variant("dapo", 0.5, 8, dynamic_sampling=True)
     assert ds.label == "F-DAPO+DS γ=0.5 N=8" and ds.slug.endswith("-ds")
@@ -389,7 +389,7 @@ def test_dynamic_sampling_variant_is_its_own_row():
 
 
 def test_sweep_toml_round_trips_the_new_variant_fields(tmp_path):
-    from tailmiss.llm.sweep import LLMSweep, Variant, load_sweep
+    from tailmiss.experiments.sweep import LLMSweep, Variant, load_sweep
 
     sweep = LLMSweep(
         "rt",

@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 
 from tailmiss.cli import app
 from tailmiss.cli.llm import resolve_llm_config as resolve_config
-from tailmiss.llm import LLM_PRESETS, PASS_KS, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
-from tailmiss.llm.pool import default_jobs
-from tailmiss.llm.presets import LLM_SWEEPS
-from tailmiss.llm.sweep import LLMSweep, Variant, load_sweep
+from tailmiss.experiments import LLM_PRESETS
+from tailmiss.experiments.pool import default_jobs
+from tailmiss.experiments.presets import LLM_SWEEPS
+from tailmiss.experiments.sweep import LLMSweep, Variant, load_sweep
+from tailmiss.llm import PASS_KS, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
 
 TINY_SFT = SFTConfig(
     name="tiny",
@@ -483,7 +484,7 @@ def test_sweep_bad_toml_and_root(runner, tmp_path):
 def test_sweep_runs_a_ladder_preset_and_prints_its_shapes(runner, tmp_path, monkeypatch):
     from conftest import tiny_ladders
 
-    from tailmiss.llm import presets
+    from tailmiss.experiments import presets
 
     tiny = tiny_ladders()["ladder-hard"]
     monkeypatch.setitem(presets.LADDERS, tiny.name, tiny)
@@ -498,7 +499,7 @@ def test_sweep_runs_a_ladder_preset_and_prints_its_shapes(runner, tmp_path, monk
 
 
 def test_ladder_quick_names_and_unknown_ladder(runner, tmp_path):
-    from tailmiss.llm.presets import LADDERS, quick_name
+    from tailmiss.experiments.presets import LADDERS, quick_name
 
     for name in ("ladder", "ladder-budget", "ladder-hard"):
         assert quick_name(name) == f"{name}-quick" and f"{name}-quick" in LADDERS

@@ -8,19 +8,20 @@ import pandas as pd
 import pytest
 from conftest import tiny_ladders
 
-from tailmiss.llm.ladder import run_ladder
-from tailmiss.llm.pool import Job, default_jobs, run_jobs
+from tailmiss.experiments.ladder import run_ladder
+from tailmiss.experiments.pool import Job, default_jobs, run_jobs
+from tailmiss.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _log_span(path: str, key: str, seconds: float, until: str | None = None, progress: bool = False, log=None) -> str:
+def _log_span(path: str, key: str, seconds: float, until: str | None = None, options=None) -> str:
     """A job: append its start and end time to ``path``, say so, and return its key.
 
     It lasts ``seconds``, or with ``until`` until job ``until`` has started (at most 60 s): a
     test of overlap that does not depend on how fast a loaded machine starts the second worker.
     """
-    log(f"span {key}")
+    options.say(f"span {key}")
     with open(path, "a") as fh:
         fh.write(f"start {key} {time.time()!r}\n")
     time.sleep(seconds)
@@ -32,11 +33,11 @@ def _log_span(path: str, key: str, seconds: float, until: str | None = None, pro
     return key * 2
 
 
-def _refuse(progress: bool = False, log=None) -> None:
+def _refuse(options=None) -> None:
     raise AssertionError("a finished job ran")
 
 
-def _fail(word: str, progress: bool = False, log=None) -> None:
+def _fail(word: str, options=None) -> None:
     raise ValueError(f"bad input {word!r}")
 
 
@@ -58,7 +59,7 @@ def test_a_job_starts_after_the_jobs_it_needs(workers, tmp_path):
         Job("d", _log_span, (str(spans), "d", 0.05), needs=("b",)),
     ]
     messages: list[str] = []
-    results = run_jobs(jobs, workers=workers, progress=False, log=messages.append)
+    results = run_jobs(jobs, options=RunOptions(progress=False, log=messages.append), workers=workers)
     assert results == {"a": "aa", "b": "bb", "c": "cc", "d": "dd"}
     t = _spans(spans)
     assert t["c"]["start"] >= max(t["a"]["end"], t["b"]["end"])
@@ -74,7 +75,7 @@ def test_finished_runs_are_skipped_and_said_so():
     done = lambda: "done"  # noqa: E731
     jobs = [Job("a", _refuse, label="run a", state=done), Job("b", _refuse, needs=("a",), state=done)]
     messages: list[str] = []
-    assert run_jobs(jobs, workers=2, progress=False, log=messages.append) == {"a": None, "b": None}
+    assert run_jobs(jobs, options=RunOptions(progress=False, log=messages.append), workers=2) == {"a": None, "b": None}
     assert messages == ["run a: done, reused", "b: done, reused"]
 
 
@@ -83,7 +84,7 @@ def test_a_jobs_error_reaches_the_caller(workers, tmp_path):
     spans = tmp_path / "spans.txt"
     jobs = [Job("bad", _fail, ("x",)), Job("after", _log_span, (str(spans), "after", 0.0), needs=("bad",))]
     with pytest.raises(ValueError, match="bad input 'x'"):
-        run_jobs(jobs, workers=workers, progress=False)
+        run_jobs(jobs, options=RunOptions(progress=False), workers=workers)
     assert not spans.exists()  # what needed the failed job never started
 
 
@@ -108,8 +109,8 @@ def test_a_ladder_on_two_processes_equals_one_process(tmp_path):
     """SFT, derived table policies and every rung's runs on a 2-process pool give the one-process files, byte for
     byte (one intra-op thread each)."""
     ladder = tiny_ladders()["ladder-budget"]
-    one = run_ladder(ladder, tmp_path / "one", progress=False, jobs=1)
-    two = run_ladder(ladder, tmp_path / "two", progress=False, jobs=2)
+    one = run_ladder(ladder, tmp_path / "one", RunOptions(progress=False, jobs=1))
+    two = run_ladder(ladder, tmp_path / "two", RunOptions(progress=False, jobs=2))
     pd.testing.assert_frame_equal(one.history, two.history)
     pd.testing.assert_frame_equal(one.final, two.final)
     names = [cfg.name for _, sweep in ladder.sweeps() for _, _, cfg in sweep.runs()]

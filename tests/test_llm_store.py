@@ -10,8 +10,9 @@ import pytest
 from conftest import tiny_llm_sweeps
 
 from tailmiss import store
-from tailmiss.llm import cached
-from tailmiss.llm.sweep import SweepResult, Variant, run_sweep
+from tailmiss.experiments import cached
+from tailmiss.experiments.sweep import SweepResult, Variant, run_sweep
+from tailmiss.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -24,7 +25,7 @@ def small():
 @pytest.fixture(scope="module")
 def done(small, tmp_path_factory):
     root = tmp_path_factory.mktemp("llm-store")
-    result = run_sweep(small, root, progress=False)
+    result = run_sweep(small, root, RunOptions(progress=False))
     ((_, _, cfg),) = small.runs()
     return root, result, cfg
 
@@ -54,7 +55,7 @@ def test_a_run_with_a_truncated_history_is_trained_again(done, tmp_path, small):
     shutil.rmtree(root / small.name)
     assert cached.run_state(run, cfg, root / small.sft.name) == "corrupt"
     messages: list[str] = []
-    again = run_sweep(small, root, progress=False, log=messages.append)
+    again = run_sweep(small, root, RunOptions(progress=False, log=messages.append))
     assert any("corrupt" in m and "training it again" in m for m in messages)
     assert cached.run_state(run, cfg, root / small.sft.name) == "done"
     pd.testing.assert_frame_equal(again.final, result.final)
@@ -84,12 +85,12 @@ def test_a_run_made_by_other_code_is_redone_unless_reuse_stale(done, tmp_path, s
         m.setattr(cached, "train_rl", refuse)
         m.setattr(cached, "train_sft", refuse)
         messages: list[str] = []
-        reused = run_sweep(small, root, progress=False, log=messages.append, reuse_stale=True)
+        reused = run_sweep(small, root, RunOptions(progress=False, log=messages.append, reuse_stale=True))
     assert any(m.startswith("warning: reusing the stale sweep result") for m in messages)
     pd.testing.assert_frame_equal(reused.final, result.final)
 
     messages = []
-    run_sweep(small, root, progress=False, log=messages.append)
+    run_sweep(small, root, RunOptions(progress=False, log=messages.append))
     assert any("stale" in m and "training it again" in m for m in messages)
     meta = json.loads((root / cfg.name / "meta.json").read_text())
     assert meta["provenance"]["code"]["fingerprint"] == "e" * 16
@@ -108,6 +109,6 @@ def test_a_damaged_sweep_result_is_rebuilt_from_its_runs(done, tmp_path, small, 
     monkeypatch.setattr(cached, "train_rl", refuse)
     monkeypatch.setattr(cached, "train_sft", refuse)
     messages: list[str] = []
-    again = run_sweep(small, root, progress=False, log=messages.append)
+    again = run_sweep(small, root, RunOptions(progress=False, log=messages.append))
     assert any("not reused" in m for m in messages)
     pd.testing.assert_frame_equal(again.final, result.final)

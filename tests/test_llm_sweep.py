@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from conftest import tiny_llm_sweeps
 
-from tailmiss.llm import cached
-from tailmiss.llm.presets import LLM_SWEEPS, llm_sweep, quick_name
-from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, collect, load_sweep, run_sweep
+from tailmiss.experiments import cached
+from tailmiss.experiments.presets import LLM_SWEEPS, llm_sweep, quick_name
+from tailmiss.experiments.sweep import LLMSweep, SweepResult, Variant, collect, load_sweep, run_sweep
+from tailmiss.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -25,7 +26,7 @@ def tiny():
 def tiny_run(tiny, tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep-root")
     messages: list[str] = []
-    result = run_sweep(tiny, root, progress=False, log=messages.append)
+    result = run_sweep(tiny, root, RunOptions(progress=False, log=messages.append))
     return root, result, messages
 
 
@@ -193,7 +194,7 @@ def test_rerun_reuses_everything(tiny, tiny_run, monkeypatch):
     monkeypatch.setattr(cached, "train_rl", refuse)
     monkeypatch.setattr(cached, "train_sft", refuse)
     messages: list[str] = []
-    again = run_sweep(tiny, root, progress=False, log=messages.append)
+    again = run_sweep(tiny, root, RunOptions(progress=False, log=messages.append))
     assert messages == [f"{tiny.name}: every run done by this code, reusing {root / tiny.name}"]
     pd.testing.assert_frame_equal(again.final, result.final)
     # with the result folder gone, the runs are still reused one by one and the result rebuilt
@@ -201,7 +202,7 @@ def test_rerun_reuses_everything(tiny, tiny_run, monkeypatch):
 
     shutil.rmtree(root / tiny.name)
     messages.clear()
-    rebuilt = run_sweep(tiny, root, progress=False, log=messages.append)
+    rebuilt = run_sweep(tiny, root, RunOptions(progress=False, log=messages.append))
     assert sum("done, reused" in m for m in messages) == len(tiny.runs()) + 1
     pd.testing.assert_frame_equal(rebuilt.final, result.final)
 
@@ -210,7 +211,7 @@ def test_partial_run_resumes(tiny, tmp_path):
     """A run killed after its first checkpoint is resumed, not restarted, and ends equal to an uninterrupted one."""
     small = tiny.replace(variants=(Variant("grpo", 0.0, 2),), seeds=(0,))
     root = tmp_path / "root"
-    run_sweep(small, root, progress=False)
+    run_sweep(small, root, RunOptions(progress=False))
     ((_, _, cfg),) = small.runs()
     reference = pd.read_csv(root / cfg.name / "history.csv")
     # simulate a kill: drop the result and meta, put the step-1 state back as the last checkpoint
@@ -234,7 +235,7 @@ def test_partial_run_resumes(tiny, tmp_path):
     assert not (run_dir / "meta.json").exists()
     assert cached.run_state(run_dir, cfg, root / small.sft.name) == "partial"
     messages: list[str] = []
-    run_sweep(small, root, progress=False, log=messages.append)
+    run_sweep(small, root, RunOptions(progress=False, log=messages.append))
     assert any("resuming" in m for m in messages)
     resumed = pd.read_csv(run_dir / "history.csv")
     pd.testing.assert_frame_equal(resumed, reference)
@@ -286,7 +287,7 @@ def test_the_sft_models_sampled_evaluation_is_drawn_once_for_the_runs_that_share
     real = rl_eval.sample_correct_counts
     monkeypatch.setattr(rl_eval, "sample_correct_counts", lambda *a, **k: calls.append(1) or real(*a, **k))
     rl_eval._SFT_CACHE.clear()
-    result = run_sweep(maze, root, progress=False)
+    result = run_sweep(maze, root, RunOptions(progress=False))
     runs = len(maze.runs())
     assert len(calls) == runs + 1  # every run's last step, and step 0 once
     first = result.history[result.history["step"] == 0]
@@ -301,7 +302,7 @@ def test_the_sft_models_sampled_evaluation_is_drawn_once_for_the_runs_that_share
 
 def test_a_final_row_read_from_the_history_equals_scoring_the_run_again(tiny, tiny_run):
     """The shortcut of collect(): a run whose prompts are the sweep's is not scored again, with the same numbers."""
-    from tailmiss.llm.sweep import _FINAL, _final_row, _score_final_row
+    from tailmiss.experiments.sweep import _FINAL, _final_row, _score_final_row
 
     root, _, _ = tiny_run
     same = [cfg for _, seed, cfg in tiny.runs() if seed == tiny.rl.seed]

@@ -16,9 +16,10 @@ import pandas as pd
 import pytest
 import torch
 
+from tailmiss.experiments.sweep import Variant
 from tailmiss.llm import LoadedRun, MazeTask, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, train_rl, train_sft
-from tailmiss.llm.sweep import Variant
 from tailmiss.objectives import AGGREGATIONS, POLICY_LOSSES, register_aggregation, register_policy_loss
+from tailmiss.options import RunOptions
 
 TINY_SFT = SFTConfig(
     task=MultiSolutionTask(num_digits=2),
@@ -563,11 +564,11 @@ def test_seeded_sft_then_rl_raises_reward(tmp_path):
 
 
 def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
-    from tailmiss.llm import cached
+    from tailmiss.experiments import cached
 
-    sft = cached.cached_sft(TINY_SFT, tmp_path, device="cpu", progress=False)
+    sft = cached.cached_sft(TINY_SFT, tmp_path, RunOptions(device="cpu", progress=False))
     assert sft == tmp_path / TINY_SFT.name
-    rl = cached.cached_rl(TINY_RL, sft, tmp_path, device="cpu", progress=False)
+    rl = cached.cached_rl(TINY_RL, sft, tmp_path, RunOptions(device="cpu", progress=False))
     history = _history(rl)
 
     def _no_training(*args, **kwargs):
@@ -576,17 +577,17 @@ def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(cached, "train_sft", _no_training)
         m.setattr(cached, "train_rl", _no_training)
-        assert cached.cached_sft(TINY_SFT, tmp_path, progress=False) == sft
-        assert cached.cached_rl(TINY_RL, sft, tmp_path, progress=False) == rl
+        assert cached.cached_sft(TINY_SFT, tmp_path, RunOptions(progress=False)) == sft
+        assert cached.cached_rl(TINY_RL, sft, tmp_path, RunOptions(progress=False)) == rl
 
     # an interrupted run of the same config is resumed, and ends as the uninterrupted one
     (rl / "meta.json").unlink()
-    assert cached.cached_rl(TINY_RL, sft, tmp_path, device="cpu", progress=False) == rl
+    assert cached.cached_rl(TINY_RL, sft, tmp_path, RunOptions(device="cpu", progress=False)) == rl
     pd.testing.assert_frame_equal(history, _history(rl), check_exact=True)
 
     # another config under the same name replaces the run
     changed = TINY_RL.replace(steps=2)
-    cached.cached_rl(changed, sft, tmp_path, device="cpu", progress=False)
+    cached.cached_rl(changed, sft, tmp_path, RunOptions(device="cpu", progress=False))
     assert _history(rl)["step"].max() == 2
 
     # a folder that is not a run is never replaced
@@ -594,7 +595,7 @@ def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not a run folder"):
-        cached.cached_sft(TINY_SFT.replace(name="foreign"), tmp_path, progress=False)
+        cached.cached_sft(TINY_SFT.replace(name="foreign"), tmp_path, RunOptions(progress=False))
     assert (foreign / "notes.txt").read_text() == "mine"
 
 

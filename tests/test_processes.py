@@ -224,7 +224,7 @@ def test_torchrun_with_two_gloo_processes_trains_the_single_process_llm_run(llm_
 def test_torchrun_shares_an_llm_sweeps_runs_and_writes_the_single_process_result(tmp_path):
     from conftest import tiny_llm_sweeps
 
-    from tailmiss.llm.sweep import Variant
+    from tailmiss.experiments.sweep import Variant
 
     sweep = tiny_llm_sweeps()["nsweep"].replace(
         name="shared", variants=(Variant("grpo", 0.0, 2), Variant("grpo", 0.5, 4)), seeds=(0,)

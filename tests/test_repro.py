@@ -1,4 +1,4 @@
-"""Tests of the reproduction report (:mod:`tailmiss.repro`).
+"""Tests of the reproduction report (:mod:`tailmiss.report`).
 
 The simulation section runs the quick presets; their cache folder is the one
 ``test_figures.py`` uses (``tmp_path_factory.getbasetemp()`` is shared by the
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import tiny_llm_sweeps
 
-from tailmiss.repro import render_report, simulation_section, theory_section, write_report
+from tailmiss.options import RunOptions
+from tailmiss.report import render_report, simulation_section, theory_section, write_report
 from tailmiss.results import Context
 from tailmiss.sim import preset
 
@@ -25,7 +26,7 @@ THEORY_ITEMS = ("Fig. 1(a)", "Fig. 3", "Fig. 5", "Fig. 4", "App. N")
 def quick_ctx(tmp_path_factory) -> Context:
     cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
     cache.mkdir(exist_ok=True)
-    return Context(quick=True, cache_dir=cache, progress=False, llm_sweeps=tiny_llm_sweeps())
+    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -223,24 +224,24 @@ def test_quick_report_llm_section(quick_report):
 
 def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
     """After the quick report, the LLM section is rebuilt from the cached sweeps without training or simulating."""
-    from tailmiss.llm import cached
-    from tailmiss.repro import llm_section
+    from tailmiss.experiments import cached
+    from tailmiss.report import llm_section
 
     def _no_training(*args, **kwargs):
         raise AssertionError("llm_section retrained a cached run")
 
     monkeypatch.setattr(cached, "train_sft", _no_training)
     monkeypatch.setattr(cached, "train_rl", _no_training)
-    import tailmiss.bridge
+    import tailmiss.experiments.bridge
 
-    monkeypatch.setattr(tailmiss.bridge, "simulate", _no_training)
+    monkeypatch.setattr(tailmiss.experiments.bridge, "simulate", _no_training)
     assert llm_section(quick_ctx) in quick_report
 
 
 def test_quick_report_ladder_section(quick_report, quick_ctx):
     """The ladder section is in the quick report, from cached runs, with every part and a verdict per ingredient."""
-    from tailmiss.llm import cached
-    from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
+    from tailmiss.experiments import cached
+    from tailmiss.report.ladder import LADDER_HEADING, ladder_section
 
     assert LADDER_HEADING in quick_report
     section = quick_report[quick_report.index(LADDER_HEADING) :]
@@ -272,8 +273,8 @@ def test_quick_report_ladder_section(quick_report, quick_ctx):
 
 
 def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_path):
-    from tailmiss.repro import replace_section, write_report
-    from tailmiss.repro_ladder import LADDER_HEADING
+    from tailmiss.report import replace_section, write_report
+    from tailmiss.report.ladder import LADDER_HEADING
 
     text = "# report\n\n## Theory\n\nkeep me\n\n" + LADDER_HEADING + "\n\nold ladder\n\n## After\n\nkeep me too\n"
     replaced = replace_section(text, LADDER_HEADING, LADDER_HEADING + "\n\nnew ladder\n")
@@ -301,8 +302,8 @@ def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_pat
 
 def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
     """The bridge figure's data names its parts and carries the verdict the report prints (nothing re-judged)."""
-    from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
-    from tailmiss.llm.sweep import SweepResult
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
+    from tailmiss.experiments.sweep import SweepResult
     from tailmiss.results import BridgeData, bridge_data
     from tailmiss.results.claims import bridge_agrees
 

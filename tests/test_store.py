@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tailmiss import io, store
+from tailmiss.options import RunOptions
 from tailmiss.sim import SimConfig, SimResult, simulate
 from tailmiss.sim.runner import resume_dir, run_sim
 
@@ -182,13 +183,13 @@ def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
 
 def test_a_truncated_history_is_never_loaded_and_is_redone(tmp_path):
     out = tmp_path / "tiny"
-    first = run_sim(TINY, out, device="cpu", progress=False)
+    first = run_sim(TINY, out, RunOptions(device="cpu", progress=False))
     history = (out / "history.csv").read_text().splitlines(keepends=True)
     (out / "history.csv").write_text("".join(history[:-5]))  # cut at a line boundary
     with pytest.raises(store.CorruptUnit, match="damaged"):
         SimResult.load(out)
     lines, log = _lines()
-    again = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    again = run_sim(TINY, out, RunOptions(device="cpu", progress=False, log=log))
     assert any("not reused" in line and "damaged" in line for line in lines)
     pd.testing.assert_frame_equal(again.history, first.history)
     pd.testing.assert_frame_equal(SimResult.load(out).history, SimResult.load(out).history)
@@ -204,31 +205,31 @@ def test_an_incomplete_history_is_refused_even_with_valid_checksums(tmp_path):
 
 def test_a_result_of_other_code_is_redone_unless_reuse_stale(tmp_path, monkeypatch):
     out = tmp_path / "tiny"
-    run_sim(TINY, out, device="cpu", progress=False)
+    run_sim(TINY, out, RunOptions(device="cpu", progress=False))
     made = json.loads((out / "meta.json").read_text())["provenance"]["created"]
     monkeypatch.setattr(store, "code_fingerprint", lambda scope="bridge": "f" * 16)
 
     lines, log = _lines()
-    reused = run_sim(TINY, out, device="cpu", progress=False, reuse_stale=True, log=log)
+    reused = run_sim(TINY, out, RunOptions(device="cpu", progress=False, reuse_stale=True, log=log))
     assert reused.meta["provenance"]["created"] == made
     assert any(line.startswith("warning: reusing the stale") and "ffff" in line for line in lines)
 
     lines, log = _lines()
-    redone = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    redone = run_sim(TINY, out, RunOptions(device="cpu", progress=False, log=log))
     assert any("stale" in line and "redoing" in line for line in lines)
     assert redone.meta["provenance"]["code"]["fingerprint"] == "f" * 16
 
 
 def test_a_fresh_result_is_reused_and_another_config_redone(tmp_path):
     out = tmp_path / "tiny"
-    first = run_sim(TINY, out, device="cpu", progress=False)
+    first = run_sim(TINY, out, RunOptions(device="cpu", progress=False))
     lines, log = _lines()
-    again = run_sim(TINY, out, device="cpu", progress=False, log=log)
+    again = run_sim(TINY, out, RunOptions(device="cpu", progress=False, log=log))
     assert any("reusing" in line for line in lines)
     assert again.meta["provenance"]["created"] == first.meta["provenance"]["created"]
     other = TINY.replace(steps=8)
     lines, log = _lines()
-    assert run_sim(other, out, device="cpu", progress=False, log=log).config == other
+    assert run_sim(other, out, RunOptions(device="cpu", progress=False, log=log)).config == other
     assert any("another config" in line for line in lines)
 
 
@@ -236,11 +237,11 @@ def test_the_destination_is_checked_before_any_work(tmp_path):
     heavy = TINY.replace(num_actions=2**20, steps=10**6)  # would run for hours
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="is a file"):
-        run_sim(heavy, tmp_path / "file", device="cpu", progress=False)
+        run_sim(heavy, tmp_path / "file", RunOptions(device="cpu", progress=False))
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="not an earlier SimResult folder"):
-        run_sim(heavy, tmp_path / "foreign", device="cpu", progress=False)
+        run_sim(heavy, tmp_path / "foreign", RunOptions(device="cpu", progress=False))
     assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
 
 
@@ -251,7 +252,7 @@ def test_a_read_only_destination_is_refused_before_any_work(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(ValueError, match="cannot write"):
-            run_sim(TINY.replace(steps=10**6), locked / "r", device="cpu", progress=False)
+            run_sim(TINY.replace(steps=10**6), locked / "r", RunOptions(device="cpu", progress=False))
     finally:
         locked.chmod(0o700)
 
@@ -301,7 +302,7 @@ def test_a_snapshot_of_another_sweep_or_a_damaged_one_is_ignored(tmp_path):
 
 def test_run_sim_removes_its_snapshots_once_saved(tmp_path):
     out = tmp_path / "tiny"
-    run_sim(TINY, out, device="cpu", progress=False, checkpoint_every=2)
+    run_sim(TINY, out, RunOptions(device="cpu", progress=False), checkpoint_every=2)
     assert not resume_dir(out).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny"]
 

@@ -1,4 +1,5 @@
-"""The ``tailmiss`` command line: one sub-app per area (analytic, sim, llm, figures) plus ``repro`` and ``diagnose``.
+"""The ``tailmiss`` command line: one module per sub-app (analytic, sim, llm, figures) and per command
+(repro, diagnose).
 
 Bad input never shows a traceback: it prints one line ``Error: ...`` on stderr
 and exits with code 2. The commands live in one module per sub-app; they all
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tailmiss.cli import analytic, llm, report, sim  # noqa: F401  (each registers its commands)
+from tailmiss.cli import analytic, diagnose, figures, llm, repro, sim  # noqa: F401  (each registers its commands)
 from tailmiss.cli._common import app
 
 __all__ = ["app", "main"]

@@ -33,7 +33,8 @@ ResumeOpt = Annotated[bool, typer.Option(help="Continue the run in --out from it
 @llm_app.command("presets")
 def llm_presets_cmd() -> None:
     """List the named SFT and RL setups."""
-    from tailmiss.llm import LLM_PRESETS, SFTConfig
+    from tailmiss.experiments.presets import LLM_PRESETS
+    from tailmiss.llm import SFTConfig
 
     rows = []
     for name, c in LLM_PRESETS.items():
@@ -43,14 +44,14 @@ def llm_presets_cmd() -> None:
             what = f"{c.method} γ={c.gamma:g} N={c.group_size} B={c.prompts_per_step}"
             rows.append([name, "rl", "(from --init)", c.steps, what, f"{c.lr:g}"])
     print_table("LLM presets", ["name", "kind", "task", "steps", "setup", "lr"], rows, False)
-    from tailmiss.llm.presets import LLM_SWEEPS
+    from tailmiss.experiments.presets import LLM_SWEEPS
 
     rows = [
         [name, s.sft.task.name, len(s.variants), len(s.seeds), s.rl.steps, ", ".join(v.label for v in s.variants)]
         for name, s in LLM_SWEEPS.items()
     ]
     print_table("LLM sweeps", ["name", "task", "variants", "seeds", "steps", "runs"], rows, False)
-    from tailmiss.llm.presets import LADDERS
+    from tailmiss.experiments.presets import LADDERS
 
     rows = [
         [
@@ -74,8 +75,7 @@ def llm_export_presets_cmd(
     out: Annotated[Path, typer.Option(help="Folder for the TOML files.")] = Path("experiments"),
 ) -> None:
     """Write every LLM preset as <out>/<name>.toml (editable starting points for --config)."""
-    from tailmiss.llm import LLM_PRESETS
-    from tailmiss.llm.presets import LLM_SWEEPS
+    from tailmiss.experiments.presets import LLM_PRESETS, LLM_SWEEPS
 
     for name, cfg in {**LLM_PRESETS, **LLM_SWEEPS}.items():
         cfg.to_toml(out / f"{name}.toml")
@@ -84,9 +84,9 @@ def llm_export_presets_cmd(
 
 def resolve_llm_config(preset, config, quick, kind):
     """``--preset`` / ``--config`` of ``llm sft`` (``kind`` SFTConfig) or ``llm train`` (RLConfig)."""
+    from tailmiss.experiments.presets import llm_preset, quick_name
     from tailmiss.llm import SFTConfig
     from tailmiss.llm.config import load_config
-    from tailmiss.llm.presets import llm_preset, quick_name
 
     cfg = pick_config(preset, config, quick, llm_preset, load_config, quick_name)
     if not isinstance(cfg, kind):
@@ -173,27 +173,19 @@ def llm_sweep_cmd(
     each. Under ``torchrun --nproc_per_node=K`` they are shared among the K
     processes instead (each run on one of them) and rank 0 writes the result.
     """
-    from tailmiss.llm.ladder import Ladder
-    from tailmiss.llm.presets import LADDERS, LLM_SWEEPS, llm_sweep, quick_name
-    from tailmiss.llm.sweep import load_sweep, run_sweep
+    from tailmiss.experiments.ladder import Ladder
+    from tailmiss.experiments.presets import quick_name, workload
+    from tailmiss.experiments.sweep import load_sweep, run_sweep
+    from tailmiss.options import RunOptions
 
-    def named(name: str):
-        if name in LADDERS:
-            return LADDERS[name]
-        if name not in LLM_SWEEPS:
-            raise ValueError(
-                f"unknown LLM sweep {name!r}; known sweeps: {', '.join(LLM_SWEEPS)}; ladders: {', '.join(LADDERS)}"
-            )
-        return llm_sweep(name)
-
-    sweep = pick_config(preset, config, quick, named, load_sweep, quick_name)
+    sweep = pick_config(preset, config, quick, workload, load_sweep, quick_name)
     set_threads(threads)
-    pool = dict(jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
+    options = RunOptions(jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
     if isinstance(sweep, Ladder):
-        _run_ladder_cmd(sweep, root, device, pool)
+        _run_ladder_cmd(sweep, root, device, options)
         return
     check_folder("--root", root)
-    result = on_ranks(device, lambda dev: run_sweep(sweep, root, device=dev, **pool))
+    result = on_ranks(device, lambda dev: run_sweep(sweep, root, options.replace(device=dev)))
     if result is None:  # a rank other than 0 under torchrun
         return
     cols = [c for c in ("mu_pos", "retained_mass", "dnll_rare", "exact_pass_at_256", "pass_at_1", "pass_at_256")]
@@ -204,13 +196,13 @@ def llm_sweep_cmd(
     typer.echo(f"saved {root / sweep.name} ({result.meta['total_elapsed_s']} s of training)")
 
 
-def _run_ladder_cmd(ladder, root: Path, device, pool: dict) -> None:
+def _run_ladder_cmd(ladder, root: Path, device, options) -> None:
     """``llm sweep`` on a ladder preset: every rung's sweep, then the N-shape of M_ret per rung."""
-    from tailmiss.ladder_analysis import shape_table
-    from tailmiss.llm.ladder import run_ladder
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.results.claims.ladder import shape_table
 
     check_folder("--root", root)
-    result = on_ranks(device, lambda dev: run_ladder(ladder, root, device=dev, **pool))
+    result = on_ranks(device, lambda dev: run_ladder(ladder, root, options.replace(device=dev)))
     if result is None:  # a rank other than 0 under torchrun
         return
     shape = shape_table(result.final)
@@ -244,7 +236,7 @@ def llm_eval_cmd(
     threads: ThreadsOpt = 1,
 ) -> None:
     """pass@k of a run on its evaluation prompts; exact answer-mass metrics for enumerable tasks."""
-    from tailmiss.llm.cli_support import evaluate_run
+    from tailmiss.llm.checkpoint import evaluate_run
 
     set_threads(threads)
     result = evaluate_run(run, samples, device=device, seed=seed, progress=progress and not as_json)

@@ -67,6 +67,7 @@ def sim_run_cmd(
     run resumes from its last snapshot. Under ``torchrun --nproc_per_node=K``
     the runs are shared among K processes and rank 0 writes one result.
     """
+    from tailmiss.options import RunOptions
     from tailmiss.sim import SimConfig, quick_name
     from tailmiss.sim import preset as get_preset
     from tailmiss.sim.runner import run_sim
@@ -80,12 +81,9 @@ def sim_run_cmd(
         lambda dev: run_sim(
             cfg,
             out or Path("runs/sim") / cfg.name,
-            device=dev,
-            progress=progress,
-            reuse_stale=reuse_stale,
+            RunOptions(device=dev, progress=progress, reuse_stale=reuse_stale, log=echo_err),
             rerun=rerun,
             checkpoint_every=checkpoint_every,
-            log=echo_err,
         ),
     )
     if result is None:  # a rank other than 0 under torchrun

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
-from tailmiss.regimes import ZONE_THRESHOLD
 from tailmiss.results import Context, ladder_result
 
 _SET_STYLE = {"pool": ("o", 1.0), "heldout": ("s", 0.45)}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.figures.style import GAMMA_STYLE, palette
-from tailmiss.regimes import ZONE_THRESHOLD
 from tailmiss.results import SimulatedMeans, simulated_means
 
 FIG2_CURVE_NS = (2, 256, 8192, 131072)

@@ -9,10 +9,16 @@
   :mod:`tailmiss.objectives`); an RL step is :mod:`~tailmiss.llm.rollouts`
   (prompts, rollouts, dynamic sampling), :mod:`~tailmiss.llm.rl_update`
   (advantages, updates, statistics) and :mod:`~tailmiss.llm.rl_eval` (evaluation);
-* :mod:`tailmiss.llm.sweep` / :mod:`tailmiss.llm.ladder`: sweeps and ladders of
-  cached runs (:mod:`~tailmiss.llm.cached`), trained side by side (:mod:`~tailmiss.llm.pool`);
 * :mod:`tailmiss.llm.evaluate`: sampled unbiased pass@k and exact metrics
-  (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k).
+  (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k);
+* :mod:`tailmiss.llm.tabular`: the table and factorized policies (free per-answer
+  logits, per-position softmaxes) that run in the same RL loop;
+* :mod:`tailmiss.llm.checkpoint`: run folders, loading a run, scoring a saved run.
+
+This package is the trainer only. Presets, sweeps, ladders, the process pool
+and the bridge to the simulator, which decide *which* runs to train, live in
+:mod:`tailmiss.experiments`; a run's numbers depend on its config and this
+package's code (its cache fingerprint, :mod:`tailmiss.store`).
 """
 
 from tailmiss.llm.checkpoint import LoadedRun, RunFolder
@@ -26,7 +32,6 @@ from tailmiss.llm.evaluate import (
     sampled_pass_at_k,
 )
 from tailmiss.llm.model import GPT, ModelConfig, answer_logprobs, generate, with_dtype
-from tailmiss.llm.presets import LLM_PRESETS, llm_preset
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.tasks import TASKS, MazeTask, MultiSolutionTask, Task, make_task
 from tailmiss.llm.train import train_rl
@@ -45,8 +50,6 @@ __all__ = [
     "SFTConfig",
     "RLConfig",
     "load_config",
-    "LLM_PRESETS",
-    "llm_preset",
     "train_sft",
     "train_rl",
     "RunFolder",

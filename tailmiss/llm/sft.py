@@ -81,7 +81,7 @@ def train_sft(
     if cfg.model.kind != "transformer":
         raise ValueError(
             f"a {cfg.model.kind!r} policy is not trained by SFT: it is built from a trained transformer's answer "
-            "distribution (tailmiss.llm.ladder.derive_policy)"
+            "distribution (tailmiss.experiments.ladder.derive_policy)"
         )
     dev = resolve_device(device)
     folder = RunFolder(out)

@@ -1,51 +1,45 @@
-"""The results layer: every cached simulation, sweep, ladder and bridge the figures and the report read.
+"""The results layer: every cached simulation, sweep, ladder and bridge the figures and the report read, and the
+paper's claims computed from them.
 
 Only this package runs or loads simulations and trains the small transformer
-(:func:`~tailmiss.sim.runner.run_cached`, :func:`~tailmiss.llm.sweep.run_sweep`,
-:func:`~tailmiss.llm.ladder.run_ladder`, :func:`~tailmiss.llm.pool.train_all`,
-:func:`~tailmiss.bridge.run_bridge`); :mod:`tailmiss.figures` only plots what
-it returns and :mod:`tailmiss.repro` only writes it as text. The paper's claims
-are computed once, in :mod:`tailmiss.results.claims`.
+(through :func:`~tailmiss.sim.runner.run_cached`, :func:`~tailmiss.experiments.sweep.run_sweep`,
+:func:`~tailmiss.experiments.ladder.run_ladder`, :func:`~tailmiss.experiments.pool.train_all`,
+:func:`~tailmiss.experiments.bridge.run_bridge`); :mod:`tailmiss.figures` only plots what
+it returns and :mod:`tailmiss.report` only writes it as text. Every claim of the
+paper is computed once, in :mod:`tailmiss.results.claims`.
 
 Modules
 -------
 context
-    :class:`Context`: where and how results are computed.
+    :class:`Context`: which results (quick or full), where they are cached, how they are computed.
 sim
-    :class:`SimulatedMeans` (:func:`simulated_means`), :func:`concentration_zone`, :func:`tail_miss_at_init`.
+    :class:`SimulatedMeans` (:func:`simulated_means`), :func:`tail_miss_at_init`.
 llm
-    :func:`sweep_result`, :func:`resolve_sweep`, :func:`train_llm`.
-ladder
-    :func:`ladder_result`, :func:`resolve_ladder`.
+    :func:`sweep_result`, :func:`ladder_result`, :func:`resolve_family`, :func:`train_llm`.
 bridge
     :class:`BridgeData` (:func:`bridge_data`).
 claims
-    Each paper claim's numbers and yes/no verdict.
-text
-    Markdown helpers of the report.
+    Each paper claim's numbers and verdict, typed.
 """
 
 from __future__ import annotations
 
 from tailmiss.results.bridge import BridgeData, bridge_data
 from tailmiss.results.context import Context
-from tailmiss.results.ladder import LADDERS, ladder_result, resolve_ladder
-from tailmiss.results.llm import SWEEPS, resolve_sweep, sweep_result, train_llm
-from tailmiss.results.sim import SimulatedMeans, concentration_zone, simulated_means, tail_miss_at_init
+from tailmiss.results.llm import LADDERS, SWEEPS, ladder_result, resolve_family, sweep_result, train_llm
+from tailmiss.results.sim import SimulatedMeans, simulated_means, tail_miss_at_init
 
 __all__ = [
     "Context",
     "SimulatedMeans",
     "simulated_means",
-    "concentration_zone",
     "tail_miss_at_init",
     "SWEEPS",
-    "resolve_sweep",
-    "sweep_result",
-    "train_llm",
     "LADDERS",
-    "resolve_ladder",
+    "resolve_family",
+    "sweep_result",
     "ladder_result",
+    "train_llm",
     "BridgeData",
     "bridge_data",
 ]

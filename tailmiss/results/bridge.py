@@ -1,8 +1,8 @@
 """The bridge's results: the simulation from the SFT answer distributions beside the transformer's RL runs.
 
-:func:`bridge_data` runs (or loads) :func:`tailmiss.bridge.run_bridge` on the
+:func:`bridge_data` runs (or loads) :func:`tailmiss.experiments.bridge.run_bridge` on the
 group-size sweep at every simulator learning rate of
-:data:`tailmiss.bridge.SENSITIVITY_LRS`; its verdict (F-GRPO Fig. 2's regimes
+:data:`tailmiss.experiments.bridge.SENSITIVITY_LRS`; its verdict (F-GRPO Fig. 2's regimes
 and Lemma 3.1 against the transformer) is judged here, once.
 """
 
@@ -28,9 +28,9 @@ class BridgeData:
     sweep : SweepResult
         The group-size sweep (its ``final`` table: one row per run plus the SFT model).
     main : BridgeResult
-        The bridge at :data:`tailmiss.bridge.DEFAULT_SIM_LR` (F-GRPO App. J's learning rate).
+        The bridge at :data:`tailmiss.experiments.bridge.DEFAULT_SIM_LR` (F-GRPO App. J's learning rate).
     others : tuple of BridgeResult
-        The bridge at the other learning rates of :data:`tailmiss.bridge.SENSITIVITY_LRS`, in that order.
+        The bridge at the other learning rates of :data:`tailmiss.experiments.bridge.SENSITIVITY_LRS`, in that order.
     per_prompt : DataFrame
         The transformer's prompts at the default rate, seed means per prompt, N and γ: Lemma 3.1's
         ``tail_miss`` beside the rare-set mass ``tau`` and its SFT value ``tau0``.
@@ -49,12 +49,13 @@ class BridgeData:
 
     @property
     def verdict(self) -> dict:
-        """The numeric verdict at the default rate (:func:`tailmiss.bridge.verdict`)."""
+        """The numeric verdict at the default rate (:func:`tailmiss.experiments.bridge.verdict`)."""
         return self.main.verdict
 
 
 def bridge_data(ctx: Context, sweep=None) -> BridgeData:
-    """The bridge of the group-size sweep at every rate of :data:`tailmiss.bridge.SENSITIVITY_LRS`, run or loaded.
+    """The bridge of the group-size sweep at every rate of :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, run
+    or loaded.
 
     Parameters
     ----------
@@ -62,15 +63,10 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     sweep : SweepResult, optional
         The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
     """
-    from tailmiss.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
 
     result = sweep_result("nsweep", ctx) if sweep is None else sweep
-    bridges = {
-        lr: run_bridge(
-            result, ctx.llm_cache, sim_lr=lr, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
-        )
-        for lr in SENSITIVITY_LRS
-    }
+    bridges = {lr: run_bridge(result, ctx.llm_cache, sim_lr=lr, options=ctx.options) for lr in SENSITIVITY_LRS}
     main = bridges[DEFAULT_SIM_LR]
     others = tuple(b for lr, b in bridges.items() if lr != DEFAULT_SIM_LR)
     prompts = main.prompts[main.prompts["source"] == "llm"]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss import analytic
-from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.analytic.regimes import concentration_zone
 from tailmiss.results.context import Context
 
 __all__ = [
@@ -21,29 +21,11 @@ __all__ = [
     "FIG5_MAX_EXP",
     "SimulatedMeans",
     "simulated_means",
-    "concentration_zone",
     "tail_miss_at_init",
 ]
 
 FIG5_MU, FIG5_TAU, FIG5_MAX_EXP = 0.64, 6.3e-5, 17
 """F-GRPO Fig. 5: the non-anchor action's μ_pos and τ, and the largest group size as a power of 2."""
-
-
-def concentration_zone(final: pd.DataFrame, threshold: float = ZONE_THRESHOLD) -> tuple[float, float] | None:
-    """Group-size interval of zone II from final γ = 0 retained mass, bounds at geometric midpoints (F-GRPO Fig. 2).
-
-    ``final`` has one row per group size (γ = 0) with ``group_size`` and
-    ``retained_mass``. Returns ``None`` when no group size falls below ``threshold``.
-    """
-    final = final.sort_values("group_size")
-    ns = final["group_size"].to_numpy(dtype=float)
-    low = final["retained_mass"].to_numpy() < threshold
-    if not low.any():
-        return None
-    first, last = np.flatnonzero(low)[[0, -1]]
-    lo = np.sqrt(ns[first - 1] * ns[first]) if first > 0 else ns[first]
-    hi = np.sqrt(ns[last] * ns[last + 1]) if last + 1 < ns.size else ns[last]
-    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)
@@ -79,9 +61,10 @@ class SimulatedMeans:
 
     @property
     def zone(self) -> tuple[float, float] | None:
-        """Zone II of the final γ = 0 retained mass (:func:`concentration_zone`), ``None`` if there is none."""
-        final = self.final
-        return concentration_zone(final[final["gamma"] == 0])
+        """Zone II of the final γ = 0 retained mass (:func:`~tailmiss.analytic.regimes.concentration_zone`), ``None``
+        if there is none."""
+        g0 = self.final[self.final["gamma"] == 0]
+        return concentration_zone(g0["group_size"], g0["retained_mass"])
 
 
 def simulated_means(preset_name: str, ctx: Context) -> SimulatedMeans:
@@ -90,9 +73,7 @@ def simulated_means(preset_name: str, ctx: Context) -> SimulatedMeans:
     from tailmiss.sim.runner import run_cached
 
     config = preset(quick_name(preset_name) if ctx.quick else preset_name)
-    result = run_cached(
-        config, ctx.cache_dir, device=ctx.device, progress=ctx.progress, reuse_stale=ctx.reuse_stale, log=ctx.log
-    )
+    result = run_cached(config, ctx.cache_dir, ctx.options)
     return SimulatedMeans(
         preset=config.name, means=result.seed_mean(), final_step=config.steps, num_seeds=len(config.seeds)
     )
@@ -139,7 +120,7 @@ def tail_miss_at_init(ctx: Context) -> pd.DataFrame:
         [2**k for k in range(FIG5_MAX_EXP + 1)],
         num_groups=512 if ctx.quick else 4096,
         draw_budget=2**21 if ctx.quick else 2**24,
-        device=ctx.device,
+        device=ctx.options.device,
     )
     rows.append(
         pd.DataFrame(

@@ -57,7 +57,7 @@ class SimConfig:
         Seeded: anchor (correct index 0) at ``anchor_logit``, other correct at
         ``correct_logit``, incorrect at ``incorrect_logit``. Zero: uniform.
         Logits: start from ``logits`` (e.g. a trained model's answer
-        distribution, correct answers first; see :mod:`tailmiss.bridge`).
+        distribution, correct answers first; see :mod:`tailmiss.experiments.bridge`).
     anchor_logit, correct_logit, incorrect_logit : float
         Finite in ``dtype``, like every float setting (NaN and ±inf never are).
     logits : tuple of float

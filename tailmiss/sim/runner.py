@@ -17,13 +17,13 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from tailmiss import _dist
 from tailmiss.io import check_result_dest
+from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
 from tailmiss.sim.result import _FILES, SimResult
@@ -41,13 +41,10 @@ def resume_dir(out: str | Path) -> Path:
 def run_sim(
     config: SimConfig,
     out: str | Path,
-    device=None,
-    progress: bool = True,
-    reuse_stale: bool = False,
+    options: RunOptions = RunOptions(),
     rerun: bool = False,
     checkpoint_every: int | None = None,
     checkpoint_every_s: float | None = 60.0,
-    log: Callable[[str], None] | None = None,
 ) -> SimResult | None:
     """The result of ``config`` in the folder ``out``: reused, resumed or simulated (and saved).
 
@@ -57,18 +54,16 @@ def run_sim(
     out : path
         Result folder. Checked before any work: it must be absent or an earlier
         result folder, in a writable place.
-    device : optional
-        As :func:`~tailmiss.sim.simulate`; under ``torchrun`` each rank uses
-        the device :func:`tailmiss._dist.init_from_env` gave it.
-    reuse_stale : bool
-        Reuse a result made by other code (with a warning naming the
-        difference) instead of simulating again.
+    options : RunOptions
+        ``device`` as :func:`~tailmiss.sim.simulate` (under ``torchrun`` each rank uses
+        the device :func:`tailmiss._dist.init_from_env` gave it); ``reuse_stale``
+        reuses a result made by other code (with a warning naming the
+        difference) instead of simulating again; ``log`` receives one line per
+        decision (reused, stale, corrupt, resumed).
     rerun : bool
         Simulate even if a fresh result is there.
     checkpoint_every, checkpoint_every_s
         Snapshot cadence in steps and seconds (see :func:`~tailmiss.sim.simulate`).
-    log : callable, optional
-        Receives one line per decision (reused, stale, corrupt, resumed).
 
     Returns
     -------
@@ -79,14 +74,14 @@ def run_sim(
     if not isinstance(config, SimConfig):
         raise ValueError(f"config must be a SimConfig, got {type(config).__name__}")
     out = Path(out)
-    say = log or (lambda message: None)
+    say = options.say
     main = _dist.is_main()
     found = None
     if main:
         check_result_dest(out, _FILES, "SimResult")
         if not rerun:
             found = lookup(
-                out, _FILES, "SimResult", "sim", SimResult.load, lambda r: r.config == config, reuse_stale, say
+                out, _FILES, "SimResult", "sim", SimResult.load, lambda r: r.config == config, options.reuse_stale, say
             )
             if found.usable:
                 if found.state == "fresh":
@@ -101,8 +96,8 @@ def run_sim(
     part = snapshots / f"runs-{start}-{stop}-of-{config.num_runs}.pt"
     share = simulate(
         config,
-        device=device,
-        progress=progress and main,
+        device=options.device,
+        progress=options.progress and main,
         runs=range(start, stop),
         checkpoint=part,
         checkpoint_every=checkpoint_every,
@@ -134,13 +129,6 @@ def run_sim(
     return result
 
 
-def run_cached(
-    config: SimConfig,
-    cache_root,
-    device=None,
-    progress: bool = True,
-    reuse_stale: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> SimResult:
+def run_cached(config: SimConfig, cache_root, options: RunOptions = RunOptions()) -> SimResult:
     """:func:`run_sim` into ``cache_root/<config.name>`` (what figures and the report use)."""
-    return run_sim(config, Path(cache_root) / config.name, device, progress, reuse_stale=reuse_stale, log=log)
+    return run_sim(config, Path(cache_root) / config.name, options)

@@ -1,4 +1,4 @@
-"""Numbers and verdicts of the report's small-transformer sections, from cached sweeps (no plotting here).
+"""The small transformer's claims (F-GRPO Tables 1, 2 and 4 in miniature), from cached sweeps.
 
 Every comparison is made on seed means; a difference smaller than the larger
 seed standard deviation of the two sides (or than :data:`TIE` with one seed)
@@ -7,12 +7,23 @@ is called a tie, because the runs cannot resolve it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from tailmiss.llm.sweep import SweepResult
+from tailmiss.experiments.sweep import SweepResult
 
-__all__ = ["TIE", "nsweep_claims", "objectives_claims", "maze_claims", "compute_row", "verdict_word"]
+__all__ = [
+    "TIE",
+    "nsweep_claims",
+    "objectives_claims",
+    "maze_claims",
+    "compute_row",
+    "verdict_word",
+    "DapoClaim",
+    "dapo_claims",
+]
 
 TIE = 0.005
 """Smallest difference called a difference when the seeds give no spread (one seed)."""
@@ -267,3 +278,39 @@ def compute_row(result: SweepResult) -> list[str]:
         f"{meta['total_elapsed_s'] / 60:.1f} min (+ SFT {meta['sft']['elapsed_s'] or 0:.0f} s)",
         f"{', '.join(devices)} ({', '.join(threads)} thread(s))",
     ]
+
+
+@dataclass(frozen=True)
+class DapoClaim:
+    """Does a DAPO variant differ from GRPO? Run by run (same seed and γ), on the final exact metrics."""
+
+    method: str
+    name: str
+    runs: int
+    """Runs with a GRPO twin."""
+    differ: int
+    """Of those, runs whose final metrics differ from their twin's in any digit."""
+    gap: pd.Series
+    """Largest |Δ| over the twins, per metric."""
+
+    @property
+    def differs(self) -> bool:
+        return self.differ > 0
+
+
+def dapo_claims(objectives) -> list[DapoClaim]:
+    """One :class:`DapoClaim` per DAPO variant of an objective sweep (F-GRPO Table 1) that has GRPO twins."""
+    final = objectives.final
+    cols = [c for c in header_cols() if c in final]
+    keys = ["gamma", "group_size", "seed"]
+    grpo = final[final["method"] == "grpo"].set_index(keys)[cols]
+    claims = []
+    for method, name in (("dapo", "DAPO (clip-higher only)"), ("dapo+ds", "DAPO with dynamic sampling")):
+        runs = final[final["method"] == method].set_index(keys)[cols]
+        twins = runs.index.intersection(grpo.index)
+        if not len(twins):
+            continue
+        equal = [bool((runs.loc[k] == grpo.loc[k]).all()) for k in twins]
+        gap = (runs.loc[twins] - grpo.loc[twins]).abs().max()
+        claims.append(DapoClaim(method, name, len(equal), len(equal) - sum(equal), gap))
+    return claims

@@ -1,6 +1,6 @@
 """The report's "Why the regimes differ" section: the ladder from the simulator to the transformer, as text.
 
-Numbers come from :mod:`tailmiss.ladder_analysis` over the cached ladders
+Numbers come from :mod:`tailmiss.results.claims.ladder` over the cached ladders
 (:func:`tailmiss.results.ladder_result`); this module only writes them.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from tailmiss import analytic
-from tailmiss import ladder_analysis as la
-from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.analytic.regimes import ZONE_THRESHOLD
+from tailmiss.report.text import table, yes
 from tailmiss.results import Context, ladder_result
-from tailmiss.results.text import table, yes
+from tailmiss.results.claims import ladder as la
 
 __all__ = ["LADDER_HEADING", "ladder_section"]
 

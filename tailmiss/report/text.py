@@ -1,5 +1,5 @@
-"""Text helpers shared by the report's sections (:mod:`tailmiss.repro`, :mod:`tailmiss.repro_llm`,
-:mod:`tailmiss.repro_ladder`): markdown tables and verdict words."""
+"""Text helpers shared by the report's sections (:mod:`tailmiss.report`, :mod:`tailmiss.report.llm`,
+:mod:`tailmiss.report.ladder`): markdown tables and verdict words."""
 
 from __future__ import annotations
 

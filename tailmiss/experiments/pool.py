@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tailmiss.options import RunOptions
+
 __all__ = ["Job", "STATE_WORDS", "run_jobs", "train_all", "usable_cores", "default_jobs"]
 
 
@@ -46,13 +48,14 @@ def default_jobs(device, pending: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of work: ``fn(*args, progress=..., log=...)``, a module-level function (so that a spawned process
-    can run it) that shows its own progress bar only when run in this process and says what it decides through
-    ``log`` (a worker's lines are printed by the main process when the job ends).
+    """One unit of work: ``fn(*args, options=...)``, a module-level function (so that a spawned process can run it)
+    given the caller's :class:`~tailmiss.options.RunOptions`; it shows its own progress bar only when run in this
+    process and says what it decides through ``options.log`` (a worker's lines are printed by the main process when
+    the job ends).
 
     ``key`` names it for ``needs`` (the keys of the jobs that must finish
     first) and in the returned results; ``label`` is what the log says;
-    ``state`` tells what its run folder holds (:data:`tailmiss.llm.cached.STATES`)
+    ``state`` tells what its run folder holds (:data:`tailmiss.experiments.cached.STATES`)
     once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it.
     """
 
@@ -77,9 +80,10 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _timed(fn, args):
+def _timed(fn, args, options: RunOptions):
     started, lines = time.perf_counter(), []
-    value = fn(*args, progress=False, log=lines.append)  # one bar over the jobs, drawn by the main process
+    # one bar over the jobs, drawn by the main process; the log lines travel back with the result
+    value = fn(*args, options=options.replace(progress=False, log=lines.append))
     return value, time.perf_counter() - started, lines
 
 
@@ -93,28 +97,23 @@ def _order(jobs: Sequence[Job]) -> None:
 
 
 def run_jobs(
-    jobs: Sequence[Job],
-    workers: int = 1,
-    threads: int = 1,
-    progress: bool = True,
-    log: Callable[[str], None] | None = None,
-    description: str = "runs",
+    jobs: Sequence[Job], workers: int = 1, options: RunOptions = RunOptions(), description: str = "runs"
 ) -> dict:
     """Run ``jobs`` respecting their ``needs``; return ``{key: fn's return value}`` (``None`` for skipped ones).
 
     ``workers > 1`` runs them on that many spawned processes, each with
-    ``threads`` intra-op threads (a job starts once those it needs are done);
+    ``options.threads`` intra-op threads (a job starts once those it needs are done);
     ``workers = 1`` runs them here, in list order as far as their needs allow,
     with their own progress bars. A job's exception is raised here after the
-    other workers are stopped. ``log`` gets one line per job as it starts
+    other workers are stopped. ``options.log`` gets one line per job as it starts
     (training, resuming, done, reused) and, with workers, as it finishes.
     """
     _order(jobs)
-    say = log or (lambda message: None)
+    say, threads = options.say, options.threads
     results: dict = {}
     pending = list(jobs)
     bar = None
-    if progress and workers > 1:
+    if options.progress and workers > 1:
         from tailmiss._progress import ProgressBar
 
         bar = ProgressBar(total=len(pending), description=f"{description} on {workers} processes")
@@ -153,9 +152,9 @@ def run_jobs(
                 if not todo and pending:  # nothing is ready, yet something waits
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
                 for job in todo:
-                    finish(job, job.fn(*job.args, progress=progress, log=say))
+                    finish(job, job.fn(*job.args, options=options))
             return results
-        _run_pool(pending, workers, threads, ready, finish, say)
+        _run_pool(pending, workers, options, ready, finish)
         return results
     finally:
         torch.set_num_threads(before)
@@ -163,16 +162,18 @@ def run_jobs(
             bar.close()
 
 
-def _run_pool(pending: list[Job], workers: int, threads: int, ready, finish, say) -> None:
+def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, finish) -> None:
     import multiprocessing
 
+    say = options.say
+    sent = options.replace(log=None)  # the caller's log may not pickle; each worker collects its lines
     running: dict[Future, Job] = {}
     context = multiprocessing.get_context("spawn")  # fork after torch has started threads can deadlock
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(threads,))
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(options.threads,))
     try:
         while True:
             for job in ready():
-                running[pool.submit(_timed, job.fn, job.args)] = job
+                running[pool.submit(_timed, job.fn, job.args, sent)] = job
             if not running:
                 if pending:
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
@@ -193,26 +194,17 @@ def _run_pool(pending: list[Job], workers: int, threads: int, ready, finish, say
     pool.shutdown(wait=True)
 
 
-def train_all(
-    workloads: Sequence,
-    root,
-    device=None,
-    jobs: int | None = 1,
-    threads: int = 1,
-    progress: bool = True,
-    reuse_stale: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> dict:
-    """Train every run of several sweeps and ladders together (each has ``jobs(root, device, reuse_stale)``).
+def train_all(workloads: Sequence, root, options: RunOptions = RunOptions()) -> dict:
+    """Train every run of several sweeps and ladders together (each has ``jobs(root, options)``).
 
     Runs shared by two workloads (the same run folder) are trained once; the
     SFT runs go first and each RL run starts as soon as its starting point is
-    ready. ``jobs``: worker processes (``None``: :func:`default_jobs`; 1: here, one run after another).
+    ready. ``options.jobs``: worker processes (``None``: :func:`default_jobs`; 1: here, one run after another).
     """
     unique: dict[str, Job] = {}
     for workload in workloads:
-        for job in workload.jobs(root, device, reuse_stale):
+        for job in workload.jobs(root, options):
             unique.setdefault(job.key, job)
     todo = list(unique.values())
-    workers = default_jobs(device, len(todo)) if jobs is None else jobs
-    return run_jobs(todo, max(1, min(workers, len(todo))), threads, progress, log)
+    workers = default_jobs(options.device, len(todo)) if options.jobs is None else options.jobs
+    return run_jobs(todo, max(1, min(workers, len(todo))), options)

@@ -1,8 +1,5 @@
-r"""Analysis of ladder results (:mod:`tailmiss.llm.ladder`): N-shapes, matched-Q_pos retention, focal effects, verdicts.
-
-Kept outside :mod:`tailmiss.llm` so that the report's reading of the runs can
-change without invalidating the cached runs (their fingerprint covers the
-trainer's sources, not this file).
+r"""The ladder's claims (:mod:`tailmiss.experiments.ladder`): N-shapes, matched-Q_pos retention, focal effects, one
+verdict per ingredient, the best simulator setting.
 """
 
 from __future__ import annotations
@@ -10,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tailmiss.llm.ladder import METRICS, LadderResult
-from tailmiss.regimes import n_shape, zones
+from tailmiss.analytic.regimes import n_shape, zones
+from tailmiss.experiments.ladder import METRICS, LadderResult
 
 __all__ = [
     "shape_table",
@@ -29,7 +26,7 @@ def _seed_stats(frame: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFra
 
 
 def shape_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
-    """The N-shape of ``metric`` per rung, set and γ (seed means): :func:`tailmiss.regimes.n_shape` plus zones.
+    """The N-shape of ``metric`` per rung, set and γ (seed means): :func:`tailmiss.analytic.regimes.n_shape` plus zones.
 
     Columns: ``rung, set, gamma, spearman, worst_n, worst, at_max_n, recovers,
     zones`` (a string such as ``"I I II III"``; only for M_ret) and ``values``

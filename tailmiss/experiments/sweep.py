@@ -23,21 +23,21 @@ run killed part-way resumes from its last checkpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from tailmiss import _dist
+from tailmiss.experiments.cached import cached_rl, cached_sft, run_state
+from tailmiss.experiments.pool import STATE_WORDS, train_all
+from tailmiss.experiments.sweep_config import LLMSweep, Variant, load_sweep
 from tailmiss.io import check_result_dest
-from tailmiss.llm.cached import cached_rl, cached_sft, run_state
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
-from tailmiss.llm.pool import STATE_WORDS, train_all
-from tailmiss.llm.sweep_config import LLMSweep, Variant, load_sweep
 from tailmiss.llm.train import exact_row
+from tailmiss.options import RunOptions
 from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
 __all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
@@ -81,7 +81,7 @@ class SweepResult:
             "final.csv": lambda p: self.final.to_csv(p, index=False, float_format="%.10g"),
         }
         meta = {k: v for k, v in self.meta.items() if k not in ("provenance", "checksums")}
-        path = save_unit(path, writers, meta, "llm", "sweep result")
+        path = save_unit(path, writers, meta, "sweep", "sweep result")
         self.meta = read_meta(path)  # now with its provenance and checksums
         return path
 
@@ -158,15 +158,15 @@ def _sft_row(sft_dir: Path, rl: RLConfig) -> dict:
     return row
 
 
-def _train_ranked(sweep: LLMSweep, root: Path, device, progress: bool, reuse_stale: bool, log) -> None:
+def _train_ranked(sweep: LLMSweep, root: Path, options: RunOptions) -> None:
     """Under torchrun: the SFT run on rank 0, then rank k trains runs k, k + K, ... each on its own."""
-    words = STATE_WORDS
+    words, log, reuse_stale = STATE_WORDS, options.say, options.reuse_stale
     main, ranks, me = _dist.is_main(), _dist.world(), _dist.rank()
     sft_dir = root / sweep.sft.name
     if main:  # the other ranks wait for it
         log(f"SFT {sweep.sft.name}: {words.get(run_state(sft_dir, sweep.sft, None, reuse_stale), 'training')}")
         with _dist.local():
-            cached_sft(sweep.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+            cached_sft(sweep.sft, root, options)
     _dist.barrier()
     runs = sweep.runs()
     for i, (variant, seed, cfg) in enumerate(runs, 1):
@@ -175,7 +175,7 @@ def _train_ranked(sweep: LLMSweep, root: Path, device, progress: bool, reuse_sta
         state = run_state(root / cfg.name, cfg, sft_dir, reuse_stale)
         log(f"[{i}/{len(runs)}] {variant.label} seed {seed}: {words.get(state, 'training')} (rank {me})")
         with _dist.local():
-            cached_rl(cfg, sft_dir, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+            cached_rl(cfg, sft_dir, root, options)
 
 
 def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
@@ -233,24 +233,15 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
     return SweepResult(config=sweep, history=pd.concat(histories, ignore_index=True), final=final, meta=meta)
 
 
-def run_sweep(
-    sweep: LLMSweep,
-    root: str | Path,
-    device=None,
-    progress: bool = True,
-    log: Callable[[str], None] | None = None,
-    reuse_stale: bool = False,
-    jobs: int | None = 1,
-    threads: int = 1,
-) -> SweepResult:
+def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOptions()) -> SweepResult:
     """Train (or reuse) every run of ``sweep`` under ``root`` and return its tidy result.
 
-    Finished runs of the same config made by the same code are reused (``log``
+    Finished runs of the same config made by the same code are reused (``options.log``
     says so), partial ones resume from their last checkpoint, damaged or stale
-    ones are redone (``reuse_stale`` reuses stale ones with a warning); the
+    ones are redone (``options.reuse_stale`` reuses stale ones with a warning); the
     result folder ``root/<sweep.name>`` is rewritten atomically only when
-    something changed. The runs are trained on ``jobs`` processes of
-    ``threads`` intra-op threads each (:func:`tailmiss.llm.pool.train_all`;
+    something changed. The runs are trained on ``options.jobs`` processes of
+    ``options.threads`` intra-op threads each (:func:`tailmiss.experiments.pool.train_all`;
     ``jobs=None``: one per usable CPU core; the default 1 trains them here).
 
     Under ``torchrun`` (a process group of K ranks) the SFT run is trained on
@@ -260,24 +251,30 @@ def run_sweep(
     """
     if not isinstance(sweep, LLMSweep):
         raise ValueError(f"sweep must be an LLMSweep, got {type(sweep).__name__}")
-    root = Path(root)
-    log = log or (lambda message: None)
+    root, log = Path(root), options.say
     out_dir = root / sweep.name
     main, ranks = _dist.is_main(), _dist.world()
     found = None
     if main:
         check_result_dest(out_dir, _FILES, "sweep result")
         found = lookup(
-            out_dir, _FILES, "sweep result", "llm", SweepResult.load, lambda r: r.config == sweep, reuse_stale, log
+            out_dir,
+            _FILES,
+            "sweep result",
+            "sweep",
+            SweepResult.load,
+            lambda r: r.config == sweep,
+            options.reuse_stale,
+            log,
         )
         if found.usable and found.state == "fresh":
             log(f"{sweep.name}: every run done by this code, reusing {out_dir}")
     if _dist.broadcast_object(found is not None and found.usable):  # every rank takes rank 0's decision
         return found.value if main else None
     if ranks == 1:
-        train_all([sweep], root, device, jobs, threads, progress, reuse_stale, log)
+        train_all([sweep], root, options)
     else:
-        _train_ranked(sweep, root, device, progress, reuse_stale, log)
+        _train_ranked(sweep, root, options)
     _dist.barrier()
     if not main:
         return None

@@ -1,7 +1,7 @@
 """A sweep's settings: its variants (method, focal gamma, group size) and the RL config of every run.
 
 :class:`LLMSweep` is what a sweep TOML (``[sweep]``, ``[sft]``, ``[rl]``) holds;
-:func:`tailmiss.llm.sweep.run_sweep` trains its runs and collects the result.
+:func:`tailmiss.experiments.sweep.run_sweep` trains its runs and collects the result.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tailmiss._checks import check_bool, check_choice, check_int, check_number
+from tailmiss.experiments.cached import cached_rl, run_state, sft_job
+from tailmiss.experiments.pool import Job
 from tailmiss.io import check_run_name, read_toml, write_toml
-from tailmiss.llm.cached import run_state, sft_job, train_rl_job
 from tailmiss.llm.config import RLConfig, SFTConfig
-from tailmiss.llm.pool import Job
 from tailmiss.objectives import POLICY_LOSSES
+from tailmiss.options import RunOptions
 
 __all__ = ["Variant", "LLMSweep", "load_sweep"]
 
@@ -125,19 +126,20 @@ class LLMSweep:
         """``(variant, seed, RL config)`` of every run, variants outer, seeds inner."""
         return list(self._runs)
 
-    def jobs(self, root: str | Path, device=None, reuse_stale: bool = False, start: Job | None = None) -> list[Job]:
+    def jobs(self, root: str | Path, options: RunOptions = RunOptions(), start: Job | None = None) -> list[Job]:
         """The SFT run (or ``start``, the job that makes the starting point) and every RL run, as pool jobs
-        (:func:`tailmiss.llm.pool.run_jobs`)."""
+        (:func:`tailmiss.experiments.pool.run_jobs`)."""
         root = Path(root)
         sft_dir = root / self.sft.name
-        start = sft_job(self.sft, root, device, reuse_stale) if start is None else start
+        reuse_stale = options.reuse_stale
+        start = sft_job(self.sft, root, reuse_stale) if start is None else start
         jobs = [start]
         for i, (variant, seed, cfg) in enumerate(self._runs, 1):
             jobs.append(
                 Job(
                     cfg.name,
-                    train_rl_job,
-                    (cfg, sft_dir, root, device, reuse_stale),
+                    cached_rl,
+                    (cfg, sft_dir, root),
                     needs=(start.key,),
                     label=f"[{i}/{len(self._runs)}] {variant.label} seed {seed}",
                     state=functools.partial(run_state, root / cfg.name, cfg, sft_dir, reuse_stale),

@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import hashlib
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,16 +32,17 @@ import torch
 
 from tailmiss import _dist
 from tailmiss._checks import check_choice, check_number
+from tailmiss.experiments.cached import cached_sft, run_state, sft_job
+from tailmiss.experiments.pool import Job, train_all
+from tailmiss.experiments.sweep import LLMSweep, SweepResult, Variant, run_sweep
 from tailmiss.llm._loop import environment
-from tailmiss.llm.cached import cached_sft, run_state, sft_job
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
-from tailmiss.llm.pool import Job, train_all
-from tailmiss.llm.sweep import LLMSweep, SweepResult, Variant, run_sweep
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
+from tailmiss.options import RunOptions
 from tailmiss.store import file_sha256, read_meta
 
 __all__ = [
@@ -90,7 +90,7 @@ class Rung:
 
 @dataclass(frozen=True)
 class Ladder:
-    """Rungs × group sizes × γ × seeds, each rung one :class:`~tailmiss.llm.sweep.LLMSweep`.
+    """Rungs × group sizes × γ × seeds, each rung one :class:`~tailmiss.experiments.sweep.LLMSweep`.
 
     Attributes
     ----------
@@ -167,11 +167,11 @@ class Ladder:
     def replace(self, **changes) -> Ladder:
         return dataclasses.replace(self, **changes)
 
-    def jobs(self, root: str | Path, device=None, reuse_stale: bool = False) -> list[Job]:
+    def jobs(self, root: str | Path, options: RunOptions = RunOptions()) -> list[Job]:
         """Pool jobs: the SFT run, each derived policy (after it) and every rung's RL runs (after their start)."""
         root = Path(root)
         sft_dir = root / self.sft.name
-        sft = sft_job(self.sft, root, device, reuse_stale)
+        sft = sft_job(self.sft, root, options.reuse_stale)
         jobs = [sft]
         for rung, sweep in self.sweeps():
             start = sft
@@ -181,7 +181,7 @@ class Ladder:
                 state = functools.partial(_policy_state, *args)
                 start = Job(sweep.sft.name, derive_job, args, (sft.key,), f"{rung.model} policy {out.name}", state)
                 jobs.append(start)
-            jobs += sweep.jobs(root, device, reuse_stale, start=start)[1:]
+            jobs += sweep.jobs(root, options, start=start)[1:]
         return jobs
 
 
@@ -193,9 +193,9 @@ def policy_prompts(rl: RLConfig, task) -> list:
     return pool + [p for p in held if tuple(task.prompt_tokens(p)) not in keys]
 
 
-def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, progress: bool = False, log=None) -> None:
+def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, options: RunOptions = RunOptions()) -> None:
     """Pool job: the policy of ``cfg`` derived from the SFT run ``source`` on the ladder's prompts."""
-    derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out, log=log)
+    derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out, log=options.log)
 
 
 def _policy_state(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path) -> str:
@@ -290,7 +290,7 @@ class LadderResult:
     history : DataFrame
         The same columns at every evaluation step (``step``, ``rollouts``).
     sweeps : dict
-        Rung name → :class:`~tailmiss.llm.sweep.SweepResult`.
+        Rung name → :class:`~tailmiss.experiments.sweep.SweepResult`.
     """
 
     ladder: Ladder
@@ -310,38 +310,29 @@ def _tidy(rung: Rung, result: SweepResult) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def run_ladder(
-    ladder: Ladder,
-    root: str | Path,
-    device=None,
-    progress: bool = True,
-    log: Callable[[str], None] | None = None,
-    reuse_stale: bool = False,
-    jobs: int | None = 1,
-    threads: int = 1,
-) -> LadderResult | None:
+def run_ladder(ladder: Ladder, root: str | Path, options: RunOptions = RunOptions()) -> LadderResult | None:
     """Train (or reuse) every rung's sweep under ``root`` and return the tidy ladder.
 
     The transformer SFT run is trained (or reused) first; table and factorized
     rungs start from policies derived from it (:func:`derive_policy`); each
-    rung is then an ordinary sweep (:func:`tailmiss.llm.sweep.run_sweep`), so
+    rung is then an ordinary sweep (:func:`tailmiss.experiments.sweep.run_sweep`), so
     finished runs are reused and partial ones resumed. In one process every
-    rung's runs (and the starting points) are trained together on ``jobs``
-    processes of ``threads`` threads (:func:`tailmiss.llm.pool.train_all`; default: here, one after another).
+    rung's runs (and the starting points) are trained together on ``options.jobs``
+    processes of ``options.threads`` threads (:func:`tailmiss.experiments.pool.train_all`; default: here, one after
+    another).
     Under ``torchrun`` rank 0 prepares the starting points, every rung's runs are shared among the ranks,
     and rank 0 returns the result (the others ``None``).
     """
     if not isinstance(ladder, Ladder):
         raise ValueError(f"ladder must be a Ladder, got {type(ladder).__name__}")
-    root = Path(root)
-    log = log or (lambda message: None)
+    root, log = Path(root), options.say
     main = _dist.is_main()
     sft_dir = root / ladder.sft.name
     if _dist.world() == 1:  # every rung's runs on one pool; the rungs' sweeps below then only collect
-        train_all([ladder], root, device, jobs, threads, progress, reuse_stale, log)
+        train_all([ladder], root, options)
     elif main:  # the SFT run and the derived policies on rank 0 alone; the other ranks wait
         with _dist.local():
-            cached_sft(ladder.sft, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+            cached_sft(ladder.sft, root, options)
             prompts = policy_prompts(ladder.rl, LoadedRun(sft_dir).task)
             for rung, sweep in ladder.sweeps():
                 if rung.model != "transformer":
@@ -351,7 +342,7 @@ def run_ladder(
     for rung, sweep in ladder.sweeps():
         if main:
             log(f"ladder {ladder.name}: rung {rung.name}")
-        result = run_sweep(sweep, root, device=device, progress=progress, log=log, reuse_stale=reuse_stale)
+        result = run_sweep(sweep, root, options.replace(jobs=1))
         if result is not None:  # rank 0 (under torchrun the ranks share each rung's runs)
             results[rung.name] = result
             frames.append(_tidy(rung, result))

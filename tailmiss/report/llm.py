@@ -1,17 +1,18 @@
 """The report's small-transformer sections (F-GRPO Tables 1, 2 and 4 in miniature, and the bridge), as text.
 
-Numbers and verdicts come from :mod:`tailmiss.llm.report` and
+Numbers and verdicts come from :mod:`tailmiss.results.claims.llm` and
 :mod:`tailmiss.results.claims` over the cached sweeps and bridges of
 :mod:`tailmiss.results`; this module only writes them.
 """
 
 from __future__ import annotations
 
-from tailmiss.llm import report
-from tailmiss.regimes import ZONE_THRESHOLD
+from tailmiss.analytic.regimes import ZONE_THRESHOLD
+from tailmiss.report.text import table, yes
 from tailmiss.results import BridgeData, Context, bridge_data, sweep_result
-from tailmiss.results.claims import BRIDGE_SPEARMAN, dapo_claims
-from tailmiss.results.text import table, yes
+from tailmiss.results.claims import BRIDGE_SPEARMAN
+from tailmiss.results.claims import llm as report
+from tailmiss.results.claims.llm import dapo_claims
 
 __all__ = ["OBJECTIVES_HEADING", "llm_section", "objectives_section", "bridge_section"]
 
@@ -62,7 +63,7 @@ OBJECTIVES_HEADING = "### Objectives"
 
 def objectives_section(objectives) -> str:
     """Markdown for the objective sweep (F-GRPO Table 1 analog), DAPO with and without dynamic sampling included."""
-    from tailmiss.llm import report
+    from tailmiss.results.claims import llm as report
 
     header, rows = report.objectives_table(objectives)
     claims = report.objectives_claims(objectives)

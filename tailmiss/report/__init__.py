@@ -2,11 +2,11 @@
 
 The report is generated, never hand-edited, and only assembles text: the
 numbers and verdicts come from :mod:`tailmiss.results.claims` (closed forms
-and simulations), :mod:`tailmiss.llm.report` (the small transformer) and
-:mod:`tailmiss.ladder_analysis` (the ladder), over results obtained through
+and simulations), :mod:`tailmiss.results.claims.llm` (the small transformer) and
+:mod:`tailmiss.results.claims.ladder` (the ladder), over results obtained through
 :mod:`tailmiss.results`. :func:`theory_section` and :func:`simulation_section`
-are here, the small-transformer sections in :mod:`tailmiss.repro_llm`, the
-ladder's in :mod:`tailmiss.repro_ladder`. A test checks that the committed
+are here, the small-transformer sections in :mod:`tailmiss.report.llm`, the
+ladder's in :mod:`tailmiss.report.ladder`. A test checks that the committed
 report's theory section equals a fresh one.
 """
 
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.io import atomic_write
-from tailmiss.regimes import ZONE_THRESHOLD
-from tailmiss.repro_ladder import LADDER_HEADING, ladder_section
-from tailmiss.repro_llm import OBJECTIVES_HEADING, bridge_section, llm_section, objectives_section
+from tailmiss.report.ladder import LADDER_HEADING, ladder_section
+from tailmiss.report.llm import OBJECTIVES_HEADING, bridge_section, llm_section, objectives_section
+from tailmiss.report.text import table, yes
 from tailmiss.results import Context, simulated_means, sweep_result
 from tailmiss.results.claims import Fig2Claims, brorl_claims, fig2_claims, theory_claims
-from tailmiss.results.text import table, yes
 
 __all__ = [
     "theory_section",

@@ -1,6 +1,6 @@
 r"""The bridge: the categorical simulation's regimes beside real RL runs of a small transformer.
 
-For a group-size sweep of task (a) (:mod:`tailmiss.llm.sweep`), every
+For a group-size sweep of task (a) (:mod:`tailmiss.experiments.sweep`), every
 evaluation prompt :math:`x` has an exactly known SFT answer distribution
 :math:`\pi_0(\cdot \mid x)` over its :math:`10^K` well-formed answers. The bridge
 
@@ -41,10 +41,11 @@ import torch
 from scipy import stats
 
 from tailmiss import analytic
+from tailmiss.analytic.regimes import zones
+from tailmiss.experiments.sweep import LLMSweep, SweepResult
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
-from tailmiss.llm.sweep import LLMSweep, SweepResult
-from tailmiss.regimes import zones
+from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
 from tailmiss.store import lookup, open_unit, save_unit
@@ -297,16 +298,14 @@ def run_bridge(
     sweep_result: SweepResult,
     root: str | Path,
     sim_lr: float = DEFAULT_SIM_LR,
-    progress: bool = True,
-    reuse_stale: bool = False,
-    log=None,
+    options: RunOptions = RunOptions(),
 ) -> BridgeResult:
     """Simulate every evaluation prompt of a finished task-(a) sweep and compare with its LLM runs.
 
     Parameters
     ----------
     sweep_result : SweepResult
-        A finished sweep (:func:`tailmiss.llm.sweep.run_sweep`) on an
+        A finished sweep (:func:`tailmiss.experiments.sweep.run_sweep`) on an
         enumerable task; its run folders must be under ``root``.
     root : path
         The sweep's cache root; the result is saved to ``root/<sweep>-bridge``
@@ -314,10 +313,9 @@ def run_bridge(
         was made from the same sweep and ``sim_lr``.
     sim_lr : float
         Adam learning rate of the simulated logits (F-GRPO App. J uses 1e-2).
-    reuse_stale : bool
-        Reuse a saved comparison made by other code (with a warning via ``log``).
-    log : callable, optional
-        Receives one line per cache decision.
+    options : RunOptions
+        Progress bars, the log of cache decisions and whether to reuse a saved comparison made by other code
+        (``reuse_stale``, with a warning). The simulations run on the CPU in this process.
     """
     if not isinstance(sweep_result, SweepResult):
         raise ValueError(f"sweep_result must be a SweepResult, got {type(sweep_result).__name__}")
@@ -332,8 +330,8 @@ def run_bridge(
         "bridge",
         BridgeResult.load,
         lambda r: r.sweep == sweep and r.sim_lr == float(sim_lr),
-        reuse_stale,
-        log,
+        options.reuse_stale,
+        options.log,
     )
     if found.usable:
         return found.value
@@ -345,7 +343,10 @@ def run_bridge(
     reference = answer_distribution(sft.model, sft.task, prompts)
     policies = prompt_policies(reference, sweep.rl.rare_share)
     frame = pd.concat(
-        [_llm_prompts(sweep, root, prompts, policies, reference), _simulate_prompts(policies, sweep, sim_lr, progress)],
+        [
+            _llm_prompts(sweep, root, prompts, policies, reference),
+            _simulate_prompts(policies, sweep, sim_lr, options.progress),
+        ],
         ignore_index=True,
     )
     has_rare = frame["tau0"] > 0

@@ -11,10 +11,10 @@ at γ = 0.5 (the value F-GRPO selects most often, F-GRPO Table 7).
 
 from __future__ import annotations
 
+from tailmiss.experiments.ladder import Ladder, Rung
+from tailmiss.experiments.sweep import LLMSweep, Variant
 from tailmiss.llm.config import RLConfig, SFTConfig
-from tailmiss.llm.ladder import Ladder, Rung
 from tailmiss.llm.model import ModelConfig
-from tailmiss.llm.sweep import LLMSweep, Variant
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "llm_sweep",
     "ladder_preset",
     "quick_name",
+    "workload",
 ]
 
 _SMALL = ModelConfig(n_layer=2, n_head=4, n_embd=64)
@@ -260,3 +261,14 @@ def ladder_preset(name: str) -> Ladder:
     if name not in LADDERS:
         raise ValueError(f"unknown ladder {name!r}; known: {', '.join(LADDERS)}")
     return LADDERS[name]
+
+
+def workload(name: str) -> LLMSweep | Ladder:
+    """The sweep or ladder preset called ``name`` (what ``tailmiss llm sweep --preset NAME`` runs)."""
+    if name in LADDERS:
+        return LADDERS[name]
+    if name not in LLM_SWEEPS:
+        raise ValueError(
+            f"unknown LLM sweep {name!r}; known sweeps: {', '.join(LLM_SWEEPS)}; ladders: {', '.join(LADDERS)}"
+        )
+    return LLM_SWEEPS[name]

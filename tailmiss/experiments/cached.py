@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from tailmiss.experiments.pool import Job
 from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT
 from tailmiss.llm.config import RLConfig, SFTConfig
-from tailmiss.llm.pool import Job
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
+from tailmiss.options import RunOptions
 from tailmiss.store import code_fingerprint, file_sha256, open_unit, read_meta, stale_reason
 
 __all__ = ["cached_sft", "cached_rl", "run_state", "STATES"]
@@ -86,9 +86,9 @@ def run_state(path: str | Path, cfg, init: str | Path | None, reuse_stale: bool 
     return _describe(Path(path), cfg, init, reuse_stale)[0]
 
 
-def _run(cfg, path: Path, init: Path | None, train, device, progress, reuse_stale, log) -> Path:
-    state, reason = _describe(path, cfg, init, reuse_stale)
-    say = log or (lambda message: None)
+def _run(cfg, path: Path, init: Path | None, train, options: RunOptions) -> Path:
+    state, reason = _describe(path, cfg, init, options.reuse_stale)
+    say = options.say
     if state == "done":
         return path
     if state == "stale-done":
@@ -99,52 +99,25 @@ def _run(cfg, path: Path, init: Path | None, train, device, progress, reuse_stal
             raise ValueError(f"refusing to replace {str(path)!r}: it is not a run folder")
         say(f"{path}: {state} ({reason}); training it again")
         shutil.rmtree(path)
-    return train(path, resume=state == "partial", device=device, progress=progress)
+    return train(path, resume=state == "partial", device=options.device, progress=options.progress)
 
 
-def cached_sft(
-    cfg: SFTConfig,
-    root: str | Path,
-    device=None,
-    progress: bool = True,
-    reuse_stale: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> Path:
+def cached_sft(cfg: SFTConfig, root: str | Path, options: RunOptions = RunOptions()) -> Path:
     """``root/<name>`` holding a finished SFT run of ``cfg`` (run, resumed or reused)."""
     path = Path(root) / cfg.name
-    return _run(cfg, path, None, lambda p, **kw: train_sft(cfg, p, **kw), device, progress, reuse_stale, log)
+    return _run(cfg, path, None, lambda p, **kw: train_sft(cfg, p, **kw), options)
 
 
-def cached_rl(
-    cfg: RLConfig,
-    init: str | Path,
-    root: str | Path,
-    device=None,
-    progress: bool = True,
-    reuse_stale: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> Path:
+def cached_rl(cfg: RLConfig, init: str | Path, root: str | Path, options: RunOptions = RunOptions()) -> Path:
     """``root/<name>`` holding a finished RL run of ``cfg`` from ``init`` (run, resumed or reused)."""
     path, init = Path(root) / cfg.name, Path(init)
-    return _run(cfg, path, init, lambda p, **kw: train_rl(cfg, init, p, **kw), device, progress, reuse_stale, log)
+    return _run(cfg, path, init, lambda p, **kw: train_rl(cfg, init, p, **kw), options)
 
 
-# -- the same runs as pool jobs (tailmiss.llm.pool.run_jobs) ----------------------------------------
+# -- the same runs as pool jobs (tailmiss.experiments.pool.run_jobs) ----------------------------------------
 
 
-def sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool) -> Job:
-    """The pool job of the SFT run ``root/<cfg.name>``."""
+def sft_job(cfg: SFTConfig, root: Path, reuse_stale: bool) -> Job:
+    """The pool job of the SFT run ``root/<cfg.name>`` (:func:`cached_sft`)."""
     state = functools.partial(run_state, root / cfg.name, cfg, None, reuse_stale)
-    return Job(cfg.name, train_sft_job, (cfg, root, device, reuse_stale), label=f"SFT {cfg.name}", state=state)
-
-
-def train_sft_job(cfg: SFTConfig, root: Path, device, reuse_stale: bool, progress: bool = False, log=None) -> None:
-    """Pool job: the SFT run ``root/<cfg.name>`` (trained, resumed or reused)."""
-    cached_sft(cfg, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
-
-
-def train_rl_job(
-    cfg: RLConfig, init: Path, root: Path, device, reuse_stale: bool, progress: bool = False, log=None
-) -> None:
-    """Pool job: the RL run ``root/<cfg.name>`` from the SFT run ``init``."""
-    cached_rl(cfg, init, root, device=device, progress=progress, reuse_stale=reuse_stale, log=log)
+    return Job(cfg.name, cached_sft, (cfg, root), label=f"SFT {cfg.name}", state=state)

@@ -1,0 +1,56 @@
+"""``tailmiss repro``: regenerate the figures and ``paper_repro.md`` (:mod:`tailmiss.report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tailmiss.cli._common import JobsOpt, ReuseStaleOpt, app, check_folder, echo_err, single_process
+
+
+@app.command("repro")
+def repro_cmd(
+    quick: Annotated[bool, typer.Option(help="Quick simulations; writes under runs/quick/ by default.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Report path (default paper_repro.md, quick: runs/quick/).")] = None,
+    figures: Annotated[bool, typer.Option(help="Also render every figure beside the report.")] = True,
+    cache: Annotated[Path, typer.Option(help="Simulation cache folder.")] = Path("runs/sim"),
+    device: Annotated[str | None, typer.Option(help="Device for simulations.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    reuse_stale: ReuseStaleOpt = False,
+    only: Annotated[
+        str | None,
+        typer.Option(help="Regenerate only this section (ladder, objectives) and its figures in the existing report."),
+    ] = None,
+    jobs: JobsOpt = None,
+) -> None:
+    """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
+    from tailmiss.figures import FIGURES, make
+    from tailmiss.options import RunOptions
+    from tailmiss.report import SECTIONS, llm_families, write_report
+    from tailmiss.results import Context, train_llm
+
+    if only is not None and only not in SECTIONS:
+        raise ValueError(f"--only must be one of {', '.join(SECTIONS)}, got {only!r}")
+
+    single_process("repro")
+    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale)
+    ctx = Context(quick=quick, cache_dir=cache, options=options)
+    out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
+    if out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; give the report's file name")
+    check_folder("--out's folder", out.parent)
+    if figures:
+        check_folder("the figure folder", out.parent / "figures")
+    check_folder("--cache", cache)
+    if only is not None and not out.is_file():
+        raise ValueError(f"--only needs an existing report at {str(out)!r}: run without --only first")
+    train_llm(llm_families(only), ctx)  # every LLM run the report needs, side by side, before the figures
+    if figures:
+        fig_dir = out.parent / "figures"
+        names = {"ladder": ["ladder", "frontier"], "objectives": ["llm-objectives"]}.get(only, list(FIGURES))
+        for path in make(names, fig_dir, ctx):
+            typer.echo(f"wrote {path}")
+    write_report(out, ctx, only=only)
+    typer.echo(f"wrote {out}")

@@ -1,0 +1,66 @@
+"""How work runs, as one value: :class:`RunOptions` (device, processes, threads, progress, log, cache reuse).
+
+Every runner that computes or reuses a cached unit (a simulation, an LLM run,
+a sweep, a ladder, the bridge) takes one ``RunOptions`` instead of six loose
+arguments, so that callers cannot pass them in different orders and a new
+option reaches every runner at once. None of these settings changes a result's
+numbers: they say where and how the work is done and what is said about it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tailmiss._checks import check_bool, check_int
+
+__all__ = ["RunOptions"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Where and how runs are computed; none of it changes their numbers.
+
+    Attributes
+    ----------
+    device : str or None
+        Torch device (``None``: CUDA when available, else the CPU).
+    jobs : int or None
+        Processes that train LLM runs side by side (``None``: one per usable CPU
+        core; 1: in the calling process).
+    threads : int
+        Torch threads per process.
+    progress : bool
+        Show progress bars.
+    log : callable or None
+        Receives one line per cache decision (reused, stale, damaged, resumed).
+    reuse_stale : bool
+        Reuse cached results made by other code (with a warning naming the
+        difference) instead of computing them again.
+    """
+
+    device: str | None = None
+    jobs: int | None = 1
+    threads: int = 1
+    progress: bool = True
+    log: Callable[[str], None] | None = None
+    reuse_stale: bool = False
+
+    def __post_init__(self) -> None:
+        if self.jobs is not None:
+            check_int("jobs", self.jobs, 1)
+        check_int("threads", self.threads, 1)
+        check_bool("progress", self.progress)
+        check_bool("reuse_stale", self.reuse_stale)
+        if self.log is not None and not callable(self.log):
+            raise ValueError(f"log must be callable or None, got {type(self.log).__name__}")
+
+    def say(self, message: str) -> None:
+        """Send ``message`` to :attr:`log` (nothing without one)."""
+        if self.log is not None:
+            self.log(message)
+
+    def replace(self, **changes) -> RunOptions:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,36 @@
+"""The paper's claims, computed once: each claim's numbers and its verdict as typed fields.
+
+One home for every claim; the report (:mod:`tailmiss.report`) and the figures
+(:mod:`tailmiss.figures`) only read these values, so no verdict is judged twice.
+
+Modules
+-------
+theory
+    Closed forms: Lemma 3.1 (Figs. 1(a), 3, 5), focal magnitudes (Fig. 4), App. N, Prop. 3.2, BroRL Thm. 1 / Cor. 3.
+sim
+    The categorical simulation: F-GRPO Fig. 2, BroRL Fig. 3.
+llm
+    The small transformer's sweeps: F-GRPO Tables 1, 2 and 4 in miniature.
+bridge
+    The simulation beside the transformer: do F-GRPO Fig. 2's regimes agree?
+ladder
+    The ladder from the simulator's policy to the transformer: N-shapes, matched-Q_pos retention, focal effects,
+    one verdict per ingredient, the best simulator setting.
+"""
+
+from __future__ import annotations
+
+from tailmiss.results.claims.bridge import BRIDGE_SPEARMAN, bridge_agrees
+from tailmiss.results.claims.sim import BrorlClaims, Fig2Claims, brorl_claims, fig2_claims
+from tailmiss.results.claims.theory import TheoryClaims, theory_claims
+
+__all__ = [
+    "BRIDGE_SPEARMAN",
+    "TheoryClaims",
+    "theory_claims",
+    "Fig2Claims",
+    "fig2_claims",
+    "BrorlClaims",
+    "brorl_claims",
+    "bridge_agrees",
+]
