@@ -261,15 +261,15 @@ def test_ladder_validates_its_setup():
 def test_regimes_shape_and_zones():
     assert zones([2, 8, 32, 128], [0.9, 0.4, 0.3, 0.7]) == ["I", "II", "II", "III"]
     dip = n_shape([2, 8, 32, 128], [0.9, 0.4, 0.3, 0.7])
-    assert dip["worst_n"] == 32 and dip["recovers"]
+    assert dip.worst_n == 32 and dip.recovers
     flat = n_shape([2, 8, 32, 128], [0.9, 0.8, 0.7, 0.69])
-    assert not flat["recovers"] and flat["spearman"] == -1.0
+    assert not flat.recovers and flat.spearman == -1.0
     noisy = n_shape([2, 8, 32], [0.9, 0.5, 0.6], sd=[0.0, 0.2, 0.2])
-    assert not noisy["recovers"]  # 0.1 above the dip is inside twice the seed spread
+    assert not noisy.recovers  # 0.1 above the dip is inside twice the seed spread
     rising = n_shape([2, 8, 32], [0.5, 0.7, 0.9])
-    assert rising["worst_n"] == 2 and not rising["recovers"]  # a monotone trend is no dip-and-recovery
+    assert rising.worst_n == 2 and not rising.recovers  # a monotone trend is no dip-and-recovery
     peak = n_shape([2, 8, 32], [0.1, 0.5, 0.2], lower_is_worse=False)
-    assert peak["worst_n"] == 8 and peak["recovers"]
+    assert peak.worst_n == 8 and peak.recovers
 
 
 def _fake_final():
@@ -298,7 +298,7 @@ def test_shape_and_focal_tables():
     final = _fake_final()
     shape = shape_table(final)
     base = shape[shape["gamma"] == 0].iloc[0]
-    assert base["worst_n"] == 8 and base["recovers"] and base["zones"] == "I I I"
+    assert base["worst_n"] == 8 and base["recovers"] and base["zones"] == ("I", "I", "I")
     focal = focal_table(final)
     np.testing.assert_allclose(focal["mean"], 0.1)
     np.testing.assert_allclose(focal["sd"], 0.0, atol=1e-12)

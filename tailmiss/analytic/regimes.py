@@ -7,9 +7,20 @@ each N (:func:`zones`), zone II as an N interval (:func:`concentration_zone`), t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["ZONE_THRESHOLD", "RECOVERY_MARGIN", "zones", "concentration_zone", "zone_agreement", "spearman", "n_shape"]
+__all__ = [
+    "ZONE_THRESHOLD",
+    "RECOVERY_MARGIN",
+    "zones",
+    "concentration_zone",
+    "zone_agreement",
+    "spearman",
+    "NShape",
+    "n_shape",
+]
 
 ZONE_THRESHOLD = 0.5
 """M_ret below this marks the concentration zone (zone II), as in F-GRPO Fig. 2."""
@@ -76,7 +87,30 @@ def spearman(a, b) -> float:
     return float(stats.spearmanr(a, b).statistic)
 
 
-def n_shape(group_sizes, mean, sd=None, lower_is_worse: bool = True) -> dict:
+@dataclass(frozen=True)
+class NShape:
+    """The shape of a metric's curve over N (:func:`n_shape`).
+
+    Attributes
+    ----------
+    spearman : float
+        Rank correlation of the metric with N (NaN for a flat curve).
+    worst_n : int
+        The N of the worst value (lowest, or highest when higher is worse).
+    worst, at_max_n : float
+        The worst value and the value at the largest N.
+    recovers : bool
+        The worst N lies strictly inside the sweep and the largest N is better than it beyond the margin.
+    """
+
+    spearman: float
+    worst_n: int
+    worst: float
+    at_max_n: float
+    recovers: bool
+
+
+def n_shape(group_sizes, mean, sd=None, lower_is_worse: bool = True) -> NShape:
     r"""The shape of a metric's curve over N: rank trend, worst N and whether the largest N recovers.
 
     Parameters
@@ -91,9 +125,7 @@ def n_shape(group_sizes, mean, sd=None, lower_is_worse: bool = True) -> dict:
 
     Returns
     -------
-    dict
-        ``spearman`` (rank correlation of the metric with N), ``worst_n`` (argmin,
-        or argmax when higher is worse), ``worst`` and ``at_max_n`` (values),
+    NShape
         ``recovers``: the worst N lies strictly inside the sweep (a dip, not a
         monotone trend) and the largest N is better than the worst by more than
         :data:`RECOVERY_MARGIN` × the metric's scale and more than twice the two
@@ -111,10 +143,10 @@ def n_shape(group_sizes, mean, sd=None, lower_is_worse: bool = True) -> dict:
     gain = sign * (m[-1] - m[worst])
     scale = max(float(np.ptp(m)), 1e-12) if not lower_is_worse else 1.0
     margin = max(RECOVERY_MARGIN * scale, 2.0 * float(np.hypot(s[-1], s[worst])))
-    return {
-        "spearman": spearman(n, m),
-        "worst_n": int(n[worst]),
-        "worst": float(m[worst]),
-        "at_max_n": float(m[-1]),
-        "recovers": bool(0 < worst < len(n) - 1 and gain > margin),
-    }
+    return NShape(
+        spearman=spearman(n, m),
+        worst_n=int(n[worst]),
+        worst=float(m[worst]),
+        at_max_n=float(m[-1]),
+        recovers=bool(0 < worst < len(n) - 1 and gain > margin),
+    )

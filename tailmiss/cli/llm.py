@@ -211,7 +211,7 @@ def _run_ladder_cmd(ladder, root: Path, device, options) -> None:
             r["rung"],
             r["set"],
             f"{r['gamma']:g}",
-            " ".join(f"{float(v.split('±')[0]):.2f}" for v in r["values"].split(", ")),
+            " ".join(f"{m:.2f}" for m in r["means"]),
             f"{r['spearman']:+.2f}" if r["spearman"] == r["spearman"] else "flat",
             r["worst_n"],
             "yes" if r["recovers"] else "no",

@@ -38,10 +38,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from tailmiss import analytic
-from tailmiss.analytic.regimes import zones
+from tailmiss.analytic.regimes import spearman, zone_agreement, zones
 from tailmiss.experiments.sweep import LLMSweep, SweepResult
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
@@ -212,13 +211,12 @@ def verdict(summary: pd.DataFrame, focal_n: int | None = None) -> dict:
     out: dict = {"group_sizes": [int(n) for n in sizes]}
     for metric in ("retained_mass", "q_pos"):
         a, b = llm[metric].to_numpy(), sim[metric].to_numpy()
-        rho = stats.spearmanr(a, b).statistic if len(a) > 2 and np.ptp(a) > 0 and np.ptp(b) > 0 else float("nan")
-        out[f"spearman_{metric}"] = float(rho)
+        out[f"spearman_{metric}"] = spearman(a, b)
         out[f"llm_{metric}"] = [float(x) for x in a]
         out[f"sim_{metric}"] = [float(x) for x in b]
     out["llm_zones"] = zones(sizes, llm["retained_mass"].to_numpy())
     out["sim_zones"] = zones(sizes, sim["retained_mass"].to_numpy())
-    out["zone_agreement"] = float(np.mean([a == b for a, b in zip(out["llm_zones"], out["sim_zones"])]))
+    out["zone_agreement"] = zone_agreement(out["llm_zones"], out["sim_zones"])
     focal = summary[(summary["source"] == "llm") & (summary["gamma"] > 0)]
     if focal_n is None and not focal.empty:
         focal_n = int(focal["group_size"].iloc[0])

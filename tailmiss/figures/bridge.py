@@ -8,7 +8,6 @@ verdict this module only prints.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tailmiss.figures.llm import n_axis, sweep_title
 from tailmiss.figures.registry import FigureSpec, register
@@ -85,8 +84,7 @@ def _bridge_plot(data: BridgeData):
         sub = base[base["group_size"] == n]
         ax.scatter(sub["tail_miss"], np.log(sub["tau"] / sub["tau0"]), s=8, color=color, label=f"N = {int(n)}")
     if len(base) > 2:
-        rho = pd.Series(base["tail_miss"]).corr(np.log(base["tau"] / base["tau0"]), method="spearman")
-        ax.set_title(f"(c) per prompt: Spearman {rho:+.2f}")
+        ax.set_title(f"(c) per prompt: Spearman {data.per_prompt_spearman:+.2f}")
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xlabel("Lemma 3.1: P(active group misses the rare set)")
     ax.set_ylabel(r"observed $\log(\tau_{end}/\tau_{SFT})$")

@@ -10,7 +10,7 @@ import numpy as np
 
 from tailmiss import analytic
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
-from tailmiss.report.text import table, yes
+from tailmiss.report.text import mean_sd, table, yes
 from tailmiss.results import Context, ladder_result
 from tailmiss.results.claims import ladder as la
 
@@ -44,11 +44,11 @@ def _shape_rows(result, gamma: float = 0.0) -> list[list]:
             [
                 f"`{r['rung']}`",
                 _where(r["set"]),
-                q.loc[key]["values"].replace("±", " ± ").split(", ")[-1],
-                r["values"],
+                f"{q.loc[key]['means'][-1]:.3f} ± {q.loc[key]['sds'][-1]:.3f}",
+                mean_sd(r["means"], r["sds"]),
                 f"{r['spearman']:+.2f}" if np.isfinite(r["spearman"]) else "flat",
                 r["worst_n"],
-                r["zones"],
+                " ".join(r["zones"]),
                 yes(la.has_zone3(r)),
                 f"{d['worst_n']} / {yes(d['recovers'])}",
                 f"{h['worst_n']} / {yes(h['recovers'])}",
@@ -104,11 +104,11 @@ def _matched_rows(result) -> list[list]:
                 f"`{rung}`",
                 f"{part['target'].iloc[0]:.3f}",
                 ", ".join(f"{a:.3f}±{b:.3f}" for a, b in zip(part["mean"], part["sd"])),
-                f"{shape['spearman']:+.2f}" if np.isfinite(shape["spearman"]) else "flat",
+                f"{shape.spearman:+.2f}" if np.isfinite(shape.spearman) else "flat",
                 f"{np.ptp(part['mean']):.3f}",
                 yes(_n_matters(part)),
-                shape["worst_n"],
-                yes(shape["recovers"]),
+                shape.worst_n,
+                yes(shape.recovers),
             ]
         )
     return rows
@@ -140,23 +140,35 @@ def _lemma_line(result) -> str:
     )
 
 
-def _best_line(best: dict) -> str:
-    scores = ", ".join(f"`{k}` {v:+.2f}" for k, v in best["scores_main"].items())
+def _best_line(best: la.BestSimulator) -> str:
+    scores = ", ".join(f"`{k}` {v:+.2f}" for k, v in best.scores_main.items())
     text = (
         f"Chosen on the main ladder by the rank correlation of its γ = 0 M_ret-by-N curve (trained-on prompts) with "
-        f"`{best['target']}`'s: {scores}; chosen: **`{best['chosen']}`**."
+        f"`{best.target}`'s: {scores}; chosen: **`{best.chosen}`**."
     )
-    if "spearman_hard" not in best:
+    if not best.checked:
         return text + " (The hard-task ladder does not hold both rungs, so the check on another task is missing.)"
-    agree = best["zone3_sim"] == best["zone3_llm"]
+    agree = best.zone3_sim == best.zone3_llm
     return text + (
-        f" On the hard task, which it was not chosen on: M_ret by N = {', '.join(map(str, best['group_sizes']))} is "
-        f"{', '.join(f'{v:.3f}' for v in best['sim_values'])} (simulator) vs "
-        f"{', '.join(f'{v:.3f}' for v in best['llm_values'])} (transformer); Spearman "
-        f"{best['spearman_hard']:+.2f}; zones {' '.join(best['zones_sim'])} vs {' '.join(best['zones_llm'])} "
-        f"(agree at {best['zone_agreement']:.0%} of N); zone III: simulator {yes(best['zone3_sim'])}, transformer "
-        f"{yes(best['zone3_llm'])}: {'agree' if agree else '**disagree**'}."
+        f" On the hard task, which it was not chosen on: M_ret by N = {', '.join(map(str, best.group_sizes))} is "
+        f"{', '.join(f'{v:.3f}' for v in best.sim_values)} (simulator) vs "
+        f"{', '.join(f'{v:.3f}' for v in best.llm_values)} (transformer); Spearman "
+        f"{best.spearman_hard:+.2f}; zones {' '.join(best.zones_sim)} vs {' '.join(best.zones_llm)} "
+        f"(agree at {best.zone_agreement:.0%} of N); zone III: simulator {yes(best.zone3_sim)}, transformer "
+        f"{yes(best.zone3_llm)}: {'agree' if agree else '**disagree**'}."
     )
+
+
+def verdict_text(v: la.IngredientVerdict) -> str:
+    """An ingredient's verdict in words: its effect on zone III and, if so, the reversed trend in N."""
+    if v.effect == "none":
+        text = f"does not affect zone III ({'present' if v.source_zone3 else 'absent'} in both)"
+    else:
+        text = f"{v.effect} zone III"
+    if v.reverses_trend:
+        ra, rb = v.source_curve["spearman"], v.target_curve["spearman"]
+        text += f"; reverses the trend in N (Spearman {ra:+.2f} → {rb:+.2f})"
+    return text
 
 
 def _describe(lad) -> str:
@@ -234,7 +246,16 @@ def ladder_section(ctx: Context) -> str:
     parts.append(_lemma_line(hard) + "\n")
     verdicts = la.ingredient_verdicts(main, budget, hard)
     parts.append("### One verdict per ingredient (GRPO, γ = 0, M_ret by N)\n")
-    vrows = [[v["ingredient"], v["comparison"], v["from_values"], v["to_values"], v["verdict"]] for v in verdicts]
+    vrows = [
+        [
+            v.ingredient,
+            v.comparison,
+            mean_sd(v.source_curve["means"], v.source_curve["sds"]),
+            mean_sd(v.target_curve["means"], v.target_curve["sds"]),
+            verdict_text(v),
+        ]
+        for v in verdicts
+    ]
     parts.append(table(["ingredient", "from → to", "M_ret by N (from)", "M_ret by N (to)", "verdict"], vrows) + "\n")
     targets = [r.name for r in main.ladder.rungs if r.model == "transformer" and r.optimizer == "adamw"]
     if targets:
@@ -255,10 +276,8 @@ def _claims_text(main, verdicts) -> str:
     dips = [
         f"`{r['rung']}` ({_where(r['set'])}, worst N = {r['worst_n']})" for _, r in base.iterrows() if r["recovers"]
     ]
-    changes = [
-        f"{v['ingredient']} ({v['comparison']}): {v['verdict']}" for v in verdicts if "affect" not in v["verdict"]
-    ]
-    trends = [f"{v['ingredient']} ({v['comparison']})" for v in verdicts if "reverses the trend" in v["verdict"]]
+    changes = [f"{v.ingredient} ({v.comparison}): {verdict_text(v)}" for v in verdicts if v.effect != "none"]
+    trends = [f"{v.ingredient} ({v.comparison})" for v in verdicts if v.reverses_trend]
     matched = la.matched_table(main.history)
     matched = matched[matched["gamma"] == 0]
     matters = {rung: _n_matters(part) for rung, part in matched.groupby("rung", sort=False)}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-__all__ = ["yes", "table"]
+__all__ = ["yes", "table", "mean_sd"]
 
 
 def yes(flag: bool) -> str:
@@ -16,3 +16,8 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell).replace("|", "\\|") for cell in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def mean_sd(means, sds, digits: int = 3) -> str:
+    """A curve's seed means and sds by N as ``"m±s, m±s, ..."``."""
+    return ", ".join(f"{m:.{digits}f}±{s:.{digits}f}" for m, s in zip(means, sds))

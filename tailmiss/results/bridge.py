@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from tailmiss.analytic.regimes import spearman
 from tailmiss.results.claims import bridge_agrees
 from tailmiss.results.context import Context
 from tailmiss.results.llm import sweep_result
@@ -34,6 +36,9 @@ class BridgeData:
     per_prompt : DataFrame
         The transformer's prompts at the default rate, seed means per prompt, N and γ: Lemma 3.1's
         ``tail_miss`` beside the rare-set mass ``tau`` and its SFT value ``tau0``.
+    per_prompt_spearman : float
+        Over the γ = 0 prompts with a rare set: the rank correlation of Lemma 3.1's tail-miss probability with the
+        observed log change of the rare-set mass, log(τ / τ_SFT) (NaN with fewer than 3 such prompts).
     agrees : bool
         The verdict of :attr:`main` (:func:`tailmiss.results.claims.bridge_agrees`).
     others_agree : tuple of bool
@@ -44,6 +49,7 @@ class BridgeData:
     main: object
     others: tuple
     per_prompt: pd.DataFrame
+    per_prompt_spearman: float
     agrees: bool
     others_agree: tuple
 
@@ -71,11 +77,13 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     others = tuple(b for lr, b in bridges.items() if lr != DEFAULT_SIM_LR)
     prompts = main.prompts[main.prompts["source"] == "llm"]
     per_prompt = prompts.groupby(["prompt", "group_size", "gamma"], as_index=False)[["tail_miss", "tau", "tau0"]].mean()
+    base = per_prompt[(per_prompt["gamma"] == 0) & per_prompt["tail_miss"].notna() & (per_prompt["tau0"] > 0)]
     return BridgeData(
         sweep=result,
         main=main,
         others=others,
         per_prompt=per_prompt,
+        per_prompt_spearman=spearman(base["tail_miss"], np.log(base["tau"] / base["tau0"])),
         agrees=bridge_agrees(main.verdict),
         others_agree=tuple(bridge_agrees(b.verdict) for b in others),
     )

@@ -4,13 +4,18 @@ verdict per ingredient, the best simulator setting.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from tailmiss.analytic.regimes import n_shape, zones
+from tailmiss.analytic.regimes import n_shape, spearman, zone_agreement, zones
 from tailmiss.experiments.ladder import METRICS, LadderResult
 
 __all__ = [
+    "IngredientVerdict",
+    "BestSimulator",
     "shape_table",
     "matched_table",
     "focal_table",
@@ -28,9 +33,9 @@ def _seed_stats(frame: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFra
 def shape_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
     """The N-shape of ``metric`` per rung, set and γ (seed means): :func:`tailmiss.analytic.regimes.n_shape` plus zones.
 
-    Columns: ``rung, set, gamma, spearman, worst_n, worst, at_max_n, recovers,
-    zones`` (a string such as ``"I I II III"``; only for M_ret) and ``values``
-    (the seed means by N, ``"mean±sd"``).
+    Columns: ``rung, set, gamma``, the :class:`~tailmiss.analytic.regimes.NShape` fields ``spearman, worst_n,
+    worst, at_max_n, recovers``, the curve ``group_sizes, means, sds`` (tuples by N: seed mean and sd) and, for
+    M_ret only, ``zones`` (a tuple such as ``("I", "II", "III")``).
     """
     lower_is_worse = METRICS[metric][1]
     stats = _seed_stats(final, ["rung", "set", "gamma", "group_size"], metric)
@@ -38,10 +43,12 @@ def shape_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFr
     for (rung, where, gamma), part in stats.groupby(["rung", "set", "gamma"], sort=False):
         part = part.sort_values("group_size")
         shape = n_shape(part["group_size"], part["mean"], part["sd"], lower_is_worse)
-        row = {"rung": rung, "set": where, "gamma": gamma, **shape}
+        row = {"rung": rung, "set": where, "gamma": gamma, **dataclasses.asdict(shape)}
         if metric == "retained_mass":
-            row["zones"] = " ".join(zones(part["group_size"].to_numpy(), part["mean"].to_numpy()))
-        row["values"] = ", ".join(f"{m:.3f}±{s:.3f}" for m, s in zip(part["mean"], part["sd"]))
+            row["zones"] = tuple(zones(part["group_size"].to_numpy(), part["mean"].to_numpy()))
+        row["group_sizes"] = tuple(int(n) for n in part["group_size"])
+        row["means"] = tuple(float(m) for m in part["mean"])
+        row["sds"] = tuple(float(sd) for sd in part["sd"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -102,8 +109,45 @@ def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFr
 
 
 def has_zone3(row) -> bool:
-    """Zone III on a curve: some N above the concentration zone (F-GRPO Fig. 2), or a significant recovery."""
-    return bool(row["recovers"] or "III" in str(row.get("zones", "")).split())
+    """Zone III on a curve (a :func:`shape_table` row): some N above the concentration zone (F-GRPO Fig. 2), or a
+    significant recovery."""
+    return bool(row["recovers"] or "III" in (row.get("zones") or ()))
+
+
+@dataclass(frozen=True)
+class IngredientVerdict:
+    """One controlled comparison of the ladder: does moving from ``source`` to ``target`` create zone III?
+
+    Attributes
+    ----------
+    ingredient, comparison : str
+        What changes (e.g. ``"optimizer geometry"``) and between which rungs (``"SGD → Adam, table"``).
+    source, target : str
+        The two sides' labels.
+    source_curve, target_curve : pandas.Series
+        The two :func:`shape_table` rows (M_ret by N, GRPO, γ = 0).
+    effect : str
+        ``"creates"``, ``"removes"`` or ``"none"`` (zone III, :func:`has_zone3`).
+    reverses_trend : bool
+        Both Spearman correlations with N are at least 0.5 in size and of opposite signs.
+    """
+
+    ingredient: str
+    comparison: str
+    source: str
+    target: str
+    source_curve: pd.Series
+    target_curve: pd.Series
+    effect: str
+    reverses_trend: bool
+
+    @property
+    def source_zone3(self) -> bool:
+        return has_zone3(self.source_curve)
+
+    @property
+    def target_zone3(self) -> bool:
+        return has_zone3(self.target_curve)
 
 
 def _row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0):
@@ -111,33 +155,21 @@ def _row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0
     return None if sel.empty else sel.iloc[0]
 
 
-def _compare(ingredient: str, what: str, a, b, a_label: str, b_label: str) -> dict | None:
+def _compare(ingredient: str, what: str, a, b, a_label: str, b_label: str) -> IngredientVerdict | None:
     if a is None or b is None:
         return None
     za, zb = has_zone3(a), has_zone3(b)
-    if za == zb:
-        verdict = f"does not affect zone III ({'present' if za else 'absent'} in both)"
-    else:
-        verdict = "creates zone III" if zb else "removes zone III"
+    effect = "none" if za == zb else ("creates" if zb else "removes")
     ra, rb = a["spearman"], b["spearman"]
-    if np.isfinite(ra) and np.isfinite(rb) and np.sign(ra) != np.sign(rb) and abs(ra) >= 0.5 and abs(rb) >= 0.5:
-        verdict += f"; reverses the trend in N (Spearman {ra:+.2f} → {rb:+.2f})"
-    return {
-        "ingredient": ingredient,
-        "comparison": what,
-        "from": a_label,
-        "to": b_label,
-        "from_values": a["values"],
-        "to_values": b["values"],
-        "from_spearman": ra,
-        "to_spearman": rb,
-        "from_zone3": za,
-        "to_zone3": zb,
-        "verdict": verdict,
-    }
+    reverses = bool(
+        np.isfinite(ra) and np.isfinite(rb) and np.sign(ra) != np.sign(rb) and abs(ra) >= 0.5 and abs(rb) >= 0.5
+    )
+    return IngredientVerdict(ingredient, what, a_label, b_label, a, b, effect, reverses)
 
 
-def ingredient_verdicts(main: LadderResult, budget: LadderResult | None = None, hard: LadderResult | None = None):
+def ingredient_verdicts(
+    main: LadderResult, budget: LadderResult | None = None, hard: LadderResult | None = None
+) -> list[IngredientVerdict]:
     """One line per controlled comparison (GRPO, γ = 0, M_ret by N on the training pool unless said otherwise).
 
     * optimizer geometry: SGD → Adam on each parameterisation;
@@ -201,7 +233,34 @@ def _mean_curve(final: pd.DataFrame, rung: str, where: str = "pool") -> pd.Serie
     return sel.groupby("group_size")["retained_mass"].mean()
 
 
-def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> dict:
+@dataclass(frozen=True)
+class BestSimulator:
+    """The table (simulator) rung whose M_ret-by-N curve best ranks like a transformer rung's (:func:`best_simulator`).
+
+    ``scores_main`` holds each table rung's Spearman correlation with ``target`` on the main ladder; the remaining
+    fields are the check on the hard task, ``None`` when the hard ladder lacks either rung.
+    """
+
+    target: str
+    chosen: str
+    scores_main: dict
+    group_sizes: tuple | None = None
+    sim_values: tuple | None = None
+    llm_values: tuple | None = None
+    spearman_hard: float | None = None
+    zones_sim: tuple | None = None
+    zones_llm: tuple | None = None
+    zone_agreement: float | None = None
+    zone3_sim: bool | None = None
+    zone3_llm: bool | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether the choice was checked on the hard task."""
+        return self.spearman_hard is not None
+
+
+def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> BestSimulator:
     """The table (simulator) rung whose M_ret-by-N curve best ranks like the transformer's, checked on another task.
 
     Chosen on ``main`` by the Spearman correlation of the γ = 0 seed-mean curves
@@ -210,35 +269,33 @@ def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> dict:
     correlation, the share of N whose zone agrees and whether both or neither
     show zone III.
     """
-    from scipy import stats
 
-    def spearman(a: pd.Series, b: pd.Series) -> float:
+    def aligned_spearman(a: pd.Series, b: pd.Series) -> float:
         a, b = a.align(b, join="inner")
-        if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-            return float("nan")
-        return float(stats.spearmanr(a, b).statistic)
+        return spearman(a, b)
 
     goal = _mean_curve(main.final, target)
     tables = [r.name for r in main.ladder.rungs if r.model == "table"]
-    scores = {name: spearman(_mean_curve(main.final, name), goal) for name in tables}
+    scores = {name: aligned_spearman(_mean_curve(main.final, name), goal) for name in tables}
     valid = {k: v for k, v in scores.items() if np.isfinite(v)}
     chosen = max(valid, key=valid.get) if valid else tables[0]
-    out = {"target": target, "chosen": chosen, "scores_main": scores}
     if chosen not in {r.name for r in hard.ladder.rungs} or target not in {r.name for r in hard.ladder.rungs}:
-        return out
+        return BestSimulator(target, chosen, scores)
     sim, llm = _mean_curve(hard.final, chosen), _mean_curve(hard.final, target)
     sim, llm = sim.align(llm, join="inner")
     zs, zl = zones(sim.index.to_numpy(), sim.to_numpy()), zones(llm.index.to_numpy(), llm.to_numpy())
     hshape = shape_table(hard.final)
-    out.update(
+    return BestSimulator(
+        target,
+        chosen,
+        scores,
+        group_sizes=tuple(int(n) for n in sim.index),
+        sim_values=tuple(float(x) for x in sim),
+        llm_values=tuple(float(x) for x in llm),
         spearman_hard=spearman(sim, llm),
-        zones_sim=zs,
-        zones_llm=zl,
-        zone_agreement=float(np.mean([a == b for a, b in zip(zs, zl)])),
+        zones_sim=tuple(zs),
+        zones_llm=tuple(zl),
+        zone_agreement=zone_agreement(zs, zl),
         zone3_sim=has_zone3(_row(hshape, chosen)),
         zone3_llm=has_zone3(_row(hshape, target)),
-        sim_values=[float(x) for x in sim],
-        llm_values=[float(x) for x in llm],
-        group_sizes=[int(n) for n in sim.index],
     )
-    return out
