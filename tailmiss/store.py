@@ -35,6 +35,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tailmiss._checks import check_choice
 from tailmiss.io import recover, result_dir
 
 __all__ = [
@@ -82,8 +83,7 @@ class CorruptUnit(ValueError):
 
 
 def _scope_files(scope: str) -> list[Path]:
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {', '.join(map(repr, SCOPES))}, got {scope!r}")
+    check_choice("scope", scope, SCOPES)
     files: set[Path] = set()
     for part in SCOPES[scope]:
         path = _PACKAGE / part

@@ -26,13 +26,14 @@ def repro_cmd(
     jobs: JobsOpt = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
+    from tailmiss._checks import check_choice
     from tailmiss.figures import FIGURES, make
     from tailmiss.options import RunOptions
     from tailmiss.report import SECTIONS, llm_families, write_report
     from tailmiss.results import Context, train_llm
 
-    if only is not None and only not in SECTIONS:
-        raise ValueError(f"--only must be one of {', '.join(SECTIONS)}, got {only!r}")
+    if only is not None:
+        check_choice("--only", only, SECTIONS)
 
     single_process("repro")
     options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale)

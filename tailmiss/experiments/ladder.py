@@ -77,8 +77,7 @@ class Rung:
     lr: float
 
     def __post_init__(self) -> None:
-        if self.model not in MODEL_KINDS:
-            raise ValueError(f"rung model must be one of {', '.join(map(repr, MODEL_KINDS))}, got {self.model!r}")
+        check_choice("rung model", self.model, MODEL_KINDS)
         check_choice("rung optimizer", self.optimizer, RL_OPTIMIZERS)
         lr = check_number("rung lr", self.lr, 0.0, lo_open=True)
         object.__setattr__(self, "lr", float(lr))
@@ -127,8 +126,7 @@ class Ladder:
             raise ValueError("a ladder needs one evaluation set for every seed: set rl.eval_seed")
         if not self.sft.task.enumerable:
             raise ValueError(f"a ladder needs an enumerable task (exact masses), got {self.sft.task.name!r}")
-        if self.budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {', '.join(map(repr, BUDGETS))}, got {self.budget!r}")
+        check_choice("budget", self.budget, BUDGETS)
         rungs = tuple(r if isinstance(r, Rung) else Rung(**r) for r in self.rungs)
         if not rungs or len({r.name for r in rungs}) != len(rungs):
             raise ValueError("rungs must be a non-empty list of distinct rungs")

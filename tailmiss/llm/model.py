@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tailmiss._checks import check_choice
 from tailmiss._hash import hash_uniform
 
 __all__ = [
@@ -60,8 +61,7 @@ class ModelConfig:
     kind: str = "transformer"
 
     def __post_init__(self) -> None:
-        if self.kind not in MODEL_KINDS:
-            raise ValueError(f"kind must be one of {', '.join(map(repr, MODEL_KINDS))}, got {self.kind!r}")
+        check_choice("kind", self.kind, MODEL_KINDS)
         for name in ("n_layer", "n_head", "n_embd", "mlp_ratio"):
             _positive_int(name, getattr(self, name))
         if self.n_embd % self.n_head:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from tailmiss._checks import check_choice
 from tailmiss.llm.model import KVCache, _check_siblings
 from tailmiss.llm.tasks import EOS, PAD, Task
 
@@ -274,8 +275,7 @@ def tabular_from_distribution(kind: str, task: Task, prompts, logp: torch.Tensor
     off_format : Tensor (R,)
         Mass outside the well-formed answers (floored at 1e-30).
     """
-    if kind not in TABULAR_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(map(repr, TABULAR_KINDS))}, got {kind!r}")
+    check_choice("kind", kind, TABULAR_KINDS)
     if not task.enumerable:
         raise ValueError(f"a {kind} policy needs an enumerable task, got {task.name!r}")
     seqs, _ = _action_sequences(task, prompts[0])
@@ -307,11 +307,9 @@ def tabular_from_distribution(kind: str, task: Task, prompts, logp: torch.Tensor
 
 def tabular_from_state(kind: str, weights: dict, vocab_size: int) -> _LookupPolicy:
     """Rebuild a policy from its ``state_dict`` (checkpoints) and the task's vocabulary size."""
-    if kind == "table":
+    if check_choice("kind", kind, TABULAR_KINDS) == "table":
         model = TablePolicy(weights["prompt_keys"], weights["answers"], weights["logits"], vocab_size)
-    elif kind == "factorized":
-        model = FactorizedPolicy(weights["prompt_keys"], weights["logits"])
     else:
-        raise ValueError(f"kind must be one of {', '.join(map(repr, TABULAR_KINDS))}, got {kind!r}")
+        model = FactorizedPolicy(weights["prompt_keys"], weights["logits"])
     model.load_state_dict(weights)
     return model

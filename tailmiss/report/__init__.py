@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tailmiss._checks import check_choice
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.io import atomic_write
 from tailmiss.report.ladder import LADDER_HEADING, ladder_section
@@ -253,8 +254,7 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
     """
     path = Path(path)
     if only is not None:
-        if only not in SECTIONS:
-            raise ValueError(f"only must be one of {', '.join(map(repr, SECTIONS))}, got {only!r}")
+        check_choice("only", only, SECTIONS)
         if not path.is_file():
             raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
         if only == "ladder":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tailmiss._checks import check_choice
 from tailmiss.io import dataclass_from_mapping
 from tailmiss.llm.tasks.base import BOS, EOS, PAD, SEP, AnswerSet, Task, Vocab
 from tailmiss.llm.tasks.maze import Maze, MazeTask
@@ -41,6 +42,5 @@ def make_task(spec: Mapping | Task, where: str = "task") -> Task:
         raise ValueError(f"{where} must be a table with a 'name', got {spec!r}")
     params = dict(spec)
     name = params.pop("name", None)
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"{where}: name must be one of {', '.join(map(repr, TASKS))}, got {name!r}")
+    check_choice(f"{where}: name", name, TASKS)
     return dataclass_from_mapping(TASKS[name], params, where)

@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from tailmiss._checks import check_choice
+
 __all__ = ["Vocab", "Task", "AnswerSet", "SPECIAL_TOKENS", "PAD", "BOS", "SEP", "EOS", "SPLITS"]
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<sep>", "<eos>")
@@ -143,8 +145,7 @@ class Task:
         With ``distinct=True`` no prompt repeats (``ValueError`` if the split is
         too small); otherwise prompts are i.i.d. draws.
         """
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_choice("split", split, SPLITS)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         rng = np.random.default_rng([int(seed), SPLITS.index(split), 0x7A11])
