@@ -15,14 +15,9 @@ from tailmiss.figures.style import GAMMA_STYLE, palette
 from tailmiss.results import BridgeData, bridge_data
 
 
-def _bridge_plot(data: BridgeData):
-    import matplotlib.pyplot as plt
-
-    summary = data.main.summary
-    prompts = data.per_prompt
-    runs = data.sweep.final
-    v = data.verdict  # judged once, by the results layer
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+def _regime_panels(axes, data: BridgeData) -> None:
+    """(a) M_ret and (b) Q_pos against N: the transformer (seed spread as error bars) beside the simulation."""
+    summary, v = data.main.summary, data.verdict  # the verdict is judged once, by the results layer
     for ax, metric, label in ((axes[0], "retained_mass", r"$M_{ret}$"), (axes[1], "q_pos", r"$Q_{pos}$ ($\mu_{pos}$)")):
         llm = summary[summary["source"] == "llm"]
         g0 = llm[llm["gamma"] == 0].sort_values("group_size")
@@ -77,7 +72,10 @@ def _bridge_plot(data: BridgeData):
     axes[1].set_title(f"(b) Q_pos: Spearman {v['spearman_q_pos']:+.2f}")
     axes[0].legend(loc="best", fontsize=6)
 
-    ax = axes[2]
+
+def _lemma_panel(ax, data: BridgeData) -> None:
+    """(c) Lemma 3.1 per prompt against the observed change of its rare-set mass."""
+    prompts = data.per_prompt
     base = prompts[(prompts["gamma"] == 0) & prompts["tail_miss"].notna() & (prompts["tau0"] > 0)]
     ns = np.sort(base["group_size"].unique())
     for color, n in zip(palette(len(ns)), ns):
@@ -90,7 +88,10 @@ def _bridge_plot(data: BridgeData):
     ax.set_ylabel(r"observed $\log(\tau_{end}/\tau_{SFT})$")
     ax.legend(loc="best", fontsize=6, markerscale=1.5)
 
-    ax = axes[3]
+
+def _tradeoff_panel(ax, data: BridgeData) -> None:
+    """(d) Fig. 1(b,c) analog: rare-set hit@256 against pass@1, one point per run configuration."""
+    runs = data.sweep.final
     rl = runs[runs["method"] != "sft"]
     for (n, gamma), sub in rl.groupby(["group_size", "gamma"]):
         marker, color = ("*", "C3") if gamma > 0 else ("o", None)
@@ -105,6 +106,15 @@ def _bridge_plot(data: BridgeData):
     p256 = rl["exact_pass_at_256"]
     ax.set_title(f"(d) Fig. 1(b,c) analog; pass@256 ∈ [{p256.min():.4f}, {p256.max():.4f}]")
     ax.legend(loc="best", fontsize=6)
+
+
+def _bridge_plot(data: BridgeData):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    _regime_panels(axes, data)
+    _lemma_panel(axes[2], data)
+    _tradeoff_panel(axes[3], data)
     fig.suptitle(
         sweep_title(data.sweep, "Bridge: categorical simulation from the SFT answer distributions vs transformer RL"),
         y=1.04,

@@ -17,12 +17,9 @@ from tailmiss.results import SimulatedMeans, simulated_means
 FIG2_CURVE_NS = (2, 256, 8192, 131072)
 
 
-def _fig2_plot(sim: SimulatedMeans, title: str):
-    import matplotlib.pyplot as plt
-
-    frame = sim.means
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    final_step = sim.final_step
+def _step_panels(axes, sim: SimulatedMeans) -> None:
+    """(a) Q_pos and (b) M_ret against the step for the curve group sizes, γ = 0 solid and γ = 1 dashed."""
+    frame, final_step = sim.means, sim.final_step
     ns = [n for n in FIG2_CURVE_NS if n in set(frame["group_size"])]
     colors = dict(zip(ns, palette(len(ns))))
     for ax, metric, label in ((axes[0], "q_pos", r"$Q_{pos}$"), (axes[1], "retained_mass", r"$M_{ret}$")):
@@ -42,7 +39,7 @@ def _fig2_plot(sim: SimulatedMeans, title: str):
     axes[1].set_title("(b) retained correct mass")
     axes[1].set_ylim(-0.02, 1.02)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(
+    axes[0].figure.legend(
         handles,
         labels,
         loc="upper center",
@@ -51,8 +48,10 @@ def _fig2_plot(sim: SimulatedMeans, title: str):
         title="solid γ = 0, dashed γ = 1",
     )
 
-    ax = axes[2]
-    final = sim.final
+
+def _final_panel(ax, sim: SimulatedMeans) -> None:
+    """(c) the final Q_pos and M_ret against N, with the regimes of the final γ = 0 M_ret (zone II shaded)."""
+    final, final_step = sim.final, sim.final_step
     for metric, color, label in (("q_pos", "C0", r"$Q_{pos}$"), ("retained_mass", "C3", r"$M_{ret}$")):
         for gamma, sub in final.groupby("gamma"):
             ax.plot(
@@ -82,6 +81,14 @@ def _fig2_plot(sim: SimulatedMeans, title: str):
     ax.set_xlabel("group size N")
     ax.set_title(f"(c) step {final_step}", pad=16)
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
+
+
+def _fig2_plot(sim: SimulatedMeans, title: str):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    _step_panels(axes, sim)
+    _final_panel(axes[2], sim)
     seeds = sim.num_seeds
     fig.suptitle(f"{title} — preset {sim.preset}, mean of {seeds} seed{'s' * (seeds > 1)}", y=1.03)
     fig.tight_layout()

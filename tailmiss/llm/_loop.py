@@ -125,6 +125,17 @@ def run_complete(folder, history: list[dict], steps: int) -> bool:
     return broadcast_object(done if is_main() else None)
 
 
+def first_step(folder, history: list[dict], start: int, steps: int) -> int | None:
+    """The step a (resumed) run goes on from, or ``None`` when the run is complete.
+
+    A run whose history holds every step but that was killed before ``meta.json``
+    goes on from ``steps + 1``: it trains nothing and writes its last files again.
+    """
+    if history and history[-1]["step"] == steps:
+        return None if run_complete(folder, history, steps) else steps + 1
+    return start
+
+
 def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """``model`` wrapped in DistributedDataParallel when several processes run, else ``model`` itself.
 

@@ -26,10 +26,10 @@ from tailmiss.llm._loop import (
     all_sum,
     data_parallel,
     environment,
+    first_step,
     make_optimizer,
     prepare_run,
     progress_bar,
-    run_complete,
     set_lr,
     step_done,
     step_seed,
@@ -60,6 +60,89 @@ def evaluate_sft(model: GPT, cfg: SFTConfig, prompts, step: int) -> dict:
     return {"pass_at_1": float(np.mean(counts) / EVAL_SAMPLES_NON_ENUMERABLE)}
 
 
+def _evaluation(model: GPT, cfg: SFTConfig, prompts, step: int) -> dict:
+    model.eval()
+    return evaluate_sft(model, cfg, prompts, step)
+
+
+def _sft_step(model: GPT, ddp, optimizer, task, cfg: SFTConfig, step: int, dev, rows: tuple[int, int]):
+    """One supervised step on this rank's ``rows`` of the step's batch: ``(loss, lr, grad_norm, tokens)``.
+
+    The loss is this rank's share of the whole batch's token mean; DDP averages the ranks' gradients.
+    """
+    lo, hi = rows
+    k = world()
+    ddp.train()
+    prompts = task.prompts("train", cfg.batch_size, seed=step_seed(cfg.seed, step, _DATA))
+    ids, mask = task.sft_batch(prompts, np.random.default_rng(step_seed(cfg.seed, step, _DATA)))
+    target_mask = mask[:, 1:]
+    tokens = int(target_mask.sum())  # the denominator of the whole batch's token mean
+    if hi > lo:
+        ids_k, target_k = ids[lo:hi].to(dev), target_mask[lo:hi].to(dev)
+        logits = ddp(ids_k[:, :-1])  # (B_k, S-1, vocab)
+        nll = F.cross_entropy(logits.transpose(1, 2), ids_k[:, 1:], reduction="none")  # (B_k, S-1)
+        loss = (nll * target_k).sum() / tokens  # this rank's share of the batch's token mean
+    else:  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
+        loss = ddp(ids[:1, :-1].to(dev)).sum() * 0.0
+    lr = set_lr(optimizer, step, cfg)
+    optimizer.zero_grad(set_to_none=True)
+    (loss * k).backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    return loss, lr, grad_norm, tokens
+
+
+def _check_config(cfg) -> None:
+    if not isinstance(cfg, SFTConfig):
+        raise ValueError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
+    if cfg.model.kind != "transformer":
+        raise ValueError(
+            f"a {cfg.model.kind!r} policy is not trained by SFT: it is built from a trained transformer's answer "
+            "distribution (tailmiss.experiments.ladder.derive_policy)"
+        )
+
+
+def _start(cfg: SFTConfig, state: dict | None, dev):
+    """The seeded new model and its optimizer, or both restored from ``state``: ``(model, optimizer, history,
+    start step)``."""
+    task = cfg.task
+    torch.manual_seed(cfg.seed)
+    model = GPT(cfg.model, len(task.vocab), task.prompt_len + task.max_answer_len).to(dev)
+    optimizer = make_optimizer(model, cfg)
+    if state is None:
+        return model, optimizer, [], 0
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return model, optimizer, state["history"], state["step"]
+
+
+def _meta(cfg: SFTConfig, model: GPT, start: int, tokens_seen: int, elapsed: float, dev) -> dict:
+    """The finished run's ``meta.json``."""
+    return {
+        "kind": "sft",
+        "complete": True,
+        "params": model.num_params(),
+        "steps": cfg.steps,
+        "resumed_from": min(start, cfg.steps),
+        "elapsed_s": round(elapsed, 3),
+        "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
+        **environment(dev),
+    }
+
+
+def _run_state(cfg: SFTConfig, model: GPT, optimizer, step: int) -> dict:
+    """What a checkpoint holds besides the history."""
+    return {
+        "kind": "sft",
+        "step": step,
+        "config": cfg.to_dict(),
+        "task": cfg.task.to_dict(),
+        "model_config": cfg.model.__dict__.copy(),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+    }
+
+
 def train_sft(
     cfg: SFTConfig,
     out: str | Path,
@@ -76,85 +159,33 @@ def train_sft(
     evaluates and writes the folder, and every rank returns its path once the
     run is complete.
     """
-    if not isinstance(cfg, SFTConfig):
-        raise ValueError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
-    if cfg.model.kind != "transformer":
-        raise ValueError(
-            f"a {cfg.model.kind!r} policy is not trained by SFT: it is built from a trained transformer's answer "
-            "distribution (tailmiss.experiments.ladder.derive_policy)"
-        )
-    dev = resolve_device(device)
-    folder = RunFolder(out)
+    _check_config(cfg)
+    dev, folder = resolve_device(device), RunFolder(out)
     state = prepare_run(folder, cfg, resume)
     task = cfg.task
-
-    # ---- model, optimizer, state -------------------------------------------------------
-    torch.manual_seed(cfg.seed)
-    model = GPT(cfg.model, len(task.vocab), task.prompt_len + task.max_answer_len).to(dev)
-    optimizer = make_optimizer(model, cfg)
-    history: list[dict] = []
-    start = 0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        history, start = state["history"], state["step"]
-    if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
-        if run_complete(folder, history, cfg.steps):
-            return folder.path
-        start = cfg.steps + 1
+    model, optimizer, history, start = _start(cfg, state, dev)  # ---- model, optimizer, state
+    start = first_step(folder, history, start, cfg.steps)
+    if start is None:
+        return folder.path
     ddp = data_parallel(model, dev)
     main, k = is_main(), world()  # rank 0 evaluates and writes; the others only train
     lo, hi = shard_bounds(cfg.batch_size)  # this rank's rows of every batch
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
 
     def checkpoint(step: int) -> None:
-        if not main:
-            return
-        folder.save_checkpoint(
-            {
-                "kind": "sft",
-                "step": step,
-                "config": cfg.to_dict(),
-                "task": task.to_dict(),
-                "model_config": cfg.model.__dict__.copy(),
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "history": history,
-            }
-        )
-        folder.write_history(history)
+        if main:
+            folder.save_checkpoint({**_run_state(cfg, model, optimizer, step), "history": history})
+            folder.write_history(history)
 
     bar = progress_bar(progress and main, cfg.steps, f"sft {cfg.name} on {dev}" + (f" ×{k}" if k > 1 else ""), start)
     started, tokens_seen = time.perf_counter(), 0
     try:
-        for step in range(start, cfg.steps + 1):
-            row: dict = {"step": step}
+        for step in range(start, cfg.steps):
             # ---- evaluation (before the update of this step) -----------------------------
-            evaluated = step % cfg.eval_every == 0 or step == cfg.steps
-            if main and evaluated:
-                model.eval()
-                row.update(evaluate_sft(model, cfg, eval_prompts, step))
-            if step == cfg.steps:
-                history.append(row)
-                break
+            evaluated = step % cfg.eval_every == 0
+            row = {"step": step, **(_evaluation(model, cfg, eval_prompts, step) if main and evaluated else {})}
             # ---- one supervised step (this rank's rows; DDP averages the gradients) ----------
-            ddp.train()
-            prompts = task.prompts("train", cfg.batch_size, seed=step_seed(cfg.seed, step, _DATA))
-            ids, mask = task.sft_batch(prompts, np.random.default_rng(step_seed(cfg.seed, step, _DATA)))
-            target_mask = mask[:, 1:]
-            tokens = int(target_mask.sum())  # the denominator of the whole batch's token mean
-            if hi > lo:
-                ids_k, target_k = ids[lo:hi].to(dev), target_mask[lo:hi].to(dev)
-                logits = ddp(ids_k[:, :-1])  # (B_k, S-1, vocab)
-                nll = F.cross_entropy(logits.transpose(1, 2), ids_k[:, 1:], reduction="none")  # (B_k, S-1)
-                loss = (nll * target_k).sum() / tokens  # this rank's share of the batch's token mean
-            else:  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
-                loss = ddp(ids[:1, :-1].to(dev)).sum() * 0.0
-            lr = set_lr(optimizer, step, cfg)
-            optimizer.zero_grad(set_to_none=True)
-            (loss * k).backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
+            loss, lr, grad_norm, tokens = _sft_step(model, ddp, optimizer, task, cfg, step, dev, (lo, hi))
             tokens_seen += tokens
             if step % cfg.log_every == 0 or evaluated:
                 (loss_sum,) = all_sum([loss.detach()], dev)
@@ -164,20 +195,10 @@ def train_sft(
     finally:
         if bar is not None:
             bar.close()
+    if start <= cfg.steps:  # the last evaluation, after the last update
+        history.append({"step": cfg.steps, **(_evaluation(model, cfg, eval_prompts, cfg.steps) if main else {})})
     checkpoint(cfg.steps)
-    elapsed = time.perf_counter() - started
     if main:
-        folder.write_meta(
-            {
-                "kind": "sft",
-                "complete": True,
-                "params": model.num_params(),
-                "steps": cfg.steps,
-                "resumed_from": min(start, cfg.steps),
-                "elapsed_s": round(elapsed, 3),
-                "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
-                **environment(dev),
-            }
-        )
+        folder.write_meta(_meta(cfg, model, start, tokens_seen, time.perf_counter() - started, dev))
     barrier()  # every rank returns once the folder is complete
     return folder.path

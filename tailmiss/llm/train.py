@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -66,10 +67,10 @@ from tailmiss._dist import barrier, is_main, world
 from tailmiss.llm._loop import (
     data_parallel,
     environment,
+    first_step,
     make_optimizer,
     prepare_run,
     progress_bar,
-    run_complete,
     set_lr,
     step_done,
 )
@@ -107,6 +108,114 @@ def _check_same_start(state: dict, sft, init) -> None:
         )
 
 
+@dataclass
+class _Spent:
+    """Rollouts and tokens sampled so far (the run's compute)."""
+
+    rollouts: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class _EvalSets:
+    """What rank 0 scores at each evaluation: held-out prompts, the SFT model's distributions on them and on the
+    training pool (enumerable tasks), and the SFT checkpoint's hash that keys those distributions."""
+
+    prompts: list
+    reference: object
+    pool: tuple | None
+    start_sha: str
+
+
+def _eval_sets(cfg: RLConfig, task, reference, init, main: bool) -> _EvalSets:
+    prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
+    start_sha = file_sha256(Path(init) / CHECKPOINT)
+    reference_dist = reference_distribution(reference, start_sha, task, prompts) if task.enumerable and main else None
+    pool = None
+    if cfg.train_prompts and task.enumerable and main:
+        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
+        pool = (pool_prompts, reference_distribution(reference, start_sha, task, pool_prompts))
+    return _EvalSets(prompts, reference_dist, pool, start_sha)
+
+
+def _evaluation(model, task, cfg: RLConfig, sets: _EvalSets, step: int, dev, main: bool) -> dict:
+    """Step 6's metrics at ``step`` when due (rank 0 alone; every ``eval_every`` steps and at the last)."""
+    if not (main and (step % cfg.eval_every == 0 or step == cfg.steps)):
+        return {}
+    untrained = step == 0  # resumed runs never re-evaluate step 0
+    return evaluate_rl(model, sets.reference, task, cfg, sets.prompts, step, dev, sets.pool, untrained, sets.start_sha)
+
+
+def _rl_step(model, ddp, reference, optimizer, task, cfg: RLConfig, step: int, dev, spent: _Spent) -> dict:
+    """Steps 1-5 of the loop at ``step``: rollouts, rewards, advantages and the mini-batch updates; the logged row."""
+    # ---- 1-2. rollouts and rewards (each rank samples its prompts; all hold the batch) ------
+    batch, info = gather_groups(model, task, cfg, step, dev)
+    spent.rollouts += info["rollouts"]
+    spent.tokens += info["tokens"]
+    mu_hat = info.pop("mu_hat")
+    row = dict(info)
+    row.update(
+        mu_hat_mean=float(mu_hat.mean()),
+        mu_hat_q10=float(mu_hat.quantile(0.1)),
+        mu_hat_q90=float(mu_hat.quantile(0.9)),
+        groups=batch.rewards.shape[0],
+        rollouts=spent.rollouts,
+        tokens=spent.tokens,
+    )
+    # ---- 3-5. advantages, old log-probs, K mini-batch updates (rows split over ranks) ----
+    lr = set_lr(optimizer, step, cfg)
+    row.update(update(model, ddp, reference, optimizer, batch, cfg, step, dev))
+    row["lr"] = lr
+    return row
+
+
+def _start(cfg: RLConfig, sft, state: dict | None, init):
+    """The optimizer of the SFT model (``sft.model``, restored from ``state`` when resuming): ``(optimizer,
+    history, start step, compute spent)``."""
+    optimizer = make_optimizer(sft.model, cfg)
+    if state is None:
+        return optimizer, [], 0, _Spent()
+    _check_same_start(state, sft, init)
+    sft.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return optimizer, state["history"], state["step"], _Spent(state["rollouts"], state["tokens"])
+
+
+def _run_state(cfg: RLConfig, sft, model, reference, optimizer, step: int) -> dict:
+    """What a checkpoint holds besides the history, the compute spent and the start."""
+    return {
+        "kind": "rl",
+        "step": step,
+        "config": cfg.to_dict(),
+        "task": sft.task.to_dict(),
+        "model_config": sft.model_config.__dict__.copy(),
+        "model": model.state_dict(),
+        "reference": reference.state_dict(),
+        "optimizer": optimizer.state_dict(),
+    }
+
+
+def _meta(cfg: RLConfig, init, start_sha: str, model, start: int, spent: _Spent, elapsed: float, dev) -> dict:
+    """The finished run's ``meta.json``."""
+    return {
+        "kind": "rl",
+        "complete": True,
+        "init": str(init),
+        # the SFT model it started from, by content: a moved or copied cache root still matches
+        "init_checkpoint": start_sha,
+        "method": cfg.method,
+        "gamma": cfg.gamma,
+        "group_size": cfg.group_size,
+        "params": model.num_params(),
+        "steps": cfg.steps,
+        "resumed_from": min(start, cfg.steps),
+        "rollouts": spent.rollouts,
+        "tokens": spent.tokens,
+        "elapsed_s": round(elapsed, 3),
+        **environment(dev),
+    }
+
+
 def train_rl(
     cfg: RLConfig,
     init: str | Path,
@@ -127,124 +236,47 @@ def train_rl(
     if not isinstance(cfg, RLConfig):
         raise ValueError(f"cfg must be an RLConfig, got {type(cfg).__name__}")
     dev = resolve_device(device)
-    folder = RunFolder(out)
-    sft = LoadedRun(init, dev)
+    folder, sft = RunFolder(out), LoadedRun(init, dev)
     if sft.kind != "sft":
         raise ValueError(f"--init {str(init)!r} is an {sft.kind} run; RL starts from an SFT run")
     state = prepare_run(folder, cfg, resume)
     task, model = sft.task, sft.model
     reference = copy.deepcopy(model).requires_grad_(False)  # the SFT model, frozen
-
-    # ---- optimizer and state ----------------------------------------------------------------
-    optimizer = make_optimizer(model, cfg)
-    history: list[dict] = []
-    start, rollouts_spent, tokens_spent = 0, 0, 0
-    if state is not None:
-        _check_same_start(state, sft, init)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        history, start = state["history"], state["step"]
-        rollouts_spent, tokens_spent = state["rollouts"], state["tokens"]
-    if history and history[-1]["step"] == cfg.steps:  # every step done; killed before meta.json at most
-        if run_complete(folder, history, cfg.steps):
-            return folder.path
-        start = cfg.steps + 1
+    optimizer, history, start, spent = _start(cfg, sft, state, init)  # ---- optimizer and state
+    start = first_step(folder, history, start, cfg.steps)
+    if start is None:
+        return folder.path
     ddp = data_parallel(model, dev)
     main = is_main()  # rank 0 evaluates and writes; the others only train
-    eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
-    start_sha = file_sha256(Path(init) / CHECKPOINT)
-    reference_dist = (
-        reference_distribution(reference, start_sha, task, eval_prompts) if task.enumerable and main else None
-    )
-    pool = None
-    if cfg.train_prompts and task.enumerable and main:
-        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
-        pool = (pool_prompts, reference_distribution(reference, start_sha, task, pool_prompts))
+    sets = _eval_sets(cfg, task, reference, init, main)
 
     def checkpoint(step: int) -> None:
-        if not main:
-            return
-        folder.save_checkpoint(
-            {
-                "kind": "rl",
-                "step": step,
-                "config": cfg.to_dict(),
-                "task": task.to_dict(),
-                "model_config": sft.model_config.__dict__.copy(),
-                "model": model.state_dict(),
-                "reference": reference.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "history": history,
-                "rollouts": rollouts_spent,
-                "tokens": tokens_spent,
-                "init": str(init),
-            }
-        )
-        folder.write_history(history)
+        if main:
+            folder.save_checkpoint(
+                {
+                    **_run_state(cfg, sft, model, reference, optimizer, step),
+                    **{"history": history, "rollouts": spent.rollouts, "tokens": spent.tokens, "init": str(init)},
+                }
+            )
+            folder.write_history(history)
 
     description = f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}" + (f" ×{world()}" if world() > 1 else "")
     bar = progress_bar(progress and main, cfg.steps, description, done=start)
     started = time.perf_counter()
     try:
-        for step in range(start, cfg.steps + 1):
-            row: dict = {"step": step}
-            if main and (step % cfg.eval_every == 0 or step == cfg.steps):
-                untrained = step == 0  # resumed runs never re-evaluate step 0
-                row.update(
-                    evaluate_rl(model, reference_dist, task, cfg, eval_prompts, step, dev, pool, untrained, start_sha)
-                )
-            if step == cfg.steps:
-                row.update(rollouts=rollouts_spent, tokens=tokens_spent)
-                history.append(row)
-                break
-
-            # ---- 1-2. rollouts and rewards (each rank samples its prompts; all hold the batch) ------
-            batch, info = gather_groups(model, task, cfg, step, dev)
-            rollouts_spent += info["rollouts"]
-            tokens_spent += info["tokens"]
-            mu_hat = info.pop("mu_hat")
-            row.update(info)
-            row.update(
-                mu_hat_mean=float(mu_hat.mean()),
-                mu_hat_q10=float(mu_hat.quantile(0.1)),
-                mu_hat_q90=float(mu_hat.quantile(0.9)),
-                groups=batch.rewards.shape[0],
-                rollouts=rollouts_spent,
-                tokens=tokens_spent,
-            )
-
-            # ---- 3-5. advantages, old log-probs, K mini-batch updates (rows split over ranks) ----
-            lr = set_lr(optimizer, step, cfg)
-            row.update(update(model, ddp, reference, optimizer, batch, cfg, step, dev))
-            row["lr"] = lr
+        for step in range(start, cfg.steps):
+            row = {"step": step, **_evaluation(model, task, cfg, sets, step, dev, main)}
+            row.update(_rl_step(model, ddp, reference, optimizer, task, cfg, step, dev, spent))
             history.append(row)
-
-            # ---- 6. checkpoint --------------------------------------------------------------
-            step_done(step, cfg, checkpoint, bar, on_step)
+            step_done(step, cfg, checkpoint, bar, on_step)  # ---- 6. checkpoint
     finally:
         if bar is not None:
             bar.close()
+    if start <= cfg.steps:  # the last evaluation, after the last update
+        final = _evaluation(model, task, cfg, sets, cfg.steps, dev, main)
+        history.append({"step": cfg.steps, **final, "rollouts": spent.rollouts, "tokens": spent.tokens})
     checkpoint(cfg.steps)
-    elapsed = time.perf_counter() - started
     if main:
-        folder.write_meta(
-            {
-                "kind": "rl",
-                "complete": True,
-                "init": str(init),
-                # the SFT model it started from, by content: a moved or copied cache root still matches
-                "init_checkpoint": file_sha256(Path(init) / CHECKPOINT),
-                "method": cfg.method,
-                "gamma": cfg.gamma,
-                "group_size": cfg.group_size,
-                "params": model.num_params(),
-                "steps": cfg.steps,
-                "resumed_from": min(start, cfg.steps),
-                "rollouts": rollouts_spent,
-                "tokens": tokens_spent,
-                "elapsed_s": round(elapsed, 3),
-                **environment(dev),
-            }
-        )
+        folder.write_meta(_meta(cfg, init, sets.start_sha, model, start, spent, time.perf_counter() - started, dev))
     barrier()  # every rank returns once the folder is complete
     return folder.path

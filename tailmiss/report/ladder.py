@@ -187,12 +187,9 @@ def _describe(lad) -> str:
     )
 
 
-def ladder_section(ctx: Context) -> str:
-    """Markdown for the ladder: per-rung N-shapes, focal effects, matched Q_pos, verdicts, the best simulator."""
-    main, budget, hard = (ladder_result(ctx, f) for f in ("ladder", "ladder-budget", "ladder-hard"))
-    mode = "quick ladders (`--quick`)" if ctx.quick else "full ladders"
-    parts = [LADDER_HEADING + "\n"]
-    parts.append(
+def _intro(mode: str) -> str:
+    """What the ladder is, how its rungs differ and how to reproduce it."""
+    return (
         "The bridge above compares the simulator with a transformer that never trains on the prompts it is scored "
         "on. The ladder changes one ingredient at a time between the two, with the same GRPO update (one on-policy "
         "update per step, so GRPO, DAPO and CISPO coincide), the same SFT answer distributions, the same fixed pool "
@@ -210,41 +207,23 @@ def ladder_section(ctx: Context) -> str:
         "Reproduce with `tailmiss llm sweep --preset ladder` (and `ladder-budget`, `ladder-hard`), then "
         "`tailmiss figures make ladder frontier`.\n"
     )
-    parts.append("- " + "\n- ".join(_describe(r.ladder) for r in (main, budget, hard)) + "\n")
-    parts.append(f"### GRPO: M_ret against N on every rung (`{main.ladder.name}`; figure `ladder.png`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(main)) + "\n")
-    parts.append(_lemma_line(main) + "\n")
-    parts.append("### Focal weight: ΔM_ret = M_ret(γ) − M_ret(0), paired by seed\n")
-    rows = _focal_rows(main)
-    if rows:
-        parts.append(
-            table(["rung", "prompts", "γ", "ΔM_ret by N", "mean over N", "N where it helps (> 2 se)"], rows) + "\n"
-        )
-    else:
-        parts.append("No focal runs in this ladder.\n")
-    parts.append(
-        "### At matched Q_pos (figure `frontier.png`)\n\n"
-        "Rungs learn at different speeds, so M_ret is also read along training, where each run's trained-on Q_pos "
-        "first reaches a common target (its rung's start plus half the smallest γ = 0 gain over N).\n"
-    )
-    header = [
-        "rung",
-        "target Q_pos",
-        "M_ret at target by N",
-        "Spearman(M_ret, N)",
-        "range over N",
-        "N matters",
-        "worst N",
-        "dip and recovery",
-    ]
-    parts.append(table(header, _matched_rows(main)))
-    parts.append("")
-    parts.append(f"### Equal rollout budget (`{budget.ladder.name}`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(budget)) + "\n")
-    parts.append(f"### Difficulty (`{hard.ladder.name}`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(hard)) + "\n")
-    parts.append(_lemma_line(hard) + "\n")
-    verdicts = la.ingredient_verdicts(main, budget, hard)
+
+
+_MATCHED_HEADER = [
+    "rung",
+    "target Q_pos",
+    "M_ret at target by N",
+    "Spearman(M_ret, N)",
+    "range over N",
+    "N matters",
+    "worst N",
+    "dip and recovery",
+]
+
+
+def _verdict_parts(main, hard, verdicts) -> list[str]:
+    """The verdict per ingredient and the simulator setting that best predicts the transformer."""
+    parts = []
     parts.append("### One verdict per ingredient (GRPO, γ = 0, M_ret by N)\n")
     vrows = [
         [
@@ -262,6 +241,41 @@ def ladder_section(ctx: Context) -> str:
         best = la.best_simulator(main, hard, targets[0])
         parts.append("### The simulator setting that predicts the transformer\n")
         parts.append(_best_line(best) + "\n")
+    return parts
+
+
+def ladder_section(ctx: Context) -> str:
+    """Markdown for the ladder: per-rung N-shapes, focal effects, matched Q_pos, verdicts, the best simulator."""
+    main, budget, hard = (ladder_result(ctx, f) for f in ("ladder", "ladder-budget", "ladder-hard"))
+    mode = "quick ladders (`--quick`)" if ctx.quick else "full ladders"
+    parts = [LADDER_HEADING + "\n"]
+    parts.append(_intro(mode))
+    parts.append("- " + "\n- ".join(_describe(r.ladder) for r in (main, budget, hard)) + "\n")
+    parts.append(f"### GRPO: M_ret against N on every rung (`{main.ladder.name}`; figure `ladder.png`)\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(main)) + "\n")
+    parts.append(_lemma_line(main) + "\n")
+    parts.append("### Focal weight: ΔM_ret = M_ret(γ) − M_ret(0), paired by seed\n")
+    rows = _focal_rows(main)
+    if rows:
+        parts.append(
+            table(["rung", "prompts", "γ", "ΔM_ret by N", "mean over N", "N where it helps (> 2 se)"], rows) + "\n"
+        )
+    else:
+        parts.append("No focal runs in this ladder.\n")
+    parts.append(
+        "### At matched Q_pos (figure `frontier.png`)\n\n"
+        "Rungs learn at different speeds, so M_ret is also read along training, where each run's trained-on Q_pos "
+        "first reaches a common target (its rung's start plus half the smallest γ = 0 gain over N).\n"
+    )
+    parts.append(table(_MATCHED_HEADER, _matched_rows(main)))
+    parts.append("")
+    parts.append(f"### Equal rollout budget (`{budget.ladder.name}`)\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(budget)) + "\n")
+    parts.append(f"### Difficulty (`{hard.ladder.name}`)\n")
+    parts.append(table(_SHAPE_HEADER, _shape_rows(hard)) + "\n")
+    parts.append(_lemma_line(hard) + "\n")
+    verdicts = la.ingredient_verdicts(main, budget, hard)
+    parts += _verdict_parts(main, hard, verdicts)
     parts.append("### Where the paper's claims do and do not appear\n")
     parts.append(_claims_text(main, verdicts) + "\n")
     return "\n".join(parts)

@@ -38,6 +38,23 @@ def resume_dir(out: str | Path) -> Path:
     return out.parent / f".{out.name}.resume"
 
 
+def _merge(config: SimConfig, shares: list) -> SimResult:
+    """One result from the processes' ``(history, meta)`` shares (a single share without torchrun)."""
+    history = pd.concat([h for h, _ in shares], ignore_index=True)
+    history = history.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
+    metas = [m for _, m in shares]
+    meta = dict(metas[0])
+    meta["elapsed_s"] = max(m["elapsed_s"] for m in metas)  # each share's time, resumed parts included
+    meta["action_updates_per_s"] = config.num_runs * config.num_actions * config.steps / max(meta["elapsed_s"], 1e-9)
+    if len(metas) > 1:
+        meta["processes"] = len(metas)
+        meta["devices"] = [m["device"] for m in metas]
+    resumed = [m.get("resumed_from_step") for m in metas if m.get("resumed_from_step")]
+    if resumed:
+        meta["resumed_from_step"] = min(resumed)
+    return SimResult(config=config, history=history, meta=meta)
+
+
 def run_sim(
     config: SimConfig,
     out: str | Path,
@@ -107,21 +124,7 @@ def run_sim(
     shares = _dist.gather_objects((share.history, share.meta))
     result = None
     if main:
-        history = pd.concat([h for h, _ in shares], ignore_index=True)
-        history = history.sort_values(["run", "step"], kind="stable").reset_index(drop=True)
-        metas = [m for _, m in shares]
-        meta = dict(metas[0])
-        meta["elapsed_s"] = max(m["elapsed_s"] for m in metas)  # each share's time, resumed parts included
-        meta["action_updates_per_s"] = (
-            config.num_runs * config.num_actions * config.steps / max(meta["elapsed_s"], 1e-9)
-        )
-        if len(metas) > 1:
-            meta["processes"] = len(metas)
-            meta["devices"] = [m["device"] for m in metas]
-        resumed = [m.get("resumed_from_step") for m in metas if m.get("resumed_from_step")]
-        if resumed:
-            meta["resumed_from_step"] = min(resumed)
-        result = SimResult(config=config, history=history, meta=meta)
+        result = _merge(config, shares)
         result.save(out)
     _dist.barrier()
     if main:
