@@ -341,3 +341,13 @@ def test_shards_of_a_sweep_concatenate_to_the_whole_sweep(one_torch_thread):
 def test_bad_run_selections_are_refused(runs):
     with pytest.raises(ValueError, match="runs must be"):
         simulate(TINY, device="cpu", progress=False, runs=runs)
+
+
+def test_no_scope_covers_analysis_figures_report_or_cli():
+    """Where an analysis, figure or report file lives never decides what the cache keeps: no scope names those
+    packages, and an LLM run's scope (the trainer) excludes the experiments that only choose which runs to train."""
+    parts = {p for scope in store.SCOPES.values() for p in scope}
+    assert not parts & {"results", "figures", "report", "cli", "options.py"}
+    assert "experiments" not in store.SCOPES["llm"] and "experiments" in store.SCOPES["sweep"]
+    files = {p.relative_to(store._PACKAGE).parts[0] for p in store._scope_files("bridge")}
+    assert files.isdisjoint({"results", "figures", "report", "cli"})
