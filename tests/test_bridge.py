@@ -3,8 +3,6 @@ from them, Lemma 3.1 per prompt, zones and the numeric verdict rebuilt from a ti
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,19 +10,19 @@ from conftest import tiny_llm_sweeps
 from scipy import special, stats
 
 from tailmiss import analytic
+from tailmiss.analytic.regimes import zones
 from tailmiss.experiments.bridge import (
     BRIDGE_GAMMAS,
     BridgeResult,
     _sim_config,
     prompt_policies,
     run_bridge,
-    verdict,
-    zones,
 )
 from tailmiss.experiments.sweep import run_sweep
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics
 from tailmiss.options import RunOptions
+from tailmiss.results.claims.bridge import bridge_verdict
 from tailmiss.sim import SimConfig, simulate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -165,18 +163,18 @@ def _summary(llm, sim, focal_llm, focal_sim):
 def test_verdict_on_a_constructed_summary():
     llm = {2: 0.9, 8: 0.3, 32: 0.6}
     sim = {2: 0.95, 8: 0.2, 32: 0.9, 128: 1.0}
-    v = verdict(_summary(llm, sim, 0.1, 0.05))
-    assert v["group_sizes"] == [2, 8, 32]
-    assert v["spearman_retained_mass"] == pytest.approx(1.0)
-    assert v["llm_zones"] == ["I", "II", "III"] and v["sim_zones"] == ["I", "II", "III"]
-    assert v["zone_agreement"] == 1.0
-    (f,) = v["focal"]
-    assert f["gamma"] == 0.5 and f["llm_delta_retained"] == pytest.approx(0.1) and f["helps_in_both"]
-    v = verdict(_summary({2: 0.9, 8: 0.6, 32: 0.3}, sim, -0.1, 0.05))
-    assert v["spearman_retained_mass"] == pytest.approx(0.5)  # ranks (3, 2, 1) vs (3, 1, 2)
-    assert v["llm_zones"] == ["I", "I", "II"]
-    assert v["zone_agreement"] == pytest.approx(1 / 3)
-    assert not v["focal"][0]["helps_in_both"]
+    v = bridge_verdict(_summary(llm, sim, 0.1, 0.05))
+    assert v.group_sizes == (2, 8, 32)
+    assert v.spearman_retained_mass == pytest.approx(1.0)
+    assert v.llm_zones == ("I", "II", "III") and v.sim_zones == ("I", "II", "III")
+    assert v.zone_agreement == 1.0
+    (f,) = v.focal
+    assert f.gamma == 0.5 and f.llm_delta_retained == pytest.approx(0.1) and f.helps_in_both
+    v = bridge_verdict(_summary({2: 0.9, 8: 0.6, 32: 0.3}, sim, -0.1, 0.05))
+    assert v.spearman_retained_mass == pytest.approx(0.5)  # ranks (3, 2, 1) vs (3, 1, 2)
+    assert v.llm_zones == ("I", "I", "II")
+    assert v.zone_agreement == pytest.approx(1 / 3)
+    assert not v.focal[0].helps_in_both
 
 
 # --- the verdict rebuilt from a tiny real sweep ---------------------------------------------------------
@@ -228,13 +226,14 @@ def test_tail_miss_column_is_lemma_3_1(tiny_bridge):
     _, _, bridge = tiny_bridge
     f = bridge.prompts[bridge.prompts["tau0"] > 0]
     assert len(f) > 0
-    expected = analytic.tail_miss_probability(f["mu_pos0"].to_numpy(), f["tau0"].to_numpy(), f["group_size"].to_numpy())
-    np.testing.assert_allclose(f["tail_miss"].to_numpy(), expected, rtol=1e-12)
+    expected = analytic.tail_miss_probability(f.mu_pos0.to_numpy(), f.tau0.to_numpy(), f.group_size.to_numpy())
+    np.testing.assert_allclose(f.tail_miss.to_numpy(), expected, rtol=1e-12)
     assert bridge.prompts.loc[bridge.prompts["tau0"] == 0, "tail_miss"].isna().all()
 
 
 def test_verdict_rebuilt_from_the_per_prompt_rows(tiny_bridge):
-    """The saved verdict equals one recomputed by hand from prompts.csv (means over prompts, then seeds)."""
+    """The verdict of the saved summary equals one recomputed by hand from prompts.csv (means over prompts, then
+    seeds)."""
     _, _, bridge = tiny_bridge
     frame = bridge.prompts
     per_seed = frame.groupby(["source", "group_size", "gamma", "seed"])["retained_mass"].mean()
@@ -242,16 +241,16 @@ def test_verdict_rebuilt_from_the_per_prompt_rows(tiny_bridge):
     ns = sorted(frame.loc[(frame["source"] == "llm") & (frame["gamma"] == 0), "group_size"].unique())
     llm = np.array([mean[("llm", n, 0.0)] for n in ns])
     sim = np.array([mean[("sim", n, 0.0)] for n in ns])
-    v = bridge.verdict
-    np.testing.assert_allclose(v["llm_retained_mass"], llm, rtol=1e-12)
-    np.testing.assert_allclose(v["sim_retained_mass"], sim, rtol=1e-12)
+    v = bridge_verdict(bridge.summary)
+    np.testing.assert_allclose(v.llm_retained_mass, llm, rtol=1e-12)
+    np.testing.assert_allclose(v.sim_retained_mass, sim, rtol=1e-12)
     constant = np.ptp(llm) == 0 or np.ptp(sim) == 0  # a rank correlation is undefined: the verdict says NaN
     expected = float("nan") if constant else stats.spearmanr(llm, sim).statistic
-    assert v["spearman_retained_mass"] == pytest.approx(expected, nan_ok=True)
-    assert v["llm_zones"] == zones(ns, llm) and v["sim_zones"] == zones(ns, sim)
-    (f,) = v["focal"]
-    assert f["llm_delta_retained"] == pytest.approx(mean[("llm", 8, 0.5)] - mean[("llm", 8, 0.0)])
-    assert f["sim_delta_retained"] == pytest.approx(mean[("sim", 8, 0.5)] - mean[("sim", 8, 0.0)])
+    assert v.spearman_retained_mass == pytest.approx(expected, nan_ok=True)
+    assert list(v.llm_zones) == zones(ns, llm) and list(v.sim_zones) == zones(ns, sim)
+    (f,) = v.focal
+    assert f.llm_delta_retained == pytest.approx(mean[("llm", 8, 0.5)] - mean[("llm", 8, 0.0)])
+    assert f.sim_delta_retained == pytest.approx(mean[("sim", 8, 0.5)] - mean[("sim", 8, 0.0)])
 
 
 def test_bridge_is_cached_and_reloads(tiny_bridge, monkeypatch):
@@ -263,7 +262,7 @@ def test_bridge_is_cached_and_reloads(tiny_bridge, monkeypatch):
 
     monkeypatch.setattr(bridge_module, "simulate", refuse)
     again = run_bridge(result, root, options=RunOptions(progress=False))
-    assert json.dumps(again.verdict) == json.dumps(bridge.verdict)  # NaN-safe equality
+    pd.testing.assert_frame_equal(again.summary, bridge.summary)
     loaded = BridgeResult.load(root / f"{result.config.name}-bridge")
     pd.testing.assert_frame_equal(loaded.summary, bridge.summary)
 

@@ -305,16 +305,17 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
     from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
     from tailmiss.experiments.sweep import SweepResult
     from tailmiss.results import BridgeData, bridge_data
-    from tailmiss.results.claims import bridge_agrees
+    from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict
 
     data = bridge_data(quick_ctx)
     assert isinstance(data, BridgeData)
     assert isinstance(data.sweep, SweepResult) and isinstance(data.main, BridgeResult)
     assert data.main.sim_lr == DEFAULT_SIM_LR
     assert [b.sim_lr for b in data.others] == [lr for lr in SENSITIVITY_LRS if lr != DEFAULT_SIM_LR]
-    assert data.verdict is data.main.verdict
-    assert data.agrees == bridge_agrees(data.main.verdict)
-    assert data.others_agree == tuple(bridge_agrees(b.verdict) for b in data.others)
+    assert isinstance(data.verdict, BridgeVerdict)
+    assert repr(data.verdict) == repr(bridge_verdict(data.main.summary))  # NaN-safe equality
+    assert data.agrees == data.verdict.agrees
+    assert repr(data.others_verdicts) == repr(tuple(bridge_verdict(b.summary) for b in data.others))
     assert set(data.per_prompt.columns) == {"prompt", "group_size", "gamma", "tail_miss", "tau", "tau0"}
     assert "**no**" in quick_report or "yes" in quick_report
     verdict_line = [line for line in quick_report.splitlines() if "Regimes agree" in line]

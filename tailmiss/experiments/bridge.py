@@ -16,11 +16,11 @@ evaluation prompt :math:`x` has an exactly known SFT answer distribution
    (the correct answers of smallest SFT mass holding at most ``rare_share`` of
    :math:`\mu_{pos}(x)`): the predicted probability that an active group misses
    the rare set, beside the observed change of that set's mass;
-4. compares, across :math:`N`, the retained positive mass :math:`M_{ret}`
-   (F-GRPO Eq. 26) and :math:`Q_{pos}` of the LLM runs and the simulation:
-   Spearman rank agreement, the regime (zone I / II / III, as in F-GRPO Fig. 2)
-   of each :math:`N` in each, and whether the focal weight raises
-   :math:`M_{ret}` in both.
+4. saves the per-prompt rows and their summary (means over prompts, then
+   seeds) per source, :math:`N` and :math:`\gamma`; the verdict (Spearman rank
+   agreement of :math:`M_{ret}` and :math:`Q_{pos}` across :math:`N`, the zones
+   of F-GRPO Fig. 2 in both, the focal effect) is judged from that summary in
+   :mod:`tailmiss.results.claims.bridge`.
 
 The simulation and the transformer differ in one way the comparison cannot
 remove: the transformer is never trained on the evaluation prompts (held-out
@@ -31,7 +31,6 @@ directly. The bridge compares regimes (orderings in :math:`N`), not magnitudes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,14 +39,13 @@ import pandas as pd
 import torch
 
 from tailmiss import analytic
-from tailmiss.analytic.regimes import spearman, zone_agreement, zones
 from tailmiss.experiments.sweep import LLMSweep, SweepResult
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.store import lookup, open_unit, save_unit
+from tailmiss.store import lookup, open_unit, read_meta, save_unit
 
 __all__ = [
     "BRIDGE_GAMMAS",
@@ -56,8 +54,6 @@ __all__ = [
     "BridgeResult",
     "prompt_policies",
     "run_bridge",
-    "zones",
-    "verdict",
 ]
 
 BRIDGE_GAMMAS = (0.0, 0.5, 1.0)
@@ -67,7 +63,7 @@ DEFAULT_SIM_LR = 1e-2
 SENSITIVITY_LRS = (1e-2, 3e-2, 1e-1)
 """Simulator learning rates the report checks the verdict against (the LLM runs fix N, γ and steps, not this)."""
 _OFF_FORMAT_FLOOR = 1e-30
-_FILES = ("prompts.csv", "summary.csv", "verdict.json", "config.toml", "meta.json")
+_FILES = ("prompts.csv", "summary.csv", "config.toml", "meta.json")
 
 
 @dataclass(frozen=True)
@@ -196,41 +192,6 @@ def _llm_prompts(sweep: LLMSweep, root: Path, prompts, policies, reference) -> p
     return pd.DataFrame(rows)
 
 
-def verdict(summary: pd.DataFrame, focal_n: int | None = None) -> dict:
-    """Numeric agreement between the LLM runs and the simulation, from a :attr:`BridgeResult.summary`.
-
-    Returns the Spearman rank correlation of :math:`M_{ret}` and of
-    :math:`Q_{pos}` across the GRPO group sizes, each source's zone per group
-    size and their agreement, and the focal effect on :math:`M_{ret}` at the
-    group size of the LLM's focal runs, in both sources.
-    """
-    llm = summary[(summary["source"] == "llm") & (summary["gamma"] == 0)].sort_values("group_size")
-    sim = summary[(summary["source"] == "sim") & (summary["gamma"] == 0)].set_index("group_size")
-    sizes = llm["group_size"].to_numpy()
-    sim = sim.loc[sizes]
-    out: dict = {"group_sizes": [int(n) for n in sizes]}
-    for metric in ("retained_mass", "q_pos"):
-        a, b = llm[metric].to_numpy(), sim[metric].to_numpy()
-        out[f"spearman_{metric}"] = spearman(a, b)
-        out[f"llm_{metric}"] = [float(x) for x in a]
-        out[f"sim_{metric}"] = [float(x) for x in b]
-    out["llm_zones"] = zones(sizes, llm["retained_mass"].to_numpy())
-    out["sim_zones"] = zones(sizes, sim["retained_mass"].to_numpy())
-    out["zone_agreement"] = zone_agreement(out["llm_zones"], out["sim_zones"])
-    focal = summary[(summary["source"] == "llm") & (summary["gamma"] > 0)]
-    if focal_n is None and not focal.empty:
-        focal_n = int(focal["group_size"].iloc[0])
-    out["focal"] = []
-    for g in sorted(focal.loc[focal["group_size"] == focal_n, "gamma"].unique()):
-        row = {"gamma": float(g), "group_size": int(focal_n)}
-        for source in ("llm", "sim"):
-            sel = summary[(summary["source"] == source) & (summary["group_size"] == focal_n)].set_index("gamma")
-            row[f"{source}_delta_retained"] = float(sel.loc[g, "retained_mass"] - sel.loc[0.0, "retained_mass"])
-        row["helps_in_both"] = bool(row["llm_delta_retained"] > 0 and row["sim_delta_retained"] > 0)
-        out["focal"].append(row)
-    return out
-
-
 @dataclass
 class BridgeResult:
     """Per-prompt and summary comparison of a sweep's LLM runs with their simulation.
@@ -245,26 +206,21 @@ class BridgeResult:
     summary : DataFrame
         Means over prompts, then mean and standard deviation over seeds, per
         source, group size and γ.
-    verdict : dict
-        See :func:`verdict`.
     sweep : LLMSweep
     sim_lr : float
     """
 
     prompts: pd.DataFrame
     summary: pd.DataFrame
-    verdict: dict
     sweep: LLMSweep
     sim_lr: float
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
-        verdict_text = json.dumps({"sim_lr": self.sim_lr, **self.verdict}, indent=2) + "\n"
         writers = {
             "config.toml": self.sweep.to_toml,
             "prompts.csv": lambda p: self.prompts.to_csv(p, index=False, float_format="%.10g"),
             "summary.csv": lambda p: self.summary.to_csv(p, index=False, float_format="%.10g"),
-            "verdict.json": lambda p: p.write_text(verdict_text),
         }
         return save_unit(path, writers, {"sim_lr": self.sim_lr}, "bridge", "bridge result")
 
@@ -273,12 +229,10 @@ class BridgeResult:
         """Read a saved result after verifying its checksums (``CorruptUnit`` otherwise)."""
         path = Path(path)
         open_unit(path, _FILES, "bridge result")
-        v = json.loads((path / "verdict.json").read_text())
-        lr = v.pop("sim_lr")
+        lr = read_meta(path)["sim_lr"]
         return cls(
             prompts=pd.read_csv(path / "prompts.csv"),
             summary=pd.read_csv(path / "summary.csv"),
-            verdict=v,
             sweep=LLMSweep.from_toml(path / "config.toml"),
             sim_lr=lr,
         )
@@ -355,6 +309,6 @@ def run_bridge(
         frame.loc[has_rare, "group_size"].to_numpy(),
     )
     summary = _summarise(frame)
-    result = BridgeResult(frame, summary, verdict(summary), sweep, float(sim_lr))
+    result = BridgeResult(frame, summary, sweep, float(sim_lr))
     result.save(out_dir)
     return result

@@ -68,8 +68,8 @@ def _regime_panels(axes, data: BridgeData) -> None:
                 va="center",
             )
         ax.set_ylabel(label)
-    axes[0].set_title(f"(a) M_ret: Spearman {v['spearman_retained_mass']:+.2f}, zones agree {v['zone_agreement']:.0%}")
-    axes[1].set_title(f"(b) Q_pos: Spearman {v['spearman_q_pos']:+.2f}")
+    axes[0].set_title(f"(a) M_ret: Spearman {v.spearman_retained_mass:+.2f}, zones agree {v.zone_agreement:.0%}")
+    axes[1].set_title(f"(b) Q_pos: Spearman {v.spearman_q_pos:+.2f}")
     axes[0].legend(loc="best", fontsize=6)
 
 

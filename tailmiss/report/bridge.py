@@ -1,6 +1,7 @@
 """The report's bridge section: F-GRPO Fig. 2's regimes in the simulation beside the transformer, as text.
 
-Numbers and the verdict come from :class:`~tailmiss.results.bridge.BridgeData`; this module only writes them.
+Numbers and the verdict come from :class:`~tailmiss.results.bridge.BridgeData`; this module only writes
+them.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.report.text import table, yes
 from tailmiss.results import BridgeData
-from tailmiss.results.claims import BRIDGE_SPEARMAN
+from tailmiss.results.claims.bridge import BRIDGE_SPEARMAN, BridgeVerdict
 
 __all__ = ["bridge_section"]
 
@@ -25,20 +26,20 @@ _COMPARISON_HEADER = [
 _SENSITIVITY_HEADER = ["sim lr", "simulated M_ret by N", "zones", "Spearman", "zones agree", "focal ΔM_ret", "agree"]
 
 
-def _comparison_rows(v: dict) -> list[list]:
+def _comparison_rows(v: BridgeVerdict) -> list[list]:
     """One row per N: M_ret, zone and Q_pos of the transformer and of the simulation."""
-    columns = ("llm_retained_mass", "sim_retained_mass", "llm_zones", "sim_zones", "llm_q_pos", "sim_q_pos")
+    columns = (v.llm_retained_mass, v.sim_retained_mass, v.llm_zones, v.sim_zones, v.llm_q_pos, v.sim_q_pos)
     return [
         [int(n), f"{a:.3f}", f"{b:.3f}", za, zb, f"{qa:.3f}", f"{qb:.3f}"]
-        for n, a, b, za, zb, qa, qb in zip(v["group_sizes"], *(v[c] for c in columns))
+        for n, a, b, za, zb, qa, qb in zip(v.group_sizes, *columns)
     ]
 
 
-def _focal_text(v: dict) -> str:
+def _focal_text(v: BridgeVerdict) -> str:
     return "; ".join(
-        f"γ={f['gamma']:g} at N={f['group_size']}: ΔM_ret transformer {f['llm_delta_retained']:+.3f}, "
-        f"simulation {f['sim_delta_retained']:+.3f}, helps in both: {yes(f['helps_in_both'])}"
-        for f in v["focal"]
+        f"γ={f.gamma:g} at N={f.group_size}: ΔM_ret transformer {f.llm_delta_retained:+.3f}, "
+        f"simulation {f.sim_delta_retained:+.3f}, helps in both: {yes(f.helps_in_both)}"
+        for f in v.focal
     )
 
 
@@ -49,21 +50,21 @@ def _sensitivity(data: BridgeData) -> str:
     rows = [
         [
             f"{b.sim_lr:g}",
-            ", ".join(f"{x:.3f}" for x in b.verdict["sim_retained_mass"]),
-            " ".join(b.verdict["sim_zones"]),
-            f"{b.verdict['spearman_retained_mass']:+.2f}",
-            f"{b.verdict['zone_agreement']:.0%}",
-            ", ".join(f"{f['sim_delta_retained']:+.3f}" for f in b.verdict["focal"]),
-            yes(agrees),
+            ", ".join(f"{x:.3f}" for x in v.sim_retained_mass),
+            " ".join(v.sim_zones),
+            f"{v.spearman_retained_mass:+.2f}",
+            f"{v.zone_agreement:.0%}",
+            ", ".join(f"{f.sim_delta_retained:+.3f}" for f in v.focal),
+            yes(v.agrees),
         ]
-        for b, agrees in zip((data.main, *data.others), (data.agrees, *data.others_agree))
+        for b, v in zip((data.main, *data.others), (data.verdict, *data.others_verdicts))
     ]
-    v = data.main.verdict
+    v = data.verdict
     return (
         "\n\nThe simulator's learning rate is the one free setting (the runs fix N, γ, seeds and update count). "
         "The same verdict at other rates (transformer M_ret by N: "
-        + ", ".join(f"{x:.3f}" for x in v["llm_retained_mass"])
-        + f"; zones {' '.join(v['llm_zones'])}):\n\n"
+        + ", ".join(f"{x:.3f}" for x in v.llm_retained_mass)
+        + f"; zones {' '.join(v.llm_zones)}):\n\n"
         + table(_SENSITIVITY_HEADER, rows)
     )
 
@@ -71,8 +72,7 @@ def _sensitivity(data: BridgeData) -> str:
 def bridge_section(data: BridgeData) -> str:
     """Markdown for the bridge's verdict (:class:`~tailmiss.results.bridge.BridgeData`: F-GRPO Fig. 2's regimes in
     the simulation and the transformer), with the other simulator learning rates."""
-    bridge = data.main
-    v = bridge.verdict
+    bridge, v = data.main, data.verdict
     return (
         f"### Bridge: simulation vs transformer (`{bridge.sweep.name}`; figure `bridge.png`)\n\n"
         "Each held-out prompt's exact SFT answer distribution (its well-formed answers plus one off-format "
@@ -84,8 +84,8 @@ def bridge_section(data: BridgeData) -> str:
         "magnitudes.\n\n"
         + table(_COMPARISON_HEADER, _comparison_rows(v))
         + "\n\n"
-        + f"Spearman over N: M_ret {v['spearman_retained_mass']:+.2f}, Q_pos {v['spearman_q_pos']:+.2f}; zones "
-        f"agree at {v['zone_agreement']:.0%} of N; focal: {_focal_text(v)}. "
+        + f"Spearman over N: M_ret {v.spearman_retained_mass:+.2f}, Q_pos {v.spearman_q_pos:+.2f}; zones "
+        f"agree at {v.zone_agreement:.0%} of N; focal: {_focal_text(v)}. "
         f"Regimes agree (M_ret rank ρ > {BRIDGE_SPEARMAN:g} and every "
         f"zone equal): {yes(data.agrees)}." + _sensitivity(data) + "\n"
     )

@@ -3,18 +3,16 @@
 :func:`bridge_data` runs (or loads) :func:`tailmiss.experiments.bridge.run_bridge` on the
 group-size sweep at every simulator learning rate of
 :data:`tailmiss.experiments.bridge.SENSITIVITY_LRS`; its verdict (F-GRPO Fig. 2's regimes
-and Lemma 3.1 against the transformer) is judged here, once.
+and Lemma 3.1 against the transformer) is judged once, by :mod:`tailmiss.results.claims.bridge`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from tailmiss.analytic.regimes import spearman
-from tailmiss.results.claims import bridge_agrees
+from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict, per_prompt_spearman
 from tailmiss.results.context import Context
 from tailmiss.results.llm import sweep_result
 
@@ -37,11 +35,10 @@ class BridgeData:
         The transformer's prompts at the default rate, seed means per prompt, N and γ: Lemma 3.1's
         ``tail_miss`` beside the rare-set mass ``tau`` and its SFT value ``tau0``.
     per_prompt_spearman : float
-        Over the γ = 0 prompts with a rare set: the rank correlation of Lemma 3.1's tail-miss probability with the
-        observed log change of the rare-set mass, log(τ / τ_SFT) (NaN with fewer than 3 such prompts).
-    agrees : bool
-        The verdict of :attr:`main` (:func:`tailmiss.results.claims.bridge_agrees`).
-    others_agree : tuple of bool
+        :func:`~tailmiss.results.claims.bridge.per_prompt_spearman` of :attr:`per_prompt`.
+    verdict : BridgeVerdict
+        The verdict of :attr:`main` (:func:`~tailmiss.results.claims.bridge.bridge_verdict`).
+    others_verdicts : tuple of BridgeVerdict
         The verdict at each of :attr:`others`.
     """
 
@@ -50,18 +47,18 @@ class BridgeData:
     others: tuple
     per_prompt: pd.DataFrame
     per_prompt_spearman: float
-    agrees: bool
-    others_agree: tuple
+    verdict: BridgeVerdict
+    others_verdicts: tuple
 
     @property
-    def verdict(self) -> dict:
-        """The numeric verdict at the default rate (:func:`tailmiss.experiments.bridge.verdict`)."""
-        return self.main.verdict
+    def agrees(self) -> bool:
+        """Whether the regimes agree at the default rate (:attr:`BridgeVerdict.agrees`)."""
+        return self.verdict.agrees
 
 
 def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     """The bridge of the group-size sweep at every rate of :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, run
-    or loaded.
+    or loaded, with its verdicts.
 
     Parameters
     ----------
@@ -77,13 +74,12 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     others = tuple(b for lr, b in bridges.items() if lr != DEFAULT_SIM_LR)
     prompts = main.prompts[main.prompts["source"] == "llm"]
     per_prompt = prompts.groupby(["prompt", "group_size", "gamma"], as_index=False)[["tail_miss", "tau", "tau0"]].mean()
-    base = per_prompt[(per_prompt["gamma"] == 0) & per_prompt["tail_miss"].notna() & (per_prompt["tau0"] > 0)]
     return BridgeData(
         sweep=result,
         main=main,
         others=others,
         per_prompt=per_prompt,
-        per_prompt_spearman=spearman(base["tail_miss"], np.log(base["tau"] / base["tau0"])),
-        agrees=bridge_agrees(main.verdict),
-        others_agree=tuple(bridge_agrees(b.verdict) for b in others),
+        per_prompt_spearman=per_prompt_spearman(per_prompt),
+        verdict=bridge_verdict(main.summary),
+        others_verdicts=tuple(bridge_verdict(b.summary) for b in others),
     )

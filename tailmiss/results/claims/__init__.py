@@ -20,7 +20,7 @@ ladder
 
 from __future__ import annotations
 
-from tailmiss.results.claims.bridge import BRIDGE_SPEARMAN, bridge_agrees
+from tailmiss.results.claims.bridge import BRIDGE_SPEARMAN, BridgeVerdict, bridge_verdict
 from tailmiss.results.claims.sim import BrorlClaims, Fig2Claims, brorl_claims, fig2_claims
 from tailmiss.results.claims.theory import TheoryClaims, theory_claims
 
@@ -32,5 +32,6 @@ __all__ = [
     "fig2_claims",
     "BrorlClaims",
     "brorl_claims",
-    "bridge_agrees",
+    "BridgeVerdict",
+    "bridge_verdict",
 ]
