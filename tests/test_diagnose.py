@@ -12,8 +12,18 @@ from typer.testing import CliRunner
 
 from tailmiss import analytic
 from tailmiss.cli import app
-from tailmiss.diagnose import diagnose, gamma_key, group_columns, n_star_key, pooled_risk, rho_key, step_metrics
-from tailmiss.rollout_log import group_counts, read_rollouts, success_flags
+from tailmiss.diagnose import (
+    diagnose,
+    gamma_key,
+    group_columns,
+    group_counts,
+    n_star_key,
+    pooled_risk,
+    read_rollouts,
+    rho_key,
+    step_metrics,
+    success_flags,
+)
 
 
 @pytest.fixture

@@ -149,10 +149,16 @@ def diagnose_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Diagnose a real run: group success, inactive share, Lemma 3.1 risk and its peak N, focal weights."""
-    from tailmiss.diagnose import DEFAULT_GAMMAS, DEFAULT_RHOS, RESULT_FILES, diagnose, write_diagnosis
+    from tailmiss.diagnose import (
+        DEFAULT_GAMMAS,
+        DEFAULT_RHOS,
+        RESULT_FILES,
+        diagnose,
+        read_rollouts,
+        write_diagnosis,
+    )
     from tailmiss.figures.diagnose import save_diagnosis_figure
     from tailmiss.io import check_result_dest, result_dir
-    from tailmiss.rollout_log import read_rollouts
 
     out = out or Path("runs/diagnose") / (log.stem or "log")
     check_result_dest(out, RESULT_FILES, "diagnose result")

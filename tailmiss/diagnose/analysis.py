@@ -1,8 +1,8 @@
 r"""Does a real run sit in the tail-miss regime? Group statistics and Lemma 3.1 over a per-rollout log.
 
-From a per-rollout log (schema and adapters: :mod:`tailmiss.rollout_log`) every (step, prompt)
-group gives its size :math:`N`, correct count :math:`X` and :math:`\hat\mu = X/N`
-(F-GRPO Eq. 11). Per step this module reports
+From a per-rollout log (schema and adapters: :mod:`tailmiss.diagnose.rollout_log`) every
+(step, prompt) group gives its size :math:`N`, correct count :math:`X` and
+:math:`\hat\mu = X/N` (F-GRPO Eq. 11). Per step this module reports
 
 * the group success distribution: mean and quartiles of :math:`\hat\mu`, and the shares of
   all-incorrect, all-correct and so inactive groups (zero reward variance, no gradient;
@@ -49,8 +49,8 @@ import pandas as pd
 
 from tailmiss import analytic
 from tailmiss._checks import check_interval, check_nonnegative
+from tailmiss.diagnose.rollout_log import RolloutLog, group_counts
 from tailmiss.io import atomic_write
-from tailmiss.rollout_log import RolloutLog, group_counts
 
 __all__ = [
     "DEFAULT_RHOS",
@@ -288,7 +288,7 @@ def diagnose(
     Parameters
     ----------
     log : RolloutLog
-        From :func:`tailmiss.rollout_log.read_rollouts`.
+        From :func:`tailmiss.diagnose.read_rollouts`.
     threshold : float, optional
         Success threshold for non-binary rewards (``reward >= threshold`` is correct).
     rhos : sequence of float
