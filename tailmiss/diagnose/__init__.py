@@ -5,6 +5,8 @@ Submodules
 rollout_log
     The per-rollout log schema (``step``, ``prompt_id``, ``reward`` [, ``correct``]), its CSV / JSONL /
     parquet readers and the TRL and verl adapters; success flags and group counts :math:`(N, X)`.
+mixture
+    The mixture of Lemma 3.1 curves over a run's groups and its exact peak :math:`N^*`.
 analysis
     Per group and per step: :math:`\hat\mu = X/N` (F-GRPO Eq. 11), the inactive share (Eq. 7), Lemma 3.1's
     tail-miss risk with the group size :math:`N^*` at which it peaks, and the focal weight (Eq. 12).
@@ -18,12 +20,15 @@ from tailmiss.diagnose.analysis import (
     DEFAULT_RHOS,
     RESULT_FILES,
     Diagnosis,
+    check_same_log,
+    default_folder,
     diagnose,
     gamma_key,
     group_columns,
     n_star_key,
     per_step,
     pooled_risk,
+    rho_grid,
     rho_key,
     step_metrics,
     write_diagnosis,
@@ -31,6 +36,7 @@ from tailmiss.diagnose.analysis import (
 from tailmiss.diagnose.rollout_log import (
     FORMATS,
     SCHEMA_COLUMNS,
+    CutLineWarning,
     RolloutLog,
     group_counts,
     read_rollouts,
@@ -43,6 +49,7 @@ __all__ = [
     "RESULT_FILES",
     "Diagnosis",
     "rho_key",
+    "rho_grid",
     "gamma_key",
     "n_star_key",
     "group_columns",
@@ -50,9 +57,12 @@ __all__ = [
     "step_metrics",
     "pooled_risk",
     "diagnose",
+    "default_folder",
+    "check_same_log",
     "write_diagnosis",
     "FORMATS",
     "SCHEMA_COLUMNS",
+    "CutLineWarning",
     "RolloutLog",
     "read_rollouts",
     "success_flags",

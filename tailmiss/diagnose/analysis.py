@@ -38,6 +38,7 @@ The analysis is numpy / pandas plus :mod:`tailmiss.analytic`; plotting lives in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -47,8 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tailmiss import analytic
 from tailmiss._checks import check_interval, check_nonnegative
+from tailmiss.diagnose.mixture import analytic, mixture, mixture_peaks, pooled_risk, support
 from tailmiss.diagnose.rollout_log import RolloutLog, group_counts
 from tailmiss.io import atomic_write
 
@@ -58,6 +59,7 @@ __all__ = [
     "RESULT_FILES",
     "Diagnosis",
     "rho_key",
+    "rho_grid",
     "gamma_key",
     "n_star_key",
     "group_columns",
@@ -65,6 +67,8 @@ __all__ = [
     "step_metrics",
     "pooled_risk",
     "diagnose",
+    "default_folder",
+    "check_same_log",
     "write_diagnosis",
 ]
 
@@ -73,7 +77,6 @@ DEFAULT_RHOS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_GAMMAS = (0.5, 1.0, 2.0)
 """The γ values F-GRPO swept (Table 6; 0.5 was selected in most runs, Table 7)."""
 RESULT_FILES = ("diagnose.json", "diagnose_steps.csv", "diagnose.png", "diagnose.pdf")
-_CHUNK = 1 << 15
 
 
 def rho_key(rho: float) -> str:
@@ -91,13 +94,20 @@ def gamma_key(gamma: float) -> str:
     return f"focal_weight_gamma{gamma:g}"
 
 
+def rho_grid(rhos) -> tuple[float, ...]:
+    """Sorted distinct rare shares from a number or a 1-d sequence in (0, 1); ``ValueError`` naming a bad one."""
+    rho = check_interval("rho", rhos, 0.0, 1.0, lo_open=True, hi_open=True)
+    if rho.ndim > 1 or rho.size == 0:
+        raise ValueError(f"rho must be a number or a non-empty 1-d sequence of numbers, got shape {rho.shape}")
+    return tuple(np.unique(rho).tolist())
+
+
 def _grids(rhos, gammas) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Sorted distinct ``rhos`` in (0, 1) and ``gammas`` >= 0 (``ValueError`` naming a bad value)."""
-    rho = check_interval("rho", list(rhos), 0.0, 1.0, lo_open=True, hi_open=True)
     gamma = check_nonnegative("gamma", list(gammas))
-    if rho.size == 0 or gamma.size == 0:
-        raise ValueError("give at least one rho and one gamma")
-    return tuple(np.unique(rho).tolist()), tuple(np.unique(gamma).tolist())
+    if gamma.size == 0:
+        raise ValueError("give at least one gamma")
+    return rho_grid(list(rhos)), tuple(np.unique(gamma).tolist())
 
 
 def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> pd.DataFrame:
@@ -122,7 +132,7 @@ def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS
     for rho in rhos:
         risk = np.full(mu.shape, np.nan)
         if solved.any():
-            risk[solved] = analytic.tail_miss_probability(mu[solved], rho * mu[solved], n[solved])
+            risk[solved] = analytic().tail_miss_probability(mu[solved], rho * mu[solved], n[solved])
         out[rho_key(rho)] = risk
     for gamma in gammas:
         out[gamma_key(gamma)] = np.where(out["inactive"], np.nan, np.power(1.0 - mu, gamma))
@@ -154,10 +164,11 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
     for col in columns.columns:
         if col.startswith(("tail_miss_rho", "focal_weight_gamma")):
             table[col] = by[col].mean()
-    solved = columns[columns["x"] > 0].groupby("step")["mu_hat"]
+    solved = columns[columns["x"] > 0]
+    steps, step_index = np.unique(solved["step"].to_numpy(), return_inverse=True)
     for rho in rhos:
-        n_star = solved.apply(lambda m, r=rho: pooled_risk(m, r)["n_star"])
-        table[n_star_key(rho)] = pd.to_numeric(n_star.reindex(table.index), errors="coerce").astype(np.float64)
+        n_star, _ = mixture_peaks(*support(solved["mu_hat"].to_numpy(), step_index.reshape(-1), steps.size), rho)
+        table[n_star_key(rho)] = pd.Series(n_star, index=steps).reindex(table.index).astype(np.float64)
     return table.reset_index()
 
 
@@ -167,43 +178,6 @@ def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, fl
     groups = pd.DataFrame({"step": 0, "n": np.asarray(n, np.int64), "x": np.asarray(x, np.int64)})
     row = per_step(group_columns(groups, rhos, gammas), rhos).iloc[0]
     return {k: float(v) for k, v in row.items() if k != "step"}
-
-
-def _mixture(mu: np.ndarray, weights: np.ndarray, rho: float, ns: np.ndarray) -> np.ndarray:
-    """Weighted mean over ``mu`` of Lemma 3.1 at ``(mu, rho*mu, N)`` for each N in ``ns``."""
-    out = np.empty(ns.size)
-    for lo in range(0, ns.size, _CHUNK):
-        block = ns[lo : lo + _CHUNK]
-        vals = analytic.tail_miss_probability(mu[:, None], rho * mu[:, None], block[None, :])
-        out[lo : lo + _CHUNK] = weights @ vals
-    return out
-
-
-def pooled_risk(mu_hat, rho: float) -> dict:
-    r"""Exact argmax :math:`N^*` and height of the run's mixture of Lemma 3.1 curves.
-
-    Parameters
-    ----------
-    mu_hat : array_like
-        :math:`\hat\mu` of the solved groups (:math:`X > 0`).
-    rho : float
-        Rare share, :math:`\tau = \rho\hat\mu`.
-
-    Returns
-    -------
-    dict
-        ``n_star`` (None when every group is all-correct: the risk is 0 for every N), ``peak``,
-        and ``support`` (the distinct :math:`\hat\mu` and their weights, for curves).
-    """
-    mu, counts = np.unique(np.asarray(mu_hat, np.float64), return_counts=True)
-    weights = counts / counts.sum()
-    interior = mu < 1.0  # mu_hat = 1 contributes 0 at every N
-    if not interior.any():
-        return {"n_star": None, "peak": 0.0, "support": (mu, weights)}
-    n_hi = int(np.max(analytic.tail_miss_peak(mu[interior], rho * mu[interior]).n_star))
-    curve = _mixture(mu[interior], weights[interior], rho, np.arange(1, n_hi + 1))
-    best = int(np.argmax(curve))
-    return {"n_star": best + 1, "peak": float(curve[best]), "support": (mu, weights)}
 
 
 @dataclass(frozen=True)
@@ -221,38 +195,48 @@ class Diagnosis:
     gammas: tuple[float, ...]
 
 
-def _curve_grid(n_obs: int, n_stars: list[int]) -> np.ndarray:
-    top = max([n_obs, *n_stars, 8]) * 4
+def _curve_grid(sizes: list[int], n_stars: list[int]) -> np.ndarray:
+    top = max([*sizes, *n_stars, 8]) * 4
     grid = np.unique(np.round(np.geomspace(1, top, 160)).astype(np.int64))
-    return np.union1d(grid, np.array([n_obs, *n_stars], dtype=np.int64))
+    return np.union1d(grid, np.array([*sizes, *n_stars], dtype=np.int64))
 
 
-def _side(n_obs: int, n_star: int | None) -> str | None:
+def _side(sizes: list[int], n_star: int | None) -> str:
+    """Where the run's group sizes lie against :math:`N^*`: one word, or one per size when they differ."""
     if n_star is None:
-        return None
-    return "below" if n_obs < n_star else "above" if n_obs > n_star else "at"
+        return "no peak: risk 0 at every N"
+    words = {n: "below" if n < n_star else "above" if n > n_star else "at" for n in sizes}
+    if len(set(words.values())) == 1:
+        return words[sizes[0]]
+    return ", ".join(f"N = {n} {word}" for n, word in words.items())
 
 
-def _tail_miss_summary(columns: pd.DataFrame, rhos, n_obs: int) -> tuple[list[dict], pd.DataFrame]:
+def _tail_miss_summary(columns: pd.DataFrame, rhos) -> tuple[list[dict], pd.DataFrame]:
+    """Per rho: the risk of the run's groups, each at its own N, and the peak of their mixture over a common N."""
+    sizes = sorted(int(n) for n in columns["n"].unique())
     solved = columns[columns["x"] > 0]
-    pooled = {rho: pooled_risk(solved["mu_hat"], rho) for rho in rhos} if len(solved) else {}
-    rows = [
-        {
-            "rho": rho,
-            "risk_at_observed_n": solved[rho_key(rho)].mean() if len(solved) else None,
-            "n_observed": n_obs,
-            "n_star": pooled[rho]["n_star"] if pooled else None,
-            "peak": pooled[rho]["peak"] if pooled else None,
-            "side": _side(n_obs, pooled[rho]["n_star"]) if pooled else None,
-        }
-        for rho in rhos
-    ]
-    if not pooled:
+    rows, curves = [], []
+    for rho in rhos:
+        pooled = pooled_risk(solved["mu_hat"], rho) if len(solved) else None
+        n_star = None if pooled is None else pooled["n_star"]
+        rows.append(
+            {
+                "rho": rho,
+                "risk_at_observed_n": solved[rho_key(rho)].mean() if len(solved) else None,
+                "group_sizes": sizes,
+                "n_observed": sizes[0] if len(sizes) == 1 else None,
+                "n_star": n_star,
+                "peak": None if pooled is None else pooled["peak"],
+                "side": "no solved group" if pooled is None else _side(sizes, n_star),
+            }
+        )
+        if pooled is not None:
+            curves.append((rho, pooled["support"]))
+    if not curves:
         return rows, pd.DataFrame(columns=["rho", "n", "tail_miss"])
-    ns = _curve_grid(n_obs, [r["n_star"] for r in rows if r["n_star"] is not None])
-    frames = [pd.DataFrame({"rho": r, "n": ns, "tail_miss": _mixture(*p["support"], r, ns)}) for r, p in pooled.items()]
-    curve = pd.concat(frames, ignore_index=True)
-    return rows, curve
+    ns = _curve_grid(sizes, [r["n_star"] for r in rows if r["n_star"] is not None])
+    frames = [pd.DataFrame({"rho": r, "n": ns, "tail_miss": mixture(*support, r, ns)[0]}) for r, support in curves]
+    return rows, pd.concat(frames, ignore_index=True)
 
 
 def _focal_summary(columns: pd.DataFrame, gammas) -> list[dict]:
@@ -309,13 +293,14 @@ def diagnose(
     rhos, gammas = _grids(rhos, gammas)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
     steps = per_step(columns, rhos)
-    n_obs = int(np.median(columns["n"]))
-    tail_miss, curve = _tail_miss_summary(columns, rhos, n_obs)
+    tail_miss, curve = _tail_miss_summary(columns, rhos)
     summary = {
         "source": log.source,
+        "source_path": str(Path(log.source).resolve()),
         "format": log.format,
         "rows": log.rows_read,
         "rows_without_reward": log.rows_without_reward,
+        "warnings": list(log.warnings),
         "success": _success_rule(log, threshold),
         "steps": int(steps.shape[0]),
         "groups": int(columns.shape[0]),
@@ -343,6 +328,25 @@ def _json_ready(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def default_folder(log_path: str | os.PathLike, root: str | os.PathLike = "runs/diagnose") -> Path:
+    """``root/<log name>-<8 hex digits of its absolute path>``: two logs of one name get two folders."""
+    path = Path(log_path).resolve()
+    return Path(root) / f"{path.stem or 'log'}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+
+
+def check_same_log(folder: str | os.PathLike, log_path: str | os.PathLike) -> None:
+    """``ValueError`` when ``folder`` holds the diagnosis of a log other than ``log_path`` (replacing it is fine)."""
+    try:
+        earlier = json.loads((Path(folder) / "diagnose.json").read_text()).get("source_path")
+    except (OSError, ValueError, AttributeError):  # no earlier diagnosis, or one that does not say its log
+        return
+    if earlier is not None and earlier != str(Path(log_path).resolve()):
+        raise ValueError(
+            f"{str(folder)!r} holds the diagnosis of another log, {earlier!r}: give another result folder "
+            "(or remove that one)"
+        )
 
 
 def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Path]:

@@ -5,11 +5,13 @@ The schema (``format="tailmiss"``) has one row per rollout:
 =============  ==========  ============================================================
 column         type        meaning
 =============  ==========  ============================================================
-``step``       integer     training step the rollout was sampled for
+``step``       integer     training step the rollout was sampled for (0 <= step < 2**53)
 ``prompt_id``  any         identifies the prompt; the rollouts of one prompt at one step
                            form a group
 ``reward``     number      the rollout's scalar reward (empty / NaN: unscored, dropped)
 ``correct``    0/1, bool   optional success flag; without it, success comes from ``reward``
+``rollout``    any         optional: identifies the rollout within its group; a log that
+                           repeats a (step, prompt_id, rollout) is refused
 =============  ==========  ============================================================
 
 Other columns are ignored. Success decides :math:`X` (correct rollouts of a group), hence
@@ -27,37 +29,52 @@ Adapters turn what the training stacks write into this schema:
     within a step; the reward is the only reward-function column (name one with
     ``reward_column`` when there are several). The table holds the last generation batch
     before each logging step. The callback of :mod:`tailmiss.integrations.trl` writes the
-    tailmiss schema itself, every step.
+    tailmiss schema itself, every step, with ``rollout``.
 ``verl``
     verl with ``trainer.rollout_data_dir=DIR`` writes ``DIR/<step>.jsonl``: ``input``,
     ``output``, ``gts``, ``score``, ``step`` and the reward function's extra fields (such as
     ``acc``); verl's v1 trainer adds ``uid`` = ``<prompt uid>_<session>_<output>``. A group is
-    the prompt part of ``uid`` when present, else the ``input`` text; the reward is ``score``
-    and ``acc``, when present, is the success flag.
+    the prompt part of ``uid`` when present (``<session>_<output>`` is then the rollout), else
+    the ``input`` text; the reward is ``score`` and ``acc``, when present, is the success flag.
 ``auto``
     ``tailmiss`` if the columns include ``prompt_id``, ``verl`` if ``input`` and ``score``,
     ``trl`` if ``prompt`` and ``completion``.
 
 A path may be a file or a folder; a folder is read as all its ``.csv``, ``.jsonl``, ``.json``
-and ``.parquet`` files (verl's dump folder, TRL's ``completions/``). Parquet needs pyarrow.
+and ``.parquet`` files (verl's dump folder, TRL's ``completions/``). Parquet needs pyarrow. Only
+the columns an adapter uses are kept, and prompt and rollout ids are stored once each (a
+categorical), so a log of millions of rows fits in a few hundred MB.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["FORMATS", "SCHEMA_COLUMNS", "RolloutLog", "read_rollouts", "success_flags", "group_counts"]
+from tailmiss._checks import check_choice
+from tailmiss.diagnose._clean import Ids, clean, shown
+from tailmiss.diagnose._read import CutLineWarning, log_files, read_chunks
+
+__all__ = [
+    "FORMATS",
+    "SCHEMA_COLUMNS",
+    "CutLineWarning",
+    "RolloutLog",
+    "read_rollouts",
+    "success_flags",
+    "group_counts",
+]
 
 FORMATS = ("auto", "tailmiss", "trl", "verl")
 SCHEMA_COLUMNS = ("step", "prompt_id", "reward")
-"""Required columns of the tailmiss schema; ``correct`` is optional."""
-SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+"""Required columns of the tailmiss schema; ``correct`` and ``rollout`` are optional."""
 _TRL_FIXED = ("step", "prompt", "completion", "advantage", "image")
+_KEYS = ("step", "prompt_id", "rollout")
 
 
 @dataclass(frozen=True)
@@ -65,59 +82,26 @@ class RolloutLog:
     """A per-rollout log in the tailmiss schema, with where it came from."""
 
     frame: pd.DataFrame
-    """Columns ``step`` (int), ``prompt_id`` (str), ``reward`` (float) and, if known, ``correct`` (bool)."""
+    """``step`` (int64), ``prompt_id`` (categorical of str), ``reward`` (float64) and, if known, ``correct``
+    (bool) and ``rollout`` (categorical of str)."""
     source: str
     format: str
     """The format it was read as (never ``"auto"``)."""
     rows_read: int
     rows_without_reward: int
+    warnings: tuple[str, ...] = ()
+    """What was skipped, and why (a JSONL file's cut-off last line)."""
 
 
 # ---------------------------------------------------------------------------
-# Files
+# Adapters: each picks its columns and maps raw rows to step / prompt_id / reward (/ correct, rollout)
 # ---------------------------------------------------------------------------
 
 
-def _files(path: Path) -> list[Path]:
-    if not path.exists():
-        raise ValueError(f"no such file or folder: {str(path)!r}")
-    if path.is_file():
-        if path.suffix.lower() not in SUFFIXES:
-            raise ValueError(f"{str(path)!r}: unknown log type {path.suffix!r}; expected {', '.join(SUFFIXES)}")
-        return [path]
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
-    if not files:
-        raise ValueError(f"folder {str(path)!r} holds no {', '.join(SUFFIXES)} files")
-    return files
-
-
-def _read_file(path: Path) -> pd.DataFrame:
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".csv":
-            return pd.read_csv(path)
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
-        if path.stat().st_size == 0:
-            return pd.DataFrame()
-        return pd.read_json(path, lines=True)
-    except ImportError:
-        raise ValueError(f"reading parquet ({str(path)!r}) needs pyarrow: pip install pyarrow") from None
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {str(path)!r}: {exc}") from None
-
-
-# ---------------------------------------------------------------------------
-# Adapters: each maps a raw frame to step / prompt_id / reward (/ correct)
-# ---------------------------------------------------------------------------
-
-
-def _need(frame: pd.DataFrame, columns, what: str, source: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
+def _need(columns, wanted, what: str, source: str) -> None:
+    missing = [c for c in wanted if c not in columns]
     if missing:
-        have = ", ".join(map(str, frame.columns[:12])) or "none"
+        have = ", ".join(map(str, list(columns)[:12])) or "none"
         raise ValueError(f"{source}: the {what} log needs column(s) {', '.join(missing)} (found: {have})")
 
 
@@ -126,54 +110,77 @@ def _prompt_key(value) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def _from_tailmiss(raw: pd.DataFrame, source: str, reward_column: str | None) -> pd.DataFrame:
-    reward = reward_column or "reward"
-    _need(raw, ("step", "prompt_id", reward), "tailmiss", source)
-    out = pd.DataFrame({"step": raw["step"], "prompt_id": raw["prompt_id"], "reward": raw[reward]})
-    if "correct" in raw.columns:
-        out["correct"] = raw["correct"]
+def _pick_tailmiss(columns, source, reward_column):
+    _need(columns, ("step", "prompt_id", reward_column or "reward"), "tailmiss", source)
+    return [c for c in ("step", "prompt_id", reward_column or "reward", "correct", "rollout") if c in columns]
+
+
+def _from_tailmiss(raw: pd.DataFrame, reward_column: str | None) -> pd.DataFrame:
+    out = pd.DataFrame({"step": raw["step"], "prompt_id": raw["prompt_id"], "reward": raw[reward_column or "reward"]})
+    for optional in ("correct", "rollout"):
+        if optional in raw.columns:
+            out[optional] = raw[optional]
     return out
 
 
-def _from_trl(raw: pd.DataFrame, source: str, reward_column: str | None) -> pd.DataFrame:
-    _need(raw, ("step", "prompt"), "trl", source)
+def _pick_trl(columns, source, reward_column):
+    _need(columns, ("step", "prompt"), "trl", source)
+    if reward_column is not None:
+        _need(columns, (reward_column,), "trl", source)
+        return ["step", "prompt", reward_column]
+    return [c for c in columns if c not in ("completion", "image")]
+
+
+def _from_trl(raw: pd.DataFrame, reward_column: str | None, source: str) -> pd.DataFrame:
     if reward_column is None:
         candidates = [c for c in raw.columns if c not in _TRL_FIXED and pd.api.types.is_numeric_dtype(raw[c])]
         if len(candidates) != 1:
             found = ", ".join(candidates) or "none"
             raise ValueError(f"{source}: name the reward column of the trl log with --reward-column (found: {found})")
         reward_column = candidates[0]
-    _need(raw, (reward_column,), "trl", source)
     prompt_id = raw["prompt"].map(_prompt_key)
     return pd.DataFrame({"step": raw["step"], "prompt_id": prompt_id, "reward": raw[reward_column]})
 
 
-def _from_verl(raw: pd.DataFrame, source: str, reward_column: str | None) -> pd.DataFrame:
-    reward = reward_column or "score"
-    _need(raw, ("step", reward), "verl", source)
+def _pick_verl(columns, source, reward_column):
+    _need(columns, ("step", reward_column or "score"), "verl", source)
+    if "uid" not in columns:
+        _need(columns, ("input",), "verl", source)
+    group = "uid" if "uid" in columns else "input"
+    return [c for c in ("step", group, reward_column or "score", "acc") if c in columns]
+
+
+def _from_verl(raw: pd.DataFrame, reward_column: str | None) -> pd.DataFrame:
+    out = pd.DataFrame({"step": raw["step"], "reward": raw[reward_column or "score"]})
     if "uid" in raw.columns:
-        prompt_id = raw["uid"].astype(str).str.rsplit("_", n=2).str[0]
+        parts = raw["uid"].astype(str).str.rsplit("_", n=2)
+        out["prompt_id"] = parts.str[0]
+        out["rollout"] = parts.str[1:].str.join("_")
     else:
-        _need(raw, ("input",), "verl", source)
-        prompt_id = raw["input"].map(_prompt_key)
-    out = pd.DataFrame({"step": raw["step"], "prompt_id": prompt_id, "reward": raw[reward]})
+        out["prompt_id"] = raw["input"].map(_prompt_key)
     if "acc" in raw.columns:
         out["correct"] = raw["acc"]
     return out
 
 
-_ADAPTERS = {"tailmiss": _from_tailmiss, "trl": _from_trl, "verl": _from_verl}
+_PICKERS = {"tailmiss": _pick_tailmiss, "trl": _pick_trl, "verl": _pick_verl}
 
 
-def _detect(raw: pd.DataFrame, source: str) -> str:
-    cols = set(raw.columns)
+def _adapt(fmt: str, raw: pd.DataFrame, reward_column: str | None, source: str) -> pd.DataFrame:
+    if fmt == "trl":
+        return _from_trl(raw, reward_column, source)
+    return _from_verl(raw, reward_column) if fmt == "verl" else _from_tailmiss(raw, reward_column)
+
+
+def _detect(columns, source: str) -> str:
+    cols = set(columns)
     if "prompt_id" in cols:
         return "tailmiss"
     if {"input", "score"} <= cols:
         return "verl"
     if {"prompt", "completion"} <= cols:
         return "trl"
-    have = ", ".join(map(str, raw.columns[:12])) or "none"
+    have = ", ".join(map(str, list(columns)[:12])) or "none"
     raise ValueError(
         f"{source}: cannot tell the log format from its columns ({have}); the tailmiss schema needs "
         "step, prompt_id, reward (or pass --format trl / verl)"
@@ -181,43 +188,8 @@ def _detect(raw: pd.DataFrame, source: str) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Cleaning
+# Reading
 # ---------------------------------------------------------------------------
-
-
-def _as_numeric(values: pd.Series, name: str, source: str) -> pd.Series:
-    out = pd.to_numeric(values, errors="coerce")
-    bad = out.isna() & values.notna()
-    if bad.any():
-        raise ValueError(f"{source}: column {name!r} must be numeric, got {values[bad].iloc[0]!r}")
-    return out.astype(np.float64)
-
-
-def _clean(frame: pd.DataFrame, source: str) -> tuple[pd.DataFrame, int]:
-    """Typed columns; rows without a reward dropped (returned count). ``ValueError`` on bad values."""
-    step = _as_numeric(frame["step"], "step", source)
-    if step.isna().any() or (step != np.round(step)).any():
-        bad = frame["step"][step.isna() | (step != np.round(step))].iloc[0]
-        raise ValueError(f"{source}: column 'step' must hold whole numbers, got {bad!r}")
-    if frame["prompt_id"].isna().any():
-        raise ValueError(f"{source}: column 'prompt_id' has empty values")
-    reward = _as_numeric(frame["reward"], "reward", source)
-    if np.isinf(reward).any():
-        raise ValueError(f"{source}: column 'reward' holds an infinite value")
-    out = pd.DataFrame({"step": step.astype(np.int64), "prompt_id": frame["prompt_id"].astype(str), "reward": reward})
-    keep = out["reward"].notna()
-    out = out[keep].reset_index(drop=True)
-    if "correct" in frame.columns:  # unscored rows may carry no flag either
-        out["correct"] = _as_flags(frame.loc[keep, "correct"].reset_index(drop=True), source)
-    return out, int((~keep).sum())
-
-
-def _as_flags(values: pd.Series, source: str) -> pd.Series:
-    num = _as_numeric(values.map(lambda v: float(v) if isinstance(v, (bool, np.bool_)) else v), "correct", source)
-    bad = num.isna() | ~num.isin([0.0, 1.0])
-    if bad.any():
-        raise ValueError(f"{source}: column 'correct' must hold 0/1 or true/false, got {values[bad].iloc[0]!r}")
-    return num.astype(bool)
 
 
 def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: str | None = None) -> RolloutLog:
@@ -241,27 +213,72 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
     Raises
     ------
     ValueError
-        Missing path, unknown file type, unreadable or empty file, missing columns, non-numeric
-        values, or parquet without pyarrow; the message names the file.
+        Missing path, unknown file type, unreadable or empty file, missing columns, bad values
+        (the message names the file and the line or row), a (step, prompt_id, rollout) logged
+        twice, or parquet without pyarrow.
+
+    Warns
+    -----
+    CutLineWarning
+        A JSONL file's last line does not parse (a run killed while writing): it is skipped.
     """
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    check_choice("format", format, FORMATS)
     path = Path(path)
-    parts, fmt = [], None if format == "auto" else format
-    for file in _files(path):
-        raw = _read_file(file)
-        if raw.empty:
-            continue
-        fmt = fmt or _detect(raw, str(file))
-        parts.append(_ADAPTERS[fmt](raw, str(file), reward_column))
-    if not parts:
+    fmt = None if format == "auto" else format
+    parts, rows_read, ids = [], 0, {"prompt_id": Ids(), "rollout": Ids()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CutLineWarning)
+        for file in log_files(path):
+            source = str(file)
+
+            def pick(columns, source=source):
+                nonlocal fmt
+                fmt = fmt or _detect(columns, source)
+                return _PICKERS[fmt](columns, source, reward_column)
+
+            for chunk in read_chunks(file, pick):
+                rows_read += len(chunk.frame)
+                part = clean(_adapt(fmt, chunk.frame, reward_column, source), chunk.place, chunk.unit, source)
+                for key, interned in ids.items():
+                    if key in part.columns:
+                        part[key] = interned.codes(part[key])
+                parts.append(part)
+    notes = tuple(str(w.message) for w in caught if issubclass(w.category, CutLineWarning))
+    for note in notes:
+        warnings.warn(note, CutLineWarning, stacklevel=2)
+    if not rows_read:
         raise ValueError(f"{str(path)!r} holds no rollouts (empty log)")
-    frame = pd.concat(parts, ignore_index=True)
-    rows_read = len(frame)
-    frame, dropped = _clean(frame, str(path))
+    frame = _join(parts, str(path), ids)
     if frame.empty:
-        raise ValueError(f"{str(path)!r}: no rollout has a reward ({dropped} rows, all empty)")
-    return RolloutLog(frame, str(path), fmt, rows_read, dropped)
+        raise ValueError(f"{str(path)!r}: no rollout has a reward ({rows_read} rows, all empty)")
+    return RolloutLog(frame, str(path), fmt, rows_read, rows_read - len(frame), notes)
+
+
+def _join(parts: list[pd.DataFrame], source: str, ids: dict[str, Ids]) -> pd.DataFrame:
+    columns = {tuple(p.columns) for p in parts}
+    if len(columns) > 1:
+        raise ValueError(f"{source}: its files or lines disagree on the columns ({' vs '.join(map(str, columns))})")
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if "rollout" in frame.columns:
+        _refuse_repeats(frame, source, ids)
+    for key, interned in ids.items():
+        if key in frame.columns:
+            frame[key] = interned.categorical(frame[key].to_numpy(np.int32))
+    return frame
+
+
+def _refuse_repeats(frame: pd.DataFrame, source: str, ids: dict[str, Ids]) -> None:
+    repeated = frame.duplicated(list(_KEYS)).to_numpy()
+    if repeated.any():
+        i = int(np.flatnonzero(repeated)[0])
+        step = int(frame["step"].iat[i])
+        prompt = list(ids["prompt_id"].index)[int(frame["prompt_id"].iat[i])]
+        rollout = list(ids["rollout"].index)[int(frame["rollout"].iat[i])]
+        raise ValueError(
+            f"{source}: {int(repeated.sum())} rows repeat the (step, prompt_id, rollout) of an earlier row, first "
+            f"step {step}, prompt {prompt!r}, rollout {rollout!r}: the run logged some steps twice (a "
+            "resumed run whose logger kept the abandoned steps?); keep one copy of each step"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -291,14 +308,16 @@ def success_flags(reward, threshold: float | None = None, threshold_name: str = 
     r = np.asarray(reward, dtype=np.float64)
     if threshold is not None:
         if isinstance(threshold, bool) or not np.isfinite(threshold):
-            raise ValueError(f"{threshold_name} must be a finite number, got {threshold!r}")
+            raise ValueError(f"{threshold_name} must be a finite number, got {shown(threshold)}")
         return r >= threshold
     values = np.unique(r[~np.isnan(r)])
     if set(values.tolist()) <= {0.0, 1.0} or set(values.tolist()) <= {-1.0, 1.0}:
         return r == 1.0
-    shown = ", ".join(f"{v:g}" for v in values[:6]) + (", ..." if values.size > 6 else "")
+    odd = values[~np.isin(values, [-1.0, 0.0, 1.0])]
+    listed = np.concatenate([odd[:3], values[np.isin(values, [-1.0, 0.0, 1.0])]])[:6]
+    found = ", ".join(shown(v) for v in np.sort(listed)) + (", ..." if values.size > listed.size else "")
     raise ValueError(
-        f"rewards are not binary ({{0, 1}} or {{-1, 1}}); found {shown}: set {threshold_name} "
+        f"rewards are not binary ({{0, 1}} or {{-1, 1}}); found {found}: set {threshold_name} "
         "(reward >= threshold counts as correct) or log a 'correct' column"
     )
 
@@ -314,7 +333,7 @@ def group_counts(
     Returns
     -------
     DataFrame
-        Columns ``step``, ``prompt_id``, ``n``, ``x``, ``mu_hat``, sorted by step.
+        Columns ``step``, ``prompt_id``, ``n``, ``x``, ``mu_hat``, sorted by step, then prompt.
     """
     frame = log.frame if isinstance(log, RolloutLog) else log
     if "correct" in frame.columns:
@@ -322,8 +341,8 @@ def group_counts(
     else:
         correct = success_flags(frame["reward"], threshold, threshold_name)
     counts = (
-        frame.assign(correct=np.asarray(correct, dtype=np.int64))
-        .groupby(["step", "prompt_id"], sort=True)["correct"]
+        pd.DataFrame({"step": frame["step"], "prompt_id": frame["prompt_id"], "correct": np.asarray(correct, np.int64)})
+        .groupby(["step", "prompt_id"], sort=True, observed=True)["correct"]
         .agg(n="size", x="sum")
         .reset_index()
     )

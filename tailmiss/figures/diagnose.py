@@ -78,8 +78,9 @@ def _risk_by_n(ax, diagnosis: Diagnosis) -> None:
         n_star = rows[rho]["n_star"]
         if n_star is not None:
             ax.plot([n_star], [rows[rho]["peak"]], "*", color=color, ms=9)
-    n_obs = diagnosis.summary["tail_miss"][0]["n_observed"]
-    ax.axvline(n_obs, color="0.4", ls="--", lw=1, label=f"run's N = {n_obs}")
+    sizes = diagnosis.summary["group_sizes"]
+    for i, n in enumerate(sizes):
+        ax.axvline(n, color="0.4", ls="--", lw=1, label=f"run's N = {', '.join(map(str, sizes))}" if i == 0 else None)
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1)
     ax.set_xlabel("group size N")
