@@ -96,6 +96,7 @@ def gamma_key(gamma: float) -> str:
 
 def rho_grid(rhos) -> tuple[float, ...]:
     """Sorted distinct rare shares from a number or a 1-d sequence in (0, 1); ``ValueError`` naming a bad one."""
+    rhos = rhos.item() if isinstance(rhos, np.generic) else rhos  # named in messages as a plain number
     rho = check_interval("rho", rhos, 0.0, 1.0, lo_open=True, hi_open=True)
     if rho.ndim > 1 or rho.size == 0:
         raise ValueError(f"rho must be a number or a non-empty 1-d sequence of numbers, got shape {rho.shape}")
