@@ -221,3 +221,53 @@ def test_read_keeps_only_the_columns_it_uses(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a clean file warns about nothing
         read_rollouts(tmp_path / "log.jsonl")
+
+
+# --- the two JSONL readers agree --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        _rows({(1, "a"): [1, 0, 0, 1], (2, "b"): [1, 1, 0, 0]}, rollout=True),
+        [  # unscored rows, a missing flag, ids written as numbers, and a key that only later rows carry
+            {"step": 1, "prompt_id": 7, "reward": 1.0, "correct": True},
+            {"step": 1, "prompt_id": 7, "reward": None},
+            {"step": 1, "prompt_id": 8, "reward": 0.0, "correct": False},
+            {"step": 2, "prompt_id": 8, "reward": 0.5, "correct": False, "extra": "x"},
+        ],
+        [  # ids written as whole and fractional numbers: a float column for pyarrow, ints and floats line by line
+            {"step": 1, "prompt_id": 7, "reward": 1, "rollout": 0},
+            {"step": 1, "prompt_id": 8.5, "reward": 0, "rollout": 1.0},
+        ],
+    ],
+)
+def test_the_arrow_and_line_readers_give_the_same_log(tmp_path, monkeypatch, rows):
+    pytest.importorskip("pyarrow")
+    from tailmiss.diagnose import _read
+
+    log = _jsonl(tmp_path / "log.jsonl", rows)
+    assert _read._jsonl_by_arrow(log, lambda columns: columns) is not None  # this file takes the fast path
+    fast = read_rollouts(log)
+    monkeypatch.setattr(_read, "_jsonl_by_arrow", lambda path, pick: None)
+    slow = read_rollouts(log)
+    pd.testing.assert_frame_equal(fast.frame, slow.frame)
+    assert (fast.rows_read, fast.rows_without_reward) == (slow.rows_read, slow.rows_without_reward)
+
+
+def test_files_that_are_not_plain_take_the_line_reader(tmp_path):
+    pytest.importorskip("pyarrow")
+    from tailmiss.diagnose import _read
+
+    good = json.dumps({"step": 1, "prompt_id": "a", "reward": 1})
+    cases = {
+        "blank.jsonl": f"{good}\n\n{good}\n",  # blank line: arrow's rows would not be the file's lines
+        "cut.jsonl": f"{good}\n" + good[:10],
+        "nested.jsonl": json.dumps({"step": 1, "prompt_id": ["a"], "reward": 1}) + "\n",
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        assert _read._jsonl_by_arrow(tmp_path / name, lambda columns: columns) is None, name
+    (tmp_path / "no-newline.jsonl").write_text(f"{good}\n{good}")
+    chunk = _read._jsonl_by_arrow(tmp_path / "no-newline.jsonl", lambda columns: columns)
+    assert chunk is not None and chunk.place.tolist() == [1, 2]

@@ -61,11 +61,12 @@ def clean(frame: pd.DataFrame, place: np.ndarray, unit: str, source: str) -> pd.
     if np.isinf(reward).any():
         raise ValueError(f"{where(np.isinf(reward))}: column 'reward' holds an infinite value")
     keep = ~np.isnan(reward)
-    out = pd.DataFrame({"step": step[keep], "prompt_id": frame["prompt_id"].to_numpy()[keep], "reward": reward[keep]})
+    prompt_id = frame["prompt_id"][keep].reset_index(drop=True)  # ids stay in their own dtype until interned
+    out = pd.DataFrame({"step": step[keep], "prompt_id": prompt_id, "reward": reward[keep]})
     if "correct" in frame.columns:  # unscored rows may carry no flag either
         out["correct"] = _as_flags(frame["correct"][keep].reset_index(drop=True), lambda bad: where(_within(keep, bad)))
     if "rollout" in frame.columns:
-        out["rollout"] = frame["rollout"].to_numpy()[keep]
+        out["rollout"] = frame["rollout"][keep].reset_index(drop=True)
     return out
 
 
@@ -83,8 +84,10 @@ class Ids:
         self.index: dict[str, int] = {}
 
     def codes(self, values: pd.Series) -> np.ndarray:
-        local, uniques = pd.factorize(values.to_numpy())
-        lookup = np.array([self.index.setdefault(str(u), len(self.index)) for u in uniques], dtype=np.int32)
+        local, uniques = pd.factorize(values)
+        # an id written as a number is its plain text, 7 for 7 and 7.0 alike (the readers may give either)
+        names = [u if isinstance(u, str) else shown(u) for u in uniques]
+        lookup = np.array([self.index.setdefault(name, len(self.index)) for name in names], dtype=np.int32)
         return lookup[local]
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
