@@ -174,6 +174,22 @@ def test_verl_uids_name_the_rollouts(tmp_path):
         read_rollouts(log)
 
 
+@pytest.mark.parametrize("arrow", [True, False])
+def test_verl_uids_of_one_group_and_trl_lines_still_read(tmp_path, monkeypatch, arrow):
+    """A uid shared by a group's rollouts (no session and output parts) names the group, not a repeated rollout;
+    a TRL table written as JSON lines finds its one reward column (with either JSONL reader)."""
+    if not arrow:
+        from tailmiss.diagnose import _read
+
+        monkeypatch.setattr(_read, "_jsonl_by_arrow", lambda path, pick: None)
+    rows = [{"input": "q", "output": "o", "score": float(k < 2), "step": 1, "uid": "3f2a-91"} for k in range(4)]
+    log = read_rollouts(_jsonl(tmp_path / "1.jsonl", rows))
+    assert "rollout" not in log.frame.columns and group_counts(log)[["n", "x"]].values.tolist() == [[4, 2]]
+    trl = [{"step": 1, "prompt": "p", "completion": "c", "accuracy": float(k < 1), "advantage": 0.0} for k in range(4)]
+    log = read_rollouts(_jsonl(tmp_path / "trl.jsonl", trl))
+    assert log.format == "trl" and group_counts(log)[["n", "x"]].values.tolist() == [[4, 1]]
+
+
 # --- result folders ------------------------------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ Adapters turn what the training stacks write into this schema:
     verl with ``trainer.rollout_data_dir=DIR`` writes ``DIR/<step>.jsonl``: ``input``,
     ``output``, ``gts``, ``score``, ``step`` and the reward function's extra fields (such as
     ``acc``); verl's v1 trainer adds ``uid`` = ``<prompt uid>_<session>_<output>``. A group is
-    the prompt part of ``uid`` when present (``<session>_<output>`` is then the rollout), else
+    the prompt part of ``uid`` when present (in the v1 form ``<session>_<output>`` is the rollout), else
     the ``input`` text; the reward is ``score`` and ``acc``, when present, is the success flag.
 ``auto``
     ``tailmiss`` if the columns include ``prompt_id``, ``verl`` if ``input`` and ``score``,
@@ -133,7 +133,9 @@ def _pick_trl(columns, source, reward_column):
 
 def _from_trl(raw: pd.DataFrame, reward_column: str | None, source: str) -> pd.DataFrame:
     if reward_column is None:
-        candidates = [c for c in raw.columns if c not in _TRL_FIXED and pd.api.types.is_numeric_dtype(raw[c])]
+        candidates = [
+            c for c in raw.columns if c not in _TRL_FIXED and pd.api.types.is_numeric_dtype(raw[c].infer_objects())
+        ]
         if len(candidates) != 1:
             found = ", ".join(candidates) or "none"
             raise ValueError(f"{source}: name the reward column of the trl log with --reward-column (found: {found})")
@@ -155,7 +157,8 @@ def _from_verl(raw: pd.DataFrame, reward_column: str | None) -> pd.DataFrame:
     if "uid" in raw.columns:
         parts = raw["uid"].astype(str).str.rsplit("_", n=2)
         out["prompt_id"] = parts.str[0]
-        out["rollout"] = parts.str[1:].str.join("_")
+        if (parts.str.len() == 3).all():  # the v1 trainer's <prompt uid>_<session>_<output>
+            out["rollout"] = parts.str[1] + "_" + parts.str[2]
     else:
         out["prompt_id"] = raw["input"].map(_prompt_key)
     if "acc" in raw.columns:
