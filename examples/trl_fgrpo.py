@@ -4,15 +4,22 @@
     python examples/trl_fgrpo.py --out runs/trl-fgrpo --gamma 0.5
     tailmiss diagnose runs/trl-fgrpo/rollouts.jsonl
 
+Threads: the example trains on one intra-op thread (``--threads 1``, the default). Its model is
+tiny, so torch's threads spend their time waiting for each other, and on a busy machine for a core:
+on a 2-core machine shared with other work (load average 5-6), the 60 steps trained in 3.3-3.7 s on
+one thread and in 27-41 s on torch's default two, to the same weights. On a CPU, small models
+should run so: ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) before training.
+
 The task: a prompt ``a+b=`` (digits) is answered with a digit; 0, 3, 6 and 9 are correct, so
 every prompt has four correct answers, which the untrained model finds about a quarter of the
-time; as GRPO sharpens the policy some of them become rare (the tail that F-GRPO protects). The model (2 layers, width 32) and the
-tokenizer are built in memory: nothing is downloaded.
+time; as GRPO sharpens the policy some of them become rare (the tail that F-GRPO protects). The
+model (2 layers, width 32) and the tokenizer are built in memory: nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import torch
@@ -90,7 +97,11 @@ def main(argv=None) -> FGRPOTrainer:
     parser.add_argument("--gamma", type=float, default=0.5, help="focal gamma (0: plain GRPO)")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rho", type=float, default=0.05, help="rare share for the logged tail-miss risk")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (default 1: fastest for this tiny model)"
+    )
     ns = parser.parse_args(argv)
+    torch.set_num_threads(ns.threads)
     trainer = FGRPOTrainer(
         build_model(),
         reward_funcs=digit_reward,
@@ -99,9 +110,14 @@ def main(argv=None) -> FGRPOTrainer:
         processing_class=build_tokenizer(),
         callbacks=[TailMissCallback(ns.out / "rollouts.jsonl", rho=ns.rho)],
     )
+    started = time.perf_counter()
     trainer.train()
+    seconds = time.perf_counter() - started
     last = [h for h in trainer.state.log_history if "reward" in h][-1]
-    print(f"step {last['step']}: reward {last['reward']:.3f}, inactive groups {last['tailmiss/share_inactive']:.2f}")
+    print(
+        f"step {last['step']}: reward {last['reward']:.3f}, inactive groups {last['tailmiss/share_inactive']:.2f}; "
+        f"trained in {seconds:.1f} s on {torch.get_num_threads()} thread(s)"
+    )
     print(f"per-rollout log: {ns.out / 'rollouts.jsonl'} (tailmiss diagnose reads it)")
     return trainer
 

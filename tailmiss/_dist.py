@@ -5,15 +5,22 @@ the process group once (:func:`init_from_env`): gloo on the CPU, NCCL when the
 ranks run on CUDA devices, one device per rank (``cuda:LOCAL_RANK``). Without
 ``torchrun`` every helper here behaves as a world of one process, so library
 code calls them unconditionally.
+
+torch is imported only by the helpers that need it: a process that never
+imported ``torch.distributed`` has no process group, so the queries answer
+without it, and the command line starts without torch (``tailmiss diagnose``
+needs none).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "world",
@@ -35,8 +42,15 @@ __all__ = [
 _local_depth = 0
 
 
+def _dist():
+    import torch.distributed
+
+    return torch.distributed
+
+
 def _active() -> bool:
-    return _local_depth == 0 and dist.is_available() and dist.is_initialized()
+    dist = sys.modules.get("torch.distributed")  # not imported yet: no group was ever joined
+    return _local_depth == 0 and dist is not None and dist.is_available() and dist.is_initialized()
 
 
 @contextlib.contextmanager
@@ -56,12 +70,12 @@ def local():
 
 def world() -> int:
     """Number of processes in the group (1 without one)."""
-    return dist.get_world_size() if _active() else 1
+    return _dist().get_world_size() if _active() else 1
 
 
 def rank() -> int:
     """This process's rank (0 without a group)."""
-    return dist.get_rank() if _active() else 0
+    return _dist().get_rank() if _active() else 0
 
 
 def is_main() -> bool:
@@ -88,6 +102,8 @@ def init_from_env(device=None) -> torch.device | None:
     """
     if env_world_size() == 1:
         return None
+    import torch
+
     local = int(os.environ.get("LOCAL_RANK", "0"))
     want = None if device is None else torch.device(device)
     use_cuda = torch.cuda.is_available() if want is None else want.type == "cuda"
@@ -97,13 +113,13 @@ def init_from_env(device=None) -> torch.device | None:
     if not _active():
         if use_cuda:
             torch.cuda.set_device(dev)
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        _dist().init_process_group("nccl" if use_cuda else "gloo")
     return dev
 
 
 def destroy() -> None:
     if _active():
-        dist.destroy_process_group()
+        _dist().destroy_process_group()
 
 
 def shard_bounds(n: int, parts: int | None = None, index: int | None = None) -> tuple[int, int]:
@@ -124,7 +140,7 @@ def gather_objects(obj) -> list | None:
     if not _active():
         return [obj]
     out = [None] * world() if is_main() else None
-    dist.gather_object(obj, out, dst=0)
+    _dist().gather_object(obj, out, dst=0)
     return out
 
 
@@ -133,7 +149,7 @@ def all_gather_objects(obj) -> list:
     if not _active():
         return [obj]
     out = [None] * world()
-    dist.all_gather_object(out, obj)
+    _dist().all_gather_object(out, obj)
     return out
 
 
@@ -142,13 +158,13 @@ def broadcast_object(obj, src: int = 0):
     if not _active():
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=src)
+    _dist().broadcast_object_list(box, src=src)
     return box[0]
 
 
 def barrier() -> None:
     if _active():
-        dist.barrier()
+        _dist().barrier()
 
 
 def env_rank() -> int:

@@ -12,8 +12,20 @@ from typer.testing import CliRunner
 
 from tailmiss import analytic
 from tailmiss.cli import app
-from tailmiss.diagnose import diagnose, gamma_key, group_columns, n_star_key, pooled_risk, rho_key, step_metrics
-from tailmiss.rollout_log import group_counts, read_rollouts, success_flags
+from tailmiss.diagnose import (
+    diagnose,
+    gamma_key,
+    group_columns,
+    group_counts,
+    n_star_key,
+    pooled_risk,
+    read_rollouts,
+    rho_key,
+    side_text,
+    step_metrics,
+    success_flags,
+    summary_json,
+)
 
 
 @pytest.fixture
@@ -117,19 +129,21 @@ def test_diagnose_summary_and_risk_at_observed_n(tmp_path):
     spec = {(1, "a"): [1, 0, 0, 0], (1, "b"): [0, 0, 0, 0], (2, "a"): [1, 1, 0, 0], (2, "b"): [1, 1, 1, 1]}
     d = diagnose(read_rollouts(_log(tmp_path, _groups(spec))), rhos=(0.1,), gammas=(0.5,))
     s = d.summary
-    assert (s["steps"], s["groups"], s["group_sizes"]) == (2, 4, [4])
-    assert s["share_inactive"] == 0.5 and s["share_all_incorrect"] == 0.25
-    (row,) = s["tail_miss"]
+    assert (s.steps, s.groups, s.group_sizes) == (2, 4, (4,))
+    assert s.share_inactive == 0.5 and s.share_all_incorrect == 0.25
+    (row,) = s.tail_miss
     solved = [0.25, 0.5, 1.0]
     expected = np.mean([analytic.tail_miss_probability(m, 0.1 * m, 4) for m in solved])
-    assert row["risk_at_observed_n"] == pytest.approx(expected, rel=1e-14)
+    assert row.risk_at_observed_n == pytest.approx(expected, rel=1e-14)
     curve = d.curve.set_index("n")["tail_miss"]
     assert curve[4] == pytest.approx(expected, rel=1e-12)  # the mixture at the run's N is the same number
-    assert row["side"] == ("below" if 4 < row["n_star"] else "above" if 4 > row["n_star"] else "at")
-    assert [r["step"] for r in s["per_step"]] == [1, 2]
-    assert s["focal_weights"][0]["mu_hat"] == [0.25, 0.5]
-    np.testing.assert_allclose(s["focal_weights"][0]["weight"], [np.sqrt(0.75), np.sqrt(0.5)], rtol=1e-14)
-    json.dumps(s, allow_nan=False)
+    assert side_text(row) == ("below" if 4 < row.n_star else "above" if 4 > row.n_star else "at")
+    assert d.steps["step"].tolist() == [1, 2]
+    assert s.focal_weights[0].mu_hat == (0.25, 0.5)
+    np.testing.assert_allclose(s.focal_weights[0].weight, [np.sqrt(0.75), np.sqrt(0.5)], rtol=1e-14)
+    written = summary_json(d.summary, d.steps)
+    json.dumps(written, allow_nan=False)
+    assert [r["step"] for r in written["per_step"]] == [1, 2] and written["tail_miss"][0]["side"] == side_text(row)
 
 
 # --- adapters ----------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_gamma_zero_equals_grpo_trainer_step_for_step(tmp_path, one_torch_thread
     print(f"gamma=0 vs GRPOTrainer: max |loss diff| per step {loss_diff.tolist()}, max |param diff| {param_diff:.3g}")
     assert len(loss_diff) == steps
     assert loss_diff.max() <= 1e-7 and reward_diff.max() == 0.0 and param_diff <= 1e-7
-    assert np.all(_logged(fgrpo, "focal/weight_mean") == 1.0)
+    assert np.all(_logged(fgrpo, "focal/weight_mean_all_groups") == 1.0)
     # the comparison is sensitive: gamma = 1 trains differently from the same start
     assert (_params(grpo) - _params(focal)).abs().max().item() > 1e-4
     assert _logged(grpo, "frac_reward_zero_std").min() < 1.0  # some groups were active
@@ -189,6 +189,10 @@ def test_two_gloo_processes_give_the_advantages_of_one(tmp_path, one_torch_threa
 # --- the callback, its log and `tailmiss diagnose` --------------------------------------------------------
 
 
+def _by_step(trainer, key: str) -> dict[int, float]:
+    return {h["step"]: h[key] for h in trainer.state.log_history if key in h and "train_runtime" not in h}
+
+
 def test_callback_log_is_what_diagnose_reads(tmp_path, one_torch_thread):
     from typer.testing import CliRunner
 
@@ -198,21 +202,84 @@ def test_callback_log_is_what_diagnose_reads(tmp_path, one_torch_thread):
     log = tmp_path / "run" / "rollouts.jsonl"
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(rows) == 6 * 32 and {r["step"] for r in rows} == set(range(1, 7))
+    assert sorted(r["rollout"] for r in rows if r["step"] == 1) == sorted(list(range(N)) * 4)
     result = CliRunner().invoke(app, ["diagnose", str(log), "--out", str(tmp_path / "diag"), "--rho", "0.05"])
     assert result.exit_code == 0, result.output + result.stderr
-    steps = json.loads((tmp_path / "diag" / "diagnose.json").read_text())["per_step"]
+    steps = {s["step"]: s for s in json.loads((tmp_path / "diag" / "diagnose.json").read_text())["per_step"]}
     for key in ("share_inactive", "mu_hat_mean", "tail_miss_rho0.05", "n_star_rho0.05"):
-        logged = _logged(trainer, f"tailmiss/{key}")
-        read = np.array([s[key] if s[key] is not None else np.nan for s in steps])
-        np.testing.assert_allclose(logged, read, rtol=1e-12, equal_nan=True, err_msg=key)
+        logged = _by_step(trainer, f"tailmiss/{key}")  # no value (diagnose: null) is logged as no key
+        assert logged.keys() == {s for s, row in steps.items() if row[key] is not None}, key
+        np.testing.assert_allclose([logged[s] for s in logged], [steps[s][key] for s in logged], rtol=1e-12)
     weights = {(r["step"], r["prompt_id"]): r["focal_weight"] for r in rows}
     for (_, _), w in weights.items():
         assert 0.0 <= w <= 1.0
-    np.testing.assert_allclose(
-        _logged(trainer, "focal/weight_mean"),
-        [np.mean([w for (s, _), w in weights.items() if s == step]) for step in range(1, 7)],
-        rtol=1e-12,
-    )
+    all_groups = _by_step(trainer, "focal/weight_mean_all_groups")
+    expected = [np.mean([w for (s, _), w in weights.items() if s == step]) for step in range(1, 7)]
+    np.testing.assert_allclose([all_groups[s] for s in range(1, 7)], expected, rtol=1e-12)
+    active = _by_step(trainer, "focal/weight_mean_active_groups")  # diagnose's mean, per gamma
+    assert active.keys() == {s for s, row in steps.items() if row["focal_weight_gamma0.5"] is not None}
+    np.testing.assert_allclose([active[s] for s in active], [steps[s]["focal_weight_gamma0.5"] for s in active])
+
+
+def test_a_resumed_run_logs_every_step_once(tmp_path, one_torch_thread):
+    """Train 6 steps saving at 4, then resume from checkpoint-4: steps 5 and 6 are logged once, as in one run."""
+    out, log = tmp_path / "run", tmp_path / "run" / "rollouts.jsonl"
+
+    def run(steps):
+        callback = TailMissCallback(log, rho=0.05)
+        return _trainer(FGRPOTrainer, out, 0.5, steps, callbacks=[callback], save_strategy="steps", save_steps=4)
+
+    run(6).train()
+    straight = log.read_text()
+    run(6).train(resume_from_checkpoint=str(out / "checkpoint-4"))
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    per_step = {s: sum(r["step"] == s for r in rows) for s in range(1, 7)}
+    print(f"rows per step after resuming at step 4: {per_step}")
+    assert per_step == {s: 32 for s in range(1, 7)}
+    assert len({(r["step"], r["prompt_id"], r["rollout"]) for r in rows}) == len(rows)
+    assert log.read_text() == straight  # the checkpoint restores the random state: the very rows of one run
+    from tailmiss.diagnose import diagnose, read_rollouts
+
+    assert diagnose(read_rollouts(log)).summary.group_sizes == (N,)
+
+
+def test_the_log_is_cut_back_to_the_checkpoint_atomically(tmp_path):
+    from tailmiss.integrations.trl import _keep_steps_up_to
+
+    log = tmp_path / "log.jsonl"
+    rows = [json.dumps({"step": s, "prompt_id": "p", "rollout": k, "reward": 1.0}) for s in (1, 2, 3) for k in (0, 1)]
+    log.write_text("\n".join(rows) + '\n{"step": 4, "prompt_id": "p", "rol')  # a killed run's cut line
+    _keep_steps_up_to(log, 2)
+    assert log.read_text() == "\n".join(rows[:4]) + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]  # no temporary file left
+    _keep_steps_up_to(tmp_path / "new" / "log.jsonl", 0)
+    assert (tmp_path / "new" / "log.jsonl").read_text() == ""
+
+
+def test_callback_checks_rho_like_the_package():
+    assert TailMissCallback(rho=np.array([0.1, 0.05])).rhos == (0.05, 0.1)
+    assert TailMissCallback(rho=np.float64(0.2)).rhos == (0.2,)
+    for bad in (1.5, 0.0, "0.1", True, [[0.1, 0.2]], [], np.float64("nan"), [0.1, None]):
+        with pytest.raises(ValueError, match="rho") as info:
+            TailMissCallback(rho=bad)
+        assert "np." not in str(info.value), info.value
+
+
+def test_logged_numbers_are_never_nan(tmp_path, one_torch_thread):
+    """Every rollout wrong: no solved group (no risk, no N*) and no active group: those keys are left out."""
+
+    def never(prompts, completions, **kwargs):
+        return [0.0] * len(completions)
+
+    trainer = _trainer(FGRPOTrainer, tmp_path, 0.5, 2, reward=never, callbacks=[TailMissCallback(rho=(0.05, 0.1))])
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "train_runtime" not in h]
+    assert len(logs) == 2
+    for entry in logs:
+        assert all(v is not None and not (isinstance(v, float) and np.isnan(v)) for v in entry.values()), entry
+        assert not any(k.startswith(("tailmiss/tail_miss", "tailmiss/n_star")) for k in entry), entry
+        assert "focal/weight_mean_active_groups" not in entry and entry["focal/weight_mean_all_groups"] == 1.0
+        assert entry["tailmiss/share_all_incorrect"] == 1.0
 
 
 def test_callback_refuses_a_plain_grpo_trainer(tmp_path):
@@ -230,9 +297,13 @@ def test_config_fixes_bf16_on_a_cpu_and_checks_gamma(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="bf16"):
             GRPOConfig(output_dir=str(tmp_path))  # what the fix-up is for
-    for bad in (-0.5, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="focal_gamma"):
+    for bad in (-0.5, float("nan"), float("inf"), "0.5", True, np.float64(-1.0)):
+        with pytest.raises(ValueError, match="focal_gamma") as info:
             FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, focal_gamma=bad)
+        assert "np." not in str(info.value), info.value
+    assert FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, focal_gamma=np.float32(0.5)).focal_gamma == 0.5
+    with pytest.raises(ValueError, match="success_threshold"):
+        FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, success_threshold="0.5")
 
 
 def test_trainer_refuses_a_plain_grpo_config_and_unknown_success_func(tmp_path):
@@ -252,7 +323,7 @@ def test_non_binary_rewards_need_a_threshold(tmp_path, one_torch_thread):
         trainer.train()
     trainer = _trainer(FGRPOTrainer, tmp_path / "b", 0.5, 2, reward=_graded_reward, success_threshold=0.5)
     trainer.train()
-    assert _logged(trainer, "focal/weight_mean").min() < 1.0
+    assert _logged(trainer, "focal/weight_mean_all_groups").min() < 1.0
 
 
 def test_success_from_one_reward_function(tmp_path, one_torch_thread):

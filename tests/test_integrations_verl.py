@@ -1,5 +1,6 @@
 """F-GRPO in verl: the fgrpo estimator, loaded through the verl.plugins entry point and called through verl's own
-compute_advantage dispatch, equals verl's GRPO times the focal weight. Skipped where verl is not installed."""
+compute_advantage dispatch and its v1 trainer's multi-trajectory path, equals verl's GRPO times the focal weight.
+Skipped where verl is not installed (CI runs them in a second environment built from the `[test,verl]` extra)."""
 
 from __future__ import annotations
 
@@ -122,3 +123,58 @@ def test_default_gamma_and_shaped_scores_need_a_threshold():
 def test_bad_gamma_is_refused(bad):
     with pytest.raises(ValueError, match="fgrpo_gamma"):
         _advantages("fgrpo", {"fgrpo_gamma": bad})
+
+
+# --- the v1 trainer's multi-trajectory path ----------------------------------------------------------------
+
+
+SESSIONS = {"a": 8, "b": 8, "c": 4, "d": 1, "e": 3}
+"""uid -> sessions (rollouts of the prompt); every session of an agent loop holds OUTPUTS outputs."""
+OUTPUTS = 2
+
+
+def _multi_trajectory_batch(seed: int = 0) -> tuple[DataProto, list[str], torch.Tensor]:
+    """Rows keyed ``<uid>_<session>_<output>`` in shuffled order, each output scored 0/1; and the g of each row's
+    group at gamma = 1 by hand, from the final outputs only (the rollouts verl's GRPO scores)."""
+    rng = np.random.default_rng(seed)
+    rows = [(u, s, k) for u, n in SESSIONS.items() for s in range(n) for k in range(OUTPUTS)]
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    score = torch.tensor(rng.integers(0, 2, len(rows)), dtype=torch.float32)
+    lengths = torch.tensor(rng.integers(1, T + 1, len(rows)))
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    rewards = torch.zeros(len(rows), T)
+    rewards[torch.arange(len(rows)), lengths - 1] = score
+    final = [k == OUTPUTS - 1 for _, _, k in rows]
+    mu = {u: np.mean([float(score[i]) for i, (v, _, _) in enumerate(rows) if v == u and final[i]]) for u in SESSIONS}
+    g = torch.tensor([1.0 - mu[u] for u, _, _ in rows], dtype=torch.float32)
+    batch = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask},
+        non_tensors={"uid": np.array([u for u, _, _ in rows], dtype=object)},
+    )
+    return batch, [f"{u}_{s}_{k}" for u, s, k in rows], g
+
+
+def _multi(function, estimator: str, gamma: float) -> torch.Tensor:
+    batch, keys, _ = _multi_trajectory_batch()
+    config = OmegaConf.create({"adv_estimator": estimator, "fgrpo_gamma": gamma, "norm_adv_by_std_in_grpo": True})
+    out = function(batch, batch_keys=keys, adv_estimator=estimator, num_repeat=8, config=config)
+    return out.batch["advantages"]
+
+
+def test_fgrpo_is_grpo_times_g_on_the_multi_trajectory_path():
+    pytest.importorskip("transfer_queue", reason="verl's v1 trainer needs TransferQueue (the [verl] extra has it)")
+    from verl.trainer.ppo.v1 import trainer_base, utils
+
+    multi = utils.compute_advantage_for_multi_trajectories
+    assert trainer_base.compute_advantage_for_multi_trajectories is multi  # what the v1 trainer calls
+    _, _, g = _multi_trajectory_batch()
+    grpo = _multi(multi, "grpo", 0.0)
+    assert torch.equal(_multi(multi, "fgrpo", 0.0), grpo)
+    fgrpo = _multi(multi, "fgrpo", 1.0)
+    diff = (fgrpo - grpo * g[:, None]).abs().max().item()
+    print(f"multi-trajectory path: max |fgrpo - grpo * g| = {diff:.3g}")
+    assert diff <= 1e-7 and (fgrpo - grpo).abs().max().item() > 0.1
+    # verl's own function, unwrapped, sends fgrpo over every output: not GRPO even at gamma = 0
+    unwrapped = (_multi(multi.__wrapped__, "fgrpo", 0.0) - grpo).abs().max().item()
+    print(f"without the wrap: max |fgrpo(gamma=0) - grpo| = {unwrapped:.3g}")
+    assert unwrapped > 0.05

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tailmiss.cli._common import JsonOpt, app, print_table
+from tailmiss.cli._common import JsonOpt, app, echo_err, print_table
 
 
 @app.command("diagnose")
@@ -17,10 +17,12 @@ def diagnose_cmd(
         Path,
         typer.Argument(
             help="Per-rollout log: a CSV / JSONL / parquet file, or a folder of them (verl's rollout_data_dir, "
-            "TRL's completions/). Columns step, prompt_id, reward [, correct]; see --format."
+            "TRL's completions/). Columns step, prompt_id, reward [, correct, rollout]; see --format."
         ),
     ],
-    out: Annotated[Path | None, typer.Option(help="Result folder (default runs/diagnose/<log name>).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Result folder (default runs/diagnose/<log name>-<hash of its path>).")
+    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="auto, tailmiss (the schema), trl (completion tables), verl (rollout dump).")
     ] = "auto",
@@ -36,39 +38,65 @@ def diagnose_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Diagnose a real run: group success, inactive share, Lemma 3.1 risk and its peak N, focal weights."""
-    from tailmiss.diagnose import DEFAULT_GAMMAS, DEFAULT_RHOS, RESULT_FILES, diagnose, write_diagnosis
-    from tailmiss.figures.diagnose import save_diagnosis_figure
-    from tailmiss.io import check_result_dest, result_dir
-    from tailmiss.rollout_log import read_rollouts
+    import warnings
 
-    out = out or Path("runs/diagnose") / (log.stem or "log")
+    # numpy / pandas only (no torch): a bad log is refused in about a second
+    from tailmiss.diagnose import (
+        DEFAULT_GAMMAS,
+        DEFAULT_RHOS,
+        RESULT_FILES,
+        CutLineWarning,
+        check_same_log,
+        default_folder,
+        diagnose,
+        read_rollouts,
+        side_text,
+        summary_json,
+        write_diagnosis,
+    )
+    from tailmiss.io import check_result_dest, result_dir
+
+    out = out or default_folder(log)
     check_result_dest(out, RESULT_FILES, "diagnose result")
+    check_same_log(out, log)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CutLineWarning)  # the log carries them: one line each below
+        rollouts = read_rollouts(log, fmt, reward_column)
+    for note in rollouts.warnings:
+        echo_err(f"Warning: {note}")
     result = diagnose(
-        read_rollouts(log, fmt, reward_column),
+        rollouts,
         threshold=threshold,
         rhos=rho or DEFAULT_RHOS,
         gammas=gamma or DEFAULT_GAMMAS,
         threshold_name="--threshold",
     )
+    from tailmiss.figures.diagnose import save_diagnosis_figure  # matplotlib: once there is something to draw
+
     with result_dir(out, RESULT_FILES, "diagnose result") as tmp:
         write_diagnosis(result, tmp)
         save_diagnosis_figure(result, tmp)
     s = result.summary
     if as_json:
-        typer.echo(json.dumps({k: v for k, v in s.items() if k != "per_step"}, indent=2))
+        typer.echo(json.dumps(summary_json(result.summary), indent=2))
     else:
+        sizes = ", ".join(map(str, s.group_sizes))
         typer.echo(
-            f"{s['groups']} groups over {s['steps']} steps (N = {', '.join(map(str, s['group_sizes']))}); "
-            f"mean mu_hat {s['mu_hat_mean']:.3g}; inactive {s['share_inactive']:.1%}; success: {s['success']}"
+            f"{s.groups} groups over {s.steps} steps (N = {sizes}); mean mu_hat {s.mu_hat_mean:.3g}; "
+            f"inactive {s.share_inactive:.1%}; success: {s.success}"
         )
-        rows = [
-            [r["rho"], r["risk_at_observed_n"], r["n_observed"], r["n_star"], r["peak"], r["side"]]
-            for r in s["tail_miss"]
-        ]
+        rows = [[r.rho, r.risk_at_observed_n, sizes, r.n_star, r.peak, side_text(r)] for r in s.tail_miss]
         print_table(
             "Lemma 3.1 over the observed mu_hat (tau = rho * mu_hat)",
             ["rho", "risk at run's N", "run's N", "N*", "peak", "run's N vs N*"],
-            rows,
+            [["-" if v is None else v for v in row] for row in rows],
             False,
         )
+        if len(s.group_sizes) > 1:
+            typer.echo(
+                "Groups differ in size: the risk takes each group at its own N; N* is the peak of their mixture "
+                "at one common N."
+            )
+        if any(r.risk_at_observed_n is None for r in s.tail_miss):
+            typer.echo("-: no group solved its prompt (X > 0), so no correct mass to take a rare share of.")
     typer.echo(f"wrote {out}/ ({', '.join(RESULT_FILES)})", err=as_json)

@@ -69,17 +69,18 @@ def _lines_by_step(ax, steps, keys, labels, ylabel: str, title: str) -> None:
 
 
 def _risk_by_n(ax, diagnosis: Diagnosis) -> None:
-    rows = {r["rho"]: r for r in diagnosis.summary["tail_miss"]}
+    rows = {r.rho: r for r in diagnosis.summary.tail_miss}
     for color, rho in zip(palette(len(diagnosis.rhos)), diagnosis.rhos):
         sub = diagnosis.curve[diagnosis.curve["rho"] == rho]
         if sub.empty:
             continue
         ax.plot(sub["n"], sub["tail_miss"], color=color, label=f"ρ = {rho:g}")
-        n_star = rows[rho]["n_star"]
+        n_star = rows[rho].n_star
         if n_star is not None:
-            ax.plot([n_star], [rows[rho]["peak"]], "*", color=color, ms=9)
-    n_obs = diagnosis.summary["tail_miss"][0]["n_observed"]
-    ax.axvline(n_obs, color="0.4", ls="--", lw=1, label=f"run's N = {n_obs}")
+            ax.plot([n_star], [rows[rho].peak], "*", color=color, ms=9)
+    sizes = diagnosis.summary.group_sizes
+    for i, n in enumerate(sizes):
+        ax.axvline(n, color="0.4", ls="--", lw=1, label=f"run's N = {', '.join(map(str, sizes))}" if i == 0 else None)
     ax.set_xscale("log", base=2)
     ax.set_ylim(0, 1)
     ax.set_xlabel("group size N")
@@ -127,10 +128,8 @@ def plot_diagnosis(diagnosis: Diagnosis):
     )
     _risk_by_n(axes[1, 1], diagnosis)
     _mu_histogram(axes[1, 2], diagnosis.groups)
-    source = Path(diagnosis.summary["source"]).name
-    fig.suptitle(
-        f"tailmiss diagnose: {source} ({diagnosis.summary['groups']} groups, {diagnosis.summary['steps']} steps)"
-    )
+    source = Path(diagnosis.summary.source).name
+    fig.suptitle(f"tailmiss diagnose: {source} ({diagnosis.summary.groups} groups, {diagnosis.summary.steps} steps)")
     fig.tight_layout()
     return fig
 

@@ -9,6 +9,6 @@ verl
     The ``fgrpo`` advantage estimator, registered in verl through the ``verl.plugins`` entry point. Needs
     ``pip install "tailmiss[verl]"``.
 
-Both take the group's success count :math:`X` from its rewards the way :mod:`tailmiss.rollout_log` does and the
+Both take the group's success count :math:`X` from its rewards the way :mod:`tailmiss.diagnose` does and the
 focal weight :math:`g = (1-X/N)^\\gamma` from :func:`tailmiss.objectives.focal_weight` (F-GRPO Eqs. 11-13).
 """

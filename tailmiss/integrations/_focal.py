@@ -7,8 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from tailmiss.diagnose.rollout_log import success_flags
 from tailmiss.objectives import focal_weight
-from tailmiss.rollout_log import success_flags
 
 __all__ = ["GroupFocal", "group_focal_weights"]
 
@@ -43,7 +43,7 @@ def group_focal_weights(
 
     where group :math:`k` has :math:`N_k` scored rollouts (NaN rewards, i.e. unscored ones, do
     not count) of which :math:`X_k` are correct: ``reward >= threshold``, or a binary reward of 1
-    (:func:`tailmiss.rollout_log.success_flags`). A group with no scored rollout gets
+    (:func:`tailmiss.diagnose.success_flags`). A group with no scored rollout gets
     :math:`g = 1` (its advantages are zero anyway).
 
     Parameters

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 try:
@@ -52,10 +53,17 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without TRL only
     raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
 
-from tailmiss.diagnose import n_star_key, rho_key, step_metrics
+from tailmiss._checks import check_number
+from tailmiss.diagnose import n_star_key, rho_grid, rho_key, step_metrics
 from tailmiss.integrations._focal import GroupFocal, group_focal_weights
+from tailmiss.io import atomic_write
 
 __all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback"]
+
+
+def _plain(value):
+    """A numpy scalar as its Python number (checked, and named in messages, like any other)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _bf16_works(use_cpu: bool) -> bool:
@@ -88,10 +96,9 @@ class FGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self):
-        if isinstance(self.focal_gamma, bool) or not (math.isfinite(self.focal_gamma) and self.focal_gamma >= 0):
-            raise ValueError(f"focal_gamma must be finite and >= 0, got {self.focal_gamma!r}")
-        if self.success_threshold is not None and not math.isfinite(self.success_threshold):
-            raise ValueError(f"success_threshold must be finite, got {self.success_threshold!r}")
+        self.focal_gamma = check_number("focal_gamma", _plain(self.focal_gamma), 0.0)
+        if self.success_threshold is not None:
+            self.success_threshold = check_number("success_threshold", _plain(self.success_threshold))
         if self.bf16 is None:
             self.bf16 = not self.fp16 and _bf16_works(self.use_cpu)
         super().__post_init__()
@@ -101,8 +108,12 @@ class FGRPOTrainer(GRPOTrainer):
     r"""TRL's ``GRPOTrainer`` with F-GRPO's focal weight on each group's advantages.
 
     Takes the arguments of ``GRPOTrainer``; ``args`` must be an :class:`FGRPOConfig` (or None for
-    its defaults). Logs ``focal/weight_mean`` (mean :math:`g` over the batch's groups) beside
-    TRL's metrics, and feeds every :class:`TailMissCallback` among its callbacks.
+    its defaults). Logs beside TRL's metrics ``focal/weight_mean_all_groups``, the mean :math:`g`
+    over the batch's groups (what scales the batch's advantages on average), and
+    ``focal/weight_mean_active_groups``, the mean over the groups with :math:`0 < X < N` (the only
+    ones with non-zero advantages; ``tailmiss diagnose`` reports this one, per γ, as
+    ``focal_weight_gamma<γ>``; left out of a step with no active group). Feeds every
+    :class:`TailMissCallback` among its callbacks.
 
     References
     ----------
@@ -157,15 +168,21 @@ class FGRPOTrainer(GRPOTrainer):
         adv = output["advantages"]
         local = focal.rollout_weight[start : start + len(inputs)].to(adv.device, adv.dtype)
         output["advantages"] = adv * local.view(-1, *([1] * (adv.dim() - 1)))
-        self._metrics[mode]["focal/weight_mean"].append(focal.group_weight.mean().item())
+        self._log_focal_means(mode, focal)
         if mode == "train":
-            self._feed_callbacks(inputs, rewards, focal)
+            self._feed_callbacks(inputs, rewards, focal, group_size)
         return output
 
-    def _feed_callbacks(self, inputs, rewards: torch.Tensor, focal: GroupFocal) -> None:
+    def _log_focal_means(self, mode: str, focal: GroupFocal) -> None:
+        self._metrics[mode]["focal/weight_mean_all_groups"].append(focal.group_weight.mean().item())
+        active = (focal.n_correct > 0) & (focal.n_correct < focal.group_size)
+        if active.any():  # a mean over no group is left out, not logged as NaN
+            self._metrics[mode]["focal/weight_mean_active_groups"].append(focal.group_weight[active].mean().item())
+
+    def _feed_callbacks(self, inputs, rewards: torch.Tensor, focal: GroupFocal, group_size: int) -> None:
         for cb in [cb for cb in self.callback_handler.callbacks if isinstance(cb, TailMissCallback)]:
             prompt_ids = gather_object([cb.prompt_id(x) for x in inputs])  # every process calls: a collective
-            metrics = cb.record(self.state, prompt_ids, rewards, focal, self.args.focal_gamma)
+            metrics = cb.record(self.state, prompt_ids, rewards, focal, self.args.focal_gamma, group_size)
             for key, value in metrics.items():
                 self._metrics["train"][key].append(value)
 
@@ -178,12 +195,18 @@ class TailMissCallback(TrainerCallback):
     inactive (zero-variance) groups, and Lemma 3.1's tail-miss probability averaged over the
     groups with :math:`X > 0` for each rare share :math:`\rho` (:math:`\tau = \rho\hat\mu`, as in
     :mod:`tailmiss.diagnose`), with the group size :math:`N^*` at which that risk would peak.
+    A value that is not a number (every mean over no group: no solved group, hence no risk and no
+    :math:`N^*`) is left out of that step's log rather than logged as NaN.
+
     With ``log_path`` the main process also appends one JSON line per rollout in the tailmiss
-    schema (``step``, ``prompt_id``, ``reward``: the reward that decides success, ``correct``,
-    plus ``focal_weight``), which ``tailmiss diagnose`` reads; the file is truncated when
-    training starts from step 0 and appended to on resume. ``step`` is the optimizer step the rollouts
-    feed (TRL's logged step); ``prompt_id`` is the dataset column ``prompt_id_column`` when
-    present, else a hash of the prompt.
+    schema (``step``, ``prompt_id``, ``rollout``: its place in the group, ``reward``: the reward
+    that decides success, ``correct``, plus ``focal_weight``), which ``tailmiss diagnose`` reads.
+    When training begins the file is cut back to the steps the run has already made: emptied at
+    step 0, and on ``trainer.train(resume_from_checkpoint=...)`` stripped of the rows past the
+    checkpoint's step (and of a line a killed run left cut off), atomically, so that a resumed run
+    logs every step once. ``step`` is the optimizer step the rollouts feed (TRL's logged step);
+    ``prompt_id`` is the dataset column ``prompt_id_column`` when present, else a hash of the
+    prompt.
 
     Works with :class:`FGRPOTrainer` only (``focal_gamma=0`` for a plain GRPO run); with another
     trainer it raises at the end of the first step, having received no rollouts.
@@ -207,8 +230,7 @@ class TailMissCallback(TrainerCallback):
         prompt_id_column: str = "prompt_id",
     ):
         self.log_path = Path(log_path) if log_path is not None else None
-        self.rhos = tuple(rho) if isinstance(rho, Sequence) else (rho,)
-        step_metrics([1], [2], self.rhos, (0.0,))  # validates rho now, not at the first step
+        self.rhos = rho_grid(rho)  # checked now, not at the first step
         self.prompt_id_column = prompt_id_column
         self.steps_recorded = 0
 
@@ -219,16 +241,19 @@ class TailMissCallback(TrainerCallback):
         return hashlib.sha1(repr(example["prompt"]).encode()).hexdigest()[:12]
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.log_path is not None and state.is_world_process_zero and state.global_step == 0:
+        if self.log_path is not None and state.is_world_process_zero:  # state is the checkpoint's on resume
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self.log_path.write_text("")
+            _keep_steps_up_to(self.log_path, state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.steps_recorded == 0:
             raise RuntimeError("TailMissCallback received no rollouts: use it with tailmiss's FGRPOTrainer")
 
-    def record(self, state, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal, gamma: float) -> dict:
-        """Log one generation batch (gathered over processes); return the metrics to add to the trainer's log."""
+    def record(
+        self, state, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal, gamma: float, group_size: int
+    ) -> dict:
+        """Log one generation batch (gathered over processes, ``group_size`` rollouts per prompt in a row); return
+        the metrics to add to the trainer's log."""
         self.steps_recorded += 1
         metrics = step_metrics(focal.n_correct.numpy(), focal.group_size.numpy(), self.rhos, (gamma,))
         keep = [
@@ -243,10 +268,12 @@ class TailMissCallback(TrainerCallback):
             *map(n_star_key, self.rhos),
         ]
         if self.log_path is not None and state.is_world_process_zero:
-            self._append(state.global_step + 1, prompt_ids, rewards, focal)
-        return {f"tailmiss/{k}": metrics[k] for k in keep}
+            self._append(state.global_step + 1, prompt_ids, rewards, focal, group_size)
+        return {f"tailmiss/{k}": metrics[k] for k in keep if math.isfinite(metrics[k])}
 
-    def _append(self, step: int, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal) -> None:
+    def _append(
+        self, step: int, prompt_ids: list[str], rewards: torch.Tensor, focal: GroupFocal, group_size: int
+    ) -> None:
         reward = rewards.detach().cpu().tolist()
         lines = []
         for i, pid in enumerate(prompt_ids):
@@ -254,6 +281,7 @@ class TailMissCallback(TrainerCallback):
             row = {
                 "step": step,
                 "prompt_id": pid,
+                "rollout": i % group_size,
                 "reward": reward[i] if scored else None,
                 "correct": bool(focal.correct[i]) if scored else None,
                 "focal_weight": focal.rollout_weight[i].item(),
@@ -261,3 +289,22 @@ class TailMissCallback(TrainerCallback):
             lines.append(json.dumps(row))
         with open(self.log_path, "a") as fh:  # a growing log, one write per step
             fh.write("\n".join(lines) + "\n")
+
+
+def _keep_steps_up_to(path: Path, step: int) -> None:
+    """Rewrite the JSONL log ``path`` with only its rows of steps ``<= step``, atomically (no file: an empty one).
+
+    A line that does not parse, what a run killed in the middle of a write leaves at the end, is dropped too:
+    the next row appended after it would otherwise join it.
+    """
+    with atomic_write(path) as out:
+        if not path.is_file():
+            return
+        with open(path) as log:
+            for line in log:
+                try:
+                    kept = json.loads(line)["step"] <= step
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if kept:
+                    out.write(line)

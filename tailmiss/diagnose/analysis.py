@@ -1,8 +1,8 @@
 r"""Does a real run sit in the tail-miss regime? Group statistics and Lemma 3.1 over a per-rollout log.
 
-From a per-rollout log (schema and adapters: :mod:`tailmiss.rollout_log`) every (step, prompt)
-group gives its size :math:`N`, correct count :math:`X` and :math:`\hat\mu = X/N`
-(F-GRPO Eq. 11). Per step this module reports
+From a per-rollout log (schema and adapters: :mod:`tailmiss.diagnose.rollout_log`) every
+(step, prompt) group gives its size :math:`N`, correct count :math:`X` and
+:math:`\hat\mu = X/N` (F-GRPO Eq. 11). Per step this module reports
 
 * the group success distribution: mean and quartiles of :math:`\hat\mu`, and the shares of
   all-incorrect, all-correct and so inactive groups (zero reward variance, no gradient;
@@ -38,8 +38,8 @@ The analysis is numpy / pandas plus :mod:`tailmiss.analytic`; plotting lives in
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +47,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tailmiss import analytic
 from tailmiss._checks import check_interval, check_nonnegative
+from tailmiss.diagnose.mixture import analytic, mixture, mixture_peaks, pooled_risk, support
+from tailmiss.diagnose.rollout_log import RolloutLog, group_counts
+from tailmiss.diagnose.summary import DiagnoseSummary, FocalRow, RiskRow, sides_of, summary_json
 from tailmiss.io import atomic_write
-from tailmiss.rollout_log import RolloutLog, group_counts
 
 __all__ = [
     "DEFAULT_RHOS",
@@ -58,6 +59,7 @@ __all__ = [
     "RESULT_FILES",
     "Diagnosis",
     "rho_key",
+    "rho_grid",
     "gamma_key",
     "n_star_key",
     "group_columns",
@@ -65,6 +67,8 @@ __all__ = [
     "step_metrics",
     "pooled_risk",
     "diagnose",
+    "default_folder",
+    "check_same_log",
     "write_diagnosis",
 ]
 
@@ -73,7 +77,6 @@ DEFAULT_RHOS = (0.01, 0.05, 0.1, 0.2)
 DEFAULT_GAMMAS = (0.5, 1.0, 2.0)
 """The γ values F-GRPO swept (Table 6; 0.5 was selected in most runs, Table 7)."""
 RESULT_FILES = ("diagnose.json", "diagnose_steps.csv", "diagnose.png", "diagnose.pdf")
-_CHUNK = 1 << 15
 
 
 def rho_key(rho: float) -> str:
@@ -91,13 +94,21 @@ def gamma_key(gamma: float) -> str:
     return f"focal_weight_gamma{gamma:g}"
 
 
+def rho_grid(rhos) -> tuple[float, ...]:
+    """Sorted distinct rare shares from a number or a 1-d sequence in (0, 1); ``ValueError`` naming a bad one."""
+    rhos = rhos.item() if isinstance(rhos, np.generic) else rhos  # named in messages as a plain number
+    rho = check_interval("rho", rhos, 0.0, 1.0, lo_open=True, hi_open=True)
+    if rho.ndim > 1 or rho.size == 0:
+        raise ValueError(f"rho must be a number or a non-empty 1-d sequence of numbers, got shape {rho.shape}")
+    return tuple(np.unique(rho).tolist())
+
+
 def _grids(rhos, gammas) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Sorted distinct ``rhos`` in (0, 1) and ``gammas`` >= 0 (``ValueError`` naming a bad value)."""
-    rho = check_interval("rho", list(rhos), 0.0, 1.0, lo_open=True, hi_open=True)
     gamma = check_nonnegative("gamma", list(gammas))
-    if rho.size == 0 or gamma.size == 0:
-        raise ValueError("give at least one rho and one gamma")
-    return tuple(np.unique(rho).tolist()), tuple(np.unique(gamma).tolist())
+    if gamma.size == 0:
+        raise ValueError("give at least one gamma")
+    return rho_grid(list(rhos)), tuple(np.unique(gamma).tolist())
 
 
 def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> pd.DataFrame:
@@ -122,10 +133,10 @@ def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS
     for rho in rhos:
         risk = np.full(mu.shape, np.nan)
         if solved.any():
-            risk[solved] = analytic.tail_miss_probability(mu[solved], rho * mu[solved], n[solved])
+            risk[solved] = analytic().tail_miss_probability(mu[solved], rho * mu[solved], n[solved])
         out[rho_key(rho)] = risk
     for gamma in gammas:
-        out[gamma_key(gamma)] = np.where(out["inactive"], np.nan, np.power(1.0 - mu, gamma))
+        out[gamma_key(gamma)] = np.where(out["inactive"], np.nan, analytic().focal_weight(mu, gamma))
     return out
 
 
@@ -154,10 +165,11 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
     for col in columns.columns:
         if col.startswith(("tail_miss_rho", "focal_weight_gamma")):
             table[col] = by[col].mean()
-    solved = columns[columns["x"] > 0].groupby("step")["mu_hat"]
+    solved = columns[columns["x"] > 0]
+    steps, step_index = np.unique(solved["step"].to_numpy(), return_inverse=True)
     for rho in rhos:
-        n_star = solved.apply(lambda m, r=rho: pooled_risk(m, r)["n_star"])
-        table[n_star_key(rho)] = pd.to_numeric(n_star.reindex(table.index), errors="coerce").astype(np.float64)
+        n_star, _ = mixture_peaks(*support(solved["mu_hat"].to_numpy(), step_index.reshape(-1), steps.size), rho)
+        table[n_star_key(rho)] = pd.Series(n_star, index=steps).reindex(table.index).astype(np.float64)
     return table.reset_index()
 
 
@@ -169,46 +181,9 @@ def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, fl
     return {k: float(v) for k, v in row.items() if k != "step"}
 
 
-def _mixture(mu: np.ndarray, weights: np.ndarray, rho: float, ns: np.ndarray) -> np.ndarray:
-    """Weighted mean over ``mu`` of Lemma 3.1 at ``(mu, rho*mu, N)`` for each N in ``ns``."""
-    out = np.empty(ns.size)
-    for lo in range(0, ns.size, _CHUNK):
-        block = ns[lo : lo + _CHUNK]
-        vals = analytic.tail_miss_probability(mu[:, None], rho * mu[:, None], block[None, :])
-        out[lo : lo + _CHUNK] = weights @ vals
-    return out
-
-
-def pooled_risk(mu_hat, rho: float) -> dict:
-    r"""Exact argmax :math:`N^*` and height of the run's mixture of Lemma 3.1 curves.
-
-    Parameters
-    ----------
-    mu_hat : array_like
-        :math:`\hat\mu` of the solved groups (:math:`X > 0`).
-    rho : float
-        Rare share, :math:`\tau = \rho\hat\mu`.
-
-    Returns
-    -------
-    dict
-        ``n_star`` (None when every group is all-correct: the risk is 0 for every N), ``peak``,
-        and ``support`` (the distinct :math:`\hat\mu` and their weights, for curves).
-    """
-    mu, counts = np.unique(np.asarray(mu_hat, np.float64), return_counts=True)
-    weights = counts / counts.sum()
-    interior = mu < 1.0  # mu_hat = 1 contributes 0 at every N
-    if not interior.any():
-        return {"n_star": None, "peak": 0.0, "support": (mu, weights)}
-    n_hi = int(np.max(analytic.tail_miss_peak(mu[interior], rho * mu[interior]).n_star))
-    curve = _mixture(mu[interior], weights[interior], rho, np.arange(1, n_hi + 1))
-    best = int(np.argmax(curve))
-    return {"n_star": best + 1, "peak": float(curve[best]), "support": (mu, weights)}
-
-
 @dataclass(frozen=True)
 class Diagnosis:
-    """Result of :func:`diagnose`: tables for plotting and a JSON-ready summary."""
+    """Result of :func:`diagnose`: tables for plotting and the typed summary."""
 
     groups: pd.DataFrame
     """One row per (step, prompt) group: ``n``, ``x``, ``mu_hat``, ``inactive``, risk and weight columns."""
@@ -216,54 +191,54 @@ class Diagnosis:
     """One row per step (:func:`per_step`)."""
     curve: pd.DataFrame
     """The run's mixture risk against a common group size: ``rho``, ``n``, ``tail_miss``."""
-    summary: dict
+    summary: DiagnoseSummary
     rhos: tuple[float, ...]
     gammas: tuple[float, ...]
 
 
-def _curve_grid(n_obs: int, n_stars: list[int]) -> np.ndarray:
-    top = max([n_obs, *n_stars, 8]) * 4
+def _curve_grid(sizes: list[int], n_stars: list[int]) -> np.ndarray:
+    top = max([*sizes, *n_stars, 8]) * 4
     grid = np.unique(np.round(np.geomspace(1, top, 160)).astype(np.int64))
-    return np.union1d(grid, np.array([n_obs, *n_stars], dtype=np.int64))
+    return np.union1d(grid, np.array([*sizes, *n_stars], dtype=np.int64))
 
 
-def _side(n_obs: int, n_star: int | None) -> str | None:
-    if n_star is None:
-        return None
-    return "below" if n_obs < n_star else "above" if n_obs > n_star else "at"
-
-
-def _tail_miss_summary(columns: pd.DataFrame, rhos, n_obs: int) -> tuple[list[dict], pd.DataFrame]:
+def _tail_miss_summary(columns: pd.DataFrame, rhos) -> tuple[list[RiskRow], pd.DataFrame]:
+    """Per rho: the risk of the run's groups, each at its own N, and the peak of their mixture over a common N."""
+    sizes = sorted(int(n) for n in columns["n"].unique())
     solved = columns[columns["x"] > 0]
-    pooled = {rho: pooled_risk(solved["mu_hat"], rho) for rho in rhos} if len(solved) else {}
-    rows = [
-        {
-            "rho": rho,
-            "risk_at_observed_n": solved[rho_key(rho)].mean() if len(solved) else None,
-            "n_observed": n_obs,
-            "n_star": pooled[rho]["n_star"] if pooled else None,
-            "peak": pooled[rho]["peak"] if pooled else None,
-            "side": _side(n_obs, pooled[rho]["n_star"]) if pooled else None,
-        }
-        for rho in rhos
-    ]
-    if not pooled:
+    rows, curves = [], []
+    for rho in rhos:
+        pooled = pooled_risk(solved["mu_hat"], rho) if len(solved) else None
+        n_star = None if pooled is None else pooled["n_star"]
+        rows.append(
+            RiskRow(
+                rho=float(rho),
+                risk_at_observed_n=float(solved[rho_key(rho)].mean()) if len(solved) else None,
+                group_sizes=tuple(sizes),
+                n_star=None if n_star is None else int(n_star),
+                peak=None if pooled is None or pooled["peak"] is None else float(pooled["peak"]),
+                sides=sides_of(sizes, n_star),
+                solved=pooled is not None,
+            )
+        )
+        if pooled is not None:
+            curves.append((rho, pooled["support"]))
+    if not curves:
         return rows, pd.DataFrame(columns=["rho", "n", "tail_miss"])
-    ns = _curve_grid(n_obs, [r["n_star"] for r in rows if r["n_star"] is not None])
-    frames = [pd.DataFrame({"rho": r, "n": ns, "tail_miss": _mixture(*p["support"], r, ns)}) for r, p in pooled.items()]
-    curve = pd.concat(frames, ignore_index=True)
-    return rows, curve
+    ns = _curve_grid(sizes, [r.n_star for r in rows if r.n_star is not None])
+    frames = [pd.DataFrame({"rho": r, "n": ns, "tail_miss": mixture(*support, r, ns)[0]}) for r, support in curves]
+    return rows, pd.concat(frames, ignore_index=True)
 
 
-def _focal_summary(columns: pd.DataFrame, gammas) -> list[dict]:
+def _focal_summary(columns: pd.DataFrame, gammas) -> list[FocalRow]:
     active = np.sort(columns.loc[~columns["inactive"], "mu_hat"].unique())
     return [
-        {
-            "gamma": gamma,
-            "mean_over_active": columns[gamma_key(gamma)].mean(),
-            "mu_hat": active.tolist(),
-            "weight": np.power(1.0 - active, gamma).tolist(),
-        }
+        FocalRow(
+            gamma=float(gamma),
+            mean_over_active=float(columns[gamma_key(gamma)].mean()),
+            mu_hat=tuple(active.tolist()),
+            weight=tuple(analytic().focal_weight(active, gamma).tolist()),
+        )
         for gamma in gammas
     ]
 
@@ -288,7 +263,7 @@ def diagnose(
     Parameters
     ----------
     log : RolloutLog
-        From :func:`tailmiss.rollout_log.read_rollouts`.
+        From :func:`tailmiss.diagnose.read_rollouts`.
     threshold : float, optional
         Success threshold for non-binary rewards (``reward >= threshold`` is correct).
     rhos : sequence of float
@@ -309,40 +284,45 @@ def diagnose(
     rhos, gammas = _grids(rhos, gammas)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
     steps = per_step(columns, rhos)
-    n_obs = int(np.median(columns["n"]))
-    tail_miss, curve = _tail_miss_summary(columns, rhos, n_obs)
-    summary = {
-        "source": log.source,
-        "format": log.format,
-        "rows": log.rows_read,
-        "rows_without_reward": log.rows_without_reward,
-        "success": _success_rule(log, threshold),
-        "steps": int(steps.shape[0]),
-        "groups": int(columns.shape[0]),
-        "group_sizes": sorted(int(v) for v in columns["n"].unique()),
-        "mu_hat_mean": columns["mu_hat"].mean(),
-        "share_all_incorrect": float((columns["x"] == 0).mean()),
-        "share_all_correct": float((columns["x"] == columns["n"]).mean()),
-        "share_inactive": float(columns["inactive"].mean()),
-        "rare_mass": "tau = rho * mu_hat in each group with X > 0 (rho: share of the correct mass held by E)",
-        "tail_miss": tail_miss,
-        "focal_weights": _focal_summary(columns, gammas),
-        "per_step": steps.to_dict(orient="records"),
-    }
-    return Diagnosis(columns, steps, curve, _json_ready(summary), rhos, gammas)
+    tail_miss, curve = _tail_miss_summary(columns, rhos)
+    summary = DiagnoseSummary(
+        source=str(log.source),
+        source_path=str(Path(log.source).resolve()),
+        format=log.format,
+        rows=int(log.rows_read),
+        rows_without_reward=int(log.rows_without_reward),
+        warnings=tuple(log.warnings),
+        success=_success_rule(log, threshold),
+        steps=int(steps.shape[0]),
+        groups=int(columns.shape[0]),
+        group_sizes=tuple(sorted(int(v) for v in columns["n"].unique())),
+        mu_hat_mean=float(columns["mu_hat"].mean()),
+        share_all_incorrect=float((columns["x"] == 0).mean()),
+        share_all_correct=float((columns["x"] == columns["n"]).mean()),
+        share_inactive=float(columns["inactive"].mean()),
+        tail_miss=tuple(tail_miss),
+        focal_weights=tuple(_focal_summary(columns, gammas)),
+    )
+    return Diagnosis(columns, steps, curve, summary, rhos, gammas)
 
 
-def _json_ready(value):
-    """Plain Python values for JSON: numpy scalars unwrapped, NaN as None."""
-    if isinstance(value, dict):
-        return {str(k): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def default_folder(log_path: str | os.PathLike, root: str | os.PathLike = "runs/diagnose") -> Path:
+    """``root/<log name>-<8 hex digits of its absolute path>``: two logs of one name get two folders."""
+    path = Path(log_path).resolve()
+    return Path(root) / f"{path.stem or 'log'}-{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+
+
+def check_same_log(folder: str | os.PathLike, log_path: str | os.PathLike) -> None:
+    """``ValueError`` when ``folder`` holds the diagnosis of a log other than ``log_path`` (replacing it is fine)."""
+    try:
+        earlier = json.loads((Path(folder) / "diagnose.json").read_text()).get("source_path")
+    except (OSError, ValueError, AttributeError):  # no earlier diagnosis, or one that does not say its log
+        return
+    if earlier is not None and earlier != str(Path(log_path).resolve()):
+        raise ValueError(
+            f"{str(folder)!r} holds the diagnosis of another log, {earlier!r}: give another result folder "
+            "(or remove that one)"
+        )
 
 
 def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Path]:
@@ -350,7 +330,7 @@ def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Pat
     folder = Path(folder)
     paths = [folder / "diagnose.json", folder / "diagnose_steps.csv"]
     with atomic_write(paths[0]) as fh:
-        json.dump(diagnosis.summary, fh, indent=2, allow_nan=False)
+        json.dump(summary_json(diagnosis.summary, diagnosis.steps), fh, indent=2, allow_nan=False)
         fh.write("\n")
     with atomic_write(paths[1]) as fh:
         diagnosis.steps.to_csv(fh, index=False)
