@@ -50,7 +50,6 @@ def diagnose_cmd(
         default_folder,
         diagnose,
         read_rollouts,
-        side_text,
         summary_json,
         write_diagnosis,
     )
@@ -76,27 +75,33 @@ def diagnose_cmd(
     with result_dir(out, RESULT_FILES, "diagnose result") as tmp:
         write_diagnosis(result, tmp)
         save_diagnosis_figure(result, tmp)
-    s = result.summary
     if as_json:
         typer.echo(json.dumps(summary_json(result.summary), indent=2))
     else:
-        sizes = ", ".join(map(str, s.group_sizes))
-        typer.echo(
-            f"{s.groups} groups over {s.steps} steps (N = {sizes}); mean mu_hat {s.mu_hat_mean:.3g}; "
-            f"inactive {s.share_inactive:.1%}; success: {s.success}"
-        )
-        rows = [[r.rho, r.risk_at_observed_n, sizes, r.n_star, r.peak, side_text(r)] for r in s.tail_miss]
-        print_table(
-            "Lemma 3.1 over the observed mu_hat (tau = rho * mu_hat)",
-            ["rho", "risk at run's N", "run's N", "N*", "peak", "run's N vs N*"],
-            [["-" if v is None else v for v in row] for row in rows],
-            False,
-        )
-        if len(s.group_sizes) > 1:
-            typer.echo(
-                "Groups differ in size: the risk takes each group at its own N; N* is the peak of their mixture "
-                "at one common N."
-            )
-        if any(r.risk_at_observed_n is None for r in s.tail_miss):
-            typer.echo("-: no group solved its prompt (X > 0), so no correct mass to take a rare share of.")
+        _print_summary(result.summary)
     typer.echo(f"wrote {out}/ ({', '.join(RESULT_FILES)})", err=as_json)
+
+
+def _print_summary(s) -> None:
+    """The run in one line, then Lemma 3.1's table per rho, with a note where group sizes differ or none solved."""
+    from tailmiss.diagnose import side_text
+
+    sizes = ", ".join(map(str, s.group_sizes))
+    typer.echo(
+        f"{s.groups} groups over {s.steps} steps (N = {sizes}); mean mu_hat {s.mu_hat_mean:.3g}; "
+        f"inactive {s.share_inactive:.1%}; success: {s.success}"
+    )
+    rows = [[r.rho, r.risk_at_observed_n, sizes, r.n_star, r.peak, side_text(r)] for r in s.tail_miss]
+    print_table(
+        "Lemma 3.1 over the observed mu_hat (tau = rho * mu_hat)",
+        ["rho", "risk at run's N", "run's N", "N*", "peak", "run's N vs N*"],
+        [["-" if v is None else v for v in row] for row in rows],
+        False,
+    )
+    if len(s.group_sizes) > 1:
+        typer.echo(
+            "Groups differ in size: the risk takes each group at its own N; N* is the peak of their mixture "
+            "at one common N."
+        )
+    if any(r.risk_at_observed_n is None for r in s.tail_miss):
+        typer.echo("-: no group solved its prompt (X > 0), so no correct mass to take a rare share of.")
