@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from tailmiss.experiments.pool import Job
-from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT
+from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT, OPTIONAL_RUN_FILES
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
@@ -45,7 +45,8 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> tuple[str, str | None
         try:
             meta = read_meta(path)
             if meta.get("complete"):
-                open_unit(path, sorted(_RUN_FILES), "run")
+                kept = OPTIONAL_RUN_FILES & set(meta.get("checksums") or {})
+                open_unit(path, sorted(_RUN_FILES | kept), "run")
         except ValueError as exc:
             return "corrupt", str(exc)
         if not meta.get("complete"):
@@ -95,7 +96,8 @@ def _run(cfg, path: Path, init: Path | None, train, options: RunOptions) -> Path
         say(f"warning: reusing the stale run {path} (--reuse-stale): {reason}")
         return path
     if state in ("stale", "corrupt", "other"):
-        if not path.is_dir() or {p.name for p in path.iterdir() if not p.name.startswith(".")} - _RUN_FILES:
+        names = {p.name for p in path.iterdir() if not p.name.startswith(".")} if path.is_dir() else None
+        if names is None or names - _RUN_FILES - OPTIONAL_RUN_FILES:
             raise ValueError(f"refusing to replace {str(path)!r}: it is not a run folder")
         say(f"{path}: {state} ({reason}); training it again")
         shutil.rmtree(path)

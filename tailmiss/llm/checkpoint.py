@@ -32,7 +32,10 @@ from tailmiss.store import code_fingerprint, file_sha256, provenance
 __all__ = ["RunFolder", "LoadedRun", "evaluate_run"]
 
 CHECKPOINT = "checkpoint.pt"
+PROMPT_EVALS = "prompt_evals.npz"
 _RUN_FILES = {"config.toml", "history.csv", "meta.json", CHECKPOINT}
+OPTIONAL_RUN_FILES = {PROMPT_EVALS}
+"""Files a run folder holds only when its config asks (``RLConfig.eval_per_prompt``)."""
 
 
 class RunFolder:
@@ -55,7 +58,7 @@ class RunFolder:
             raise ValueError(f"--out {str(self.path)!r} is a file, not a folder")
         if self.path.is_dir():
             names = {p.name for p in self.path.iterdir() if not p.name.startswith(".")}
-            if names - _RUN_FILES:
+            if names - _RUN_FILES - OPTIONAL_RUN_FILES:
                 raise ValueError(f"refusing to write into {str(self.path)!r}: it holds files that are not a run's")
             if names and not resume:
                 raise ValueError(f"{str(self.path)!r} already holds a run: pass --resume to continue it")
@@ -97,11 +100,28 @@ class RunFolder:
         sealed["provenance"] = provenance("llm", meta.get("device"))
         sealed["checksums"] = {
             name: file_sha256(self.path / name)
-            for name in sorted(_RUN_FILES - {"meta.json"})
+            for name in sorted((_RUN_FILES | OPTIONAL_RUN_FILES) - {"meta.json"})
             if (self.path / name).is_file()
         }
         with atomic_write(self.path / "meta.json") as fh:
             fh.write(json.dumps(sealed, indent=2, default=str) + "\n")
+
+    def write_prompt_evals(self, per_prompt: dict) -> None:
+        """Write ``prompt_evals.npz`` atomically: ``step`` (E,) and ``mu_pos`` (E, P), one row per evaluation."""
+        steps = sorted(per_prompt)
+        buffer = io.BytesIO()
+        mu_pos = np.stack([per_prompt[s].numpy() for s in steps])
+        np.savez(buffer, step=np.asarray(steps, dtype=np.int64), mu_pos=mu_pos)
+        with atomic_write(self.path / PROMPT_EVALS, "wb") as fh:
+            fh.write(buffer.getvalue())
+
+    def prompt_evals(self) -> dict[str, np.ndarray]:
+        """``prompt_evals.npz`` read back (``ValueError`` if the run did not keep per-prompt evaluations)."""
+        path = self.path / PROMPT_EVALS
+        if not path.is_file():
+            raise ValueError(f"{str(self.path)!r} has no {PROMPT_EVALS}: its config did not set eval_per_prompt")
+        with np.load(path) as data:
+            return {k: data[k] for k in ("step", "mu_pos")}
 
     def history(self) -> pd.DataFrame:
         return pd.read_csv(self.path / "history.csv")

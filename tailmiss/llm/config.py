@@ -27,6 +27,8 @@ __all__ = ["SFTConfig", "RLConfig", "load_config"]
 LR_SCHEDULES = ("constant", "cosine")
 RL_OPTIMIZERS = ("adamw", "sgd")
 ROLLOUT_SAMPLING = ("generator", "counter")
+POOL_ORDERS = ("random", "epochs")
+EVAL_ANSWERS = ("all", "correct")
 # the trainer computes in float32: a float setting must be finite there, an epsilon a normal float32 number
 _MIN_TEMPERATURE = 1e-30  # logits / temperature must stay finite in float32 for |logits| up to ~3e8
 
@@ -216,12 +218,31 @@ class RLConfig(_TomlConfig):
         run seed); each step draws ``prompts_per_step`` of them without
         replacement, and evaluations also score the pool (columns ``pool_*``),
         so "trained-on" is well defined.
+    pool_order : {"random", "epochs"}
+        How steps take their prompts from the pool. ``"random"``: an
+        independent draw per step. ``"epochs"``: the pool is cycled in epochs
+        of :attr:`steps_per_epoch` steps (``train_prompts / prompts_per_step``,
+        which must be a whole number); each epoch visits every pool prompt once,
+        in an order drawn from the run's seed and the epoch (F-GRPO Table 5
+        trains 10 epochs over its training set). DAPO's refill rounds draw at
+        random from the pool.
     eval_every, eval_prompts, eval_split, eval_samples, rare_share
         Exact answer-mass metrics on a fixed prompt set (enumerable tasks) and,
         when ``eval_samples > 0``, sampled pass@k from that many samples.
     eval_seed : int or None
         Draws the evaluation prompts (``None``: the run's ``seed``, so seeds
         differ in their evaluation prompts; set it to compare runs on one set).
+    eval_answers : {"all", "correct"}
+        Which answers exact scoring teacher-forces: every well-formed answer, or
+        only the correct ones. Every logged metric but ``off_format`` (NaN with
+        ``"correct"``) is a function of the correct answers' masses alone, so
+        ``"correct"`` gives the same numbers at a fraction of the cost
+        (:math:`|S|^K` instead of :math:`10^K` answers on task (a)).
+    eval_per_prompt : bool
+        Also keep each evaluation's per-prompt :math:`\mu_{pos}(x)` on the
+        evaluation prompts, in the run folder's ``prompt_evals.npz`` (arrays
+        ``step`` (E,) and ``mu_pos`` (E, P)): what pass@k estimated from
+        finite samples per prompt, and significance tests between runs, need.
     """
 
     _table = "rl"
@@ -265,6 +286,7 @@ class RLConfig(_TomlConfig):
     optimizer: str = "adamw"
     train_prompts: int = 0
     pool_seed: int = 0
+    pool_order: str = "random"
     seed: int = 0
     eval_seed: int | None = None
     eval_every: int = 25
@@ -272,6 +294,8 @@ class RLConfig(_TomlConfig):
     eval_split: str = "test"
     eval_samples: int = 0
     rare_share: float = 0.1
+    eval_answers: str = "all"
+    eval_per_prompt: bool = False
     checkpoint_every: int = 50
 
     def __post_init__(self) -> None:
@@ -293,6 +317,14 @@ class RLConfig(_TomlConfig):
                 f"prompts_per_step ({self.prompts_per_step}) must not exceed the training pool "
                 f"(train_prompts = {self.train_prompts}): a step draws its prompts from the pool without replacement"
             )
+        check_choice("pool_order", self.pool_order, POOL_ORDERS)
+        if self.pool_order == "epochs" and (not self.train_prompts or self.train_prompts % self.prompts_per_step):
+            raise ValueError(
+                "pool_order = 'epochs' needs a training pool (train_prompts > 0) that is a whole number of steps: "
+                f"train_prompts ({self.train_prompts}) must be a multiple of prompts_per_step ({self.prompts_per_step})"
+            )
+        check_choice("eval_answers", self.eval_answers, EVAL_ANSWERS)
+        check_bool("eval_per_prompt", self.eval_per_prompt)
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be an integer >= 1, got {self.checkpoint_every!r}")
         if self.minibatches > self.prompts_per_step * self.group_size:
@@ -341,6 +373,11 @@ class RLConfig(_TomlConfig):
     def eval_prompt_seed(self) -> int:
         """The seed that draws the evaluation prompts: ``eval_seed``, else the run's ``seed``."""
         return self.seed if self.eval_seed is None else self.eval_seed
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        """Steps per pass over the training pool with ``pool_order = "epochs"`` (None otherwise)."""
+        return self.train_prompts // self.prompts_per_step if self.pool_order == "epochs" else None
 
     @property
     def advantage_mode(self) -> str:

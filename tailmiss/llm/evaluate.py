@@ -59,11 +59,15 @@ class AnswerDistribution:
     correct : BoolTensor (P, M)
     lengths : LongTensor (P, M)
         Answer tokens, ``<eos>`` included (1 in padding columns).
+    complete : bool
+        Whether every well-formed answer was scored (``False``: the correct
+        ones only, so :attr:`off_format` is unknown).
     """
 
     logp: torch.Tensor
     correct: torch.Tensor
     lengths: torch.Tensor
+    complete: bool = True
 
     @property
     def probs(self) -> torch.Tensor:
@@ -76,7 +80,9 @@ class AnswerDistribution:
 
     @property
     def off_format(self) -> torch.Tensor:
-        """Mass outside the well-formed answers per prompt, (P,)."""
+        """Mass outside the well-formed answers per prompt, (P,) (NaN when only the correct answers were scored)."""
+        if not self.complete:
+            return torch.full(self.logp.shape[:1], float("nan"), dtype=torch.float64)
         return (1.0 - self.probs.sum(1)).clamp(min=0.0)
 
 
@@ -217,7 +223,12 @@ def _score_chunk(model, prompt_ids: torch.Tensor, tree: _PrefixTree, answers: to
 
 @torch.no_grad()
 def answer_distribution(
-    model: GPT, task: Task, prompts: Sequence, batch_size: int = 4096, dtype: torch.dtype | None = None
+    model: GPT,
+    task: Task,
+    prompts: Sequence,
+    batch_size: int = 4096,
+    dtype: torch.dtype | None = None,
+    correct_only: bool = False,
 ) -> AnswerDistribution:
     """Score every well-formed answer of each prompt by teacher forcing over the answers' prefix tree.
 
@@ -235,6 +246,10 @@ def answer_distribution(
         laws are normalised and the answers' log-probabilities summed in float64
         either way; ``torch.float64`` scores a float64 copy (agrees with float32
         scoring to about 1e-5 in log-probability on the CPU presets).
+    correct_only : bool
+        Score only the correct answers (each answer's log-probability is its
+        own teacher-forced sum, so the correct answers' numbers are the same
+        either way); the result's ``complete`` is then False.
     """
     if not task.enumerable:
         raise ValueError(f"task {task.name!r} has no finite answer space; use sampled_pass_at_k")
@@ -243,6 +258,8 @@ def answer_distribution(
     scorer.eval()
     device = param_device(model)
     sets = [task.enumerate_answers(p) for p in prompts]
+    if correct_only:
+        sets = [AnswerSet(s.tokens[s.correct], s.lengths[s.correct], s.correct[s.correct]) for s in sets]
     width = max(s.tokens.shape[0] for s in sets)
     logp = torch.full((len(prompts), width), float("-inf"), dtype=torch.float64)
     correct = torch.zeros((len(prompts), width), dtype=torch.bool)
@@ -267,7 +284,7 @@ def answer_distribution(
                 r += m
     finally:
         scorer.train(was_training)
-    return AnswerDistribution(logp=logp, correct=correct, lengths=lengths)
+    return AnswerDistribution(logp=logp, correct=correct, lengths=lengths, complete=not correct_only)
 
 
 def _chunks(sizes: Sequence[int], budget: int):

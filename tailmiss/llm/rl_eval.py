@@ -30,21 +30,28 @@ def sft_once(key: tuple, compute):
     return _SFT_CACHE[key]
 
 
-def reference_distribution(reference, start_sha: str, task: Task, prompts):
-    """Exact answer distribution of the SFT model on ``prompts`` (scored once per process, :func:`sft_once`)."""
-    key = ("exact", start_sha, task.encode_prompts(prompts).numpy().tobytes())
-    return sft_once(key, lambda: answer_distribution(reference, task, prompts))
+def reference_distribution(reference, start_sha: str, task: Task, prompts, correct_only: bool = False):
+    """Exact answer distribution of the SFT model on ``prompts`` (scored once per process, :func:`sft_once`;
+    ``correct_only``: the correct answers only)."""
+    key = ("exact", start_sha, task.encode_prompts(prompts).numpy().tobytes(), correct_only)
+    return sft_once(key, lambda: answer_distribution(reference, task, prompts, correct_only=correct_only))
 
 
 def _ratio(num: float, den: float) -> float:
     return float(num / den) if den > 0 else float("nan")  # no prompt has a rare set: no ratio
 
 
-def exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None) -> dict:
+def exact_row(
+    model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None, per_prompt=None
+) -> dict:
     """The exact metrics an RL run logs at an evaluation (means over ``prompts``; ``current``: the model's
-    distribution when already scored), with every pass@k, keys prefixed by ``prefix``."""
-    current = answer_distribution(model, task, prompts) if current is None else current
+    distribution when already scored), with every pass@k, keys prefixed by ``prefix``. The answers scored are the
+    reference's (all, or the correct ones only); ``per_prompt``, a list, receives the per-prompt ``mu_pos``."""
+    if current is None:
+        current = answer_distribution(model, task, prompts, correct_only=not reference_dist.complete)
     m = exact_metrics(current, reference_dist, rare_share=rare_share)
+    if per_prompt is not None:
+        per_prompt.append(m["mu_pos"])
     row = dict(
         mu_pos=m["mu_pos_mean"],
         retained_mass=m["retained_mass_mean"],
@@ -61,22 +68,34 @@ def exact_row(model, reference_dist, task, prompts, rare_share: float, prefix: s
 
 
 def evaluate_rl(
-    model, reference_dist, task, cfg, eval_prompts, step, device, pool=None, untrained=False, start_sha=None
+    model,
+    reference_dist,
+    task,
+    cfg,
+    eval_prompts,
+    step,
+    device,
+    pool=None,
+    untrained=False,
+    start_sha=None,
+    per_prompt=None,
 ) -> dict:
-    """Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``).
+    r"""Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``).
 
     ``pool``: ``(prompts, reference distribution)`` of the training pool, scored
     too (columns ``pool_*``) when the run trains on a fixed pool. ``untrained``:
     the model still equals the reference (step 0), whose exact distributions are
     reused instead of scored again (the same numbers: the same weights); with
     ``start_sha`` (its checkpoint's SHA-256) its sampled pass@k is drawn once per
-    process for all the runs that share the seed and settings, too.
+    process for all the runs that share the seed and settings, too. ``per_prompt``, a list, receives the
+    evaluation prompts' per-prompt :math:`\mu_{pos}(x)` (enumerable tasks).
     """
     row: dict = {}
     model.eval()
     if task.enumerable:
         same = reference_dist if untrained else None
-        row.update(exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, current=same))
+        kept = dict(current=same, per_prompt=per_prompt)
+        row.update(exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, **kept))
         if pool is not None:
             same = pool[1] if untrained else None
             row.update(exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))

@@ -100,11 +100,17 @@ def training_pool(task: Task, size: int, seed: int) -> tuple:
 
 
 def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
-    """The prompts of a step's sampling round: fresh training prompts, or a draw without replacement from the pool."""
+    """The prompts of a step's sampling round: fresh training prompts, or a draw without replacement from the pool
+    (``pool_order = "epochs"``: the step's block of its epoch's order of the pool, for the first round)."""
     seed = step_seed(cfg.seed, step, 10 * round_ + PROMPTS)
     if not cfg.train_prompts:
         return task.prompts("train", cfg.prompts_per_step, seed=seed)
     pool = training_pool(task, cfg.train_prompts, cfg.pool_seed)
+    if cfg.pool_order == "epochs" and round_ == 0:
+        epoch, block = divmod(step, cfg.steps_per_epoch)
+        order = np.random.default_rng([int(cfg.seed), epoch, PROMPTS, 0xE90C]).permutation(len(pool))
+        picks = order[block * cfg.prompts_per_step : (block + 1) * cfg.prompts_per_step]
+        return [pool[i] for i in picks]
     picks = np.random.default_rng(seed).choice(len(pool), size=cfg.prompts_per_step, replace=False)
     return [pool[i] for i in picks]
 

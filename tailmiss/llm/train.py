@@ -130,20 +130,29 @@ class _EvalSets:
 def _eval_sets(cfg: RLConfig, task, reference, init, main: bool) -> _EvalSets:
     prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
     start_sha = file_sha256(Path(init) / CHECKPOINT)
-    reference_dist = reference_distribution(reference, start_sha, task, prompts) if task.enumerable and main else None
+    only = cfg.eval_answers == "correct"
+    exact = task.enumerable and main
+    reference_dist = reference_distribution(reference, start_sha, task, prompts, only) if exact else None
     pool = None
-    if cfg.train_prompts and task.enumerable and main:
+    if cfg.train_prompts and exact:
         pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
-        pool = (pool_prompts, reference_distribution(reference, start_sha, task, pool_prompts))
+        pool = (pool_prompts, reference_distribution(reference, start_sha, task, pool_prompts, only))
     return _EvalSets(prompts, reference_dist, pool, start_sha)
 
 
-def _evaluation(model, task, cfg: RLConfig, sets: _EvalSets, step: int, dev, main: bool) -> dict:
-    """Step 6's metrics at ``step`` when due (rank 0 alone; every ``eval_every`` steps and at the last)."""
+def _evaluation(model, task, cfg: RLConfig, sets: _EvalSets, step: int, dev, main: bool, per_prompt: dict) -> dict:
+    """Step 6's metrics at ``step`` when due (rank 0 alone; every ``eval_every`` steps and at the last); with
+    ``eval_per_prompt``, the per-prompt correct masses go to ``per_prompt[step]``."""
     if not (main and (step % cfg.eval_every == 0 or step == cfg.steps)):
         return {}
     untrained = step == 0  # resumed runs never re-evaluate step 0
-    return evaluate_rl(model, sets.reference, task, cfg, sets.prompts, step, dev, sets.pool, untrained, sets.start_sha)
+    kept = [] if cfg.eval_per_prompt and task.enumerable else None
+    row = evaluate_rl(
+        model, sets.reference, task, cfg, sets.prompts, step, dev, sets.pool, untrained, sets.start_sha, kept
+    )
+    if kept:
+        per_prompt[step] = torch.from_numpy(kept[0])
+    return row
 
 
 def _rl_step(model, ddp, reference, optimizer, task, cfg: RLConfig, step: int, dev, spent: _Spent) -> dict:
@@ -171,14 +180,15 @@ def _rl_step(model, ddp, reference, optimizer, task, cfg: RLConfig, step: int, d
 
 def _start(cfg: RLConfig, sft, state: dict | None, init):
     """The optimizer of the SFT model (``sft.model``, restored from ``state`` when resuming): ``(optimizer,
-    history, start step, compute spent)``."""
+    history, start step, compute spent, per-prompt evaluations)``."""
     optimizer = make_optimizer(sft.model, cfg)
     if state is None:
-        return optimizer, [], 0, _Spent()
+        return optimizer, [], 0, _Spent(), {}
     _check_same_start(state, sft, init)
     sft.model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    return optimizer, state["history"], state["step"], _Spent(state["rollouts"], state["tokens"])
+    spent = _Spent(state["rollouts"], state["tokens"])
+    return optimizer, state["history"], state["step"], spent, dict(state.get("prompt_evals", {}))
 
 
 def _run_state(cfg: RLConfig, sft, model, reference, optimizer, step: int) -> dict:
@@ -242,7 +252,7 @@ def train_rl(
     state = prepare_run(folder, cfg, resume)
     task, model = sft.task, sft.model
     reference = copy.deepcopy(model).requires_grad_(False)  # the SFT model, frozen
-    optimizer, history, start, spent = _start(cfg, sft, state, init)  # ---- optimizer and state
+    optimizer, history, start, spent, per_prompt = _start(cfg, sft, state, init)  # ---- optimizer and state
     start = first_step(folder, history, start, cfg.steps)
     if start is None:
         return folder.path
@@ -256,16 +266,19 @@ def train_rl(
                 {
                     **_run_state(cfg, sft, model, reference, optimizer, step),
                     **{"history": history, "rollouts": spent.rollouts, "tokens": spent.tokens, "init": str(init)},
+                    "prompt_evals": per_prompt,
                 }
             )
             folder.write_history(history)
+            if per_prompt:
+                folder.write_prompt_evals(per_prompt)
 
     description = f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {dev}" + (f" ×{world()}" if world() > 1 else "")
     bar = progress_bar(progress and main, cfg.steps, description, done=start)
     started = time.perf_counter()
     try:
         for step in range(start, cfg.steps):
-            row = {"step": step, **_evaluation(model, task, cfg, sets, step, dev, main)}
+            row = {"step": step, **_evaluation(model, task, cfg, sets, step, dev, main, per_prompt)}
             row.update(_rl_step(model, ddp, reference, optimizer, task, cfg, step, dev, spent))
             history.append(row)
             step_done(step, cfg, checkpoint, bar, on_step)  # ---- 6. checkpoint
@@ -273,7 +286,7 @@ def train_rl(
         if bar is not None:
             bar.close()
     if start <= cfg.steps:  # the last evaluation, after the last update
-        final = _evaluation(model, task, cfg, sets, cfg.steps, dev, main)
+        final = _evaluation(model, task, cfg, sets, cfg.steps, dev, main, per_prompt)
         history.append({"step": cfg.steps, **final, "rollouts": spent.rollouts, "tokens": spent.tokens})
     checkpoint(cfg.steps)
     if main:

@@ -39,6 +39,16 @@ with three knobs:
   digit is the favourite, so the all-favourite string is the anchor and strings
   of late-listed digits form a long rare tail (the paper's anchor / leaf
   structure, F-GRPO App. J).
+
+``incorrect`` says where the teacher's :math:`\epsilon_x` goes: ``"digits"``
+(above: the digits outside :math:`S`, uniformly) or ``"blank"`` (the unused
+token ``_``, which makes the answer malformed, hence incorrect). A small
+transformer learns the first as a near-uniform law on hard prompts: its correct
+mass stays near :math:`(|S|/10)^K` (0.064 at :math:`|S| = 4, K = 3`) however
+small :math:`\mu^*_x` is, because matching it means avoiding the listed digits.
+The blank rate is a function of the difficulty level alone, which the model
+learns, so ``"blank"`` gives SFT models with correct masses far below 1/256 on
+hard prompts (pass@256 unsaturated, as on AIME).
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ __all__ = ["MultiSolutionTask", "DigitSetPrompt"]
 _DIGIT0 = len(SPECIAL_TOKENS)  # id of "0"
 _EMPTY = _DIGIT0 + 10  # id of "_", an unused slot of the prompt
 _LEVELS = 10
+INCORRECT = ("digits", "blank")
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,8 @@ class MultiSolutionTask(Task):
         Which first digit gets which difficulty level.
     heldout_fraction : float
         Share of prompts in the held-out ``"test"`` split.
+    incorrect : {"digits", "blank"}
+        Where the teacher's incorrect mass goes (module docstring).
     """
 
     name: ClassVar[str] = "multisolution"
@@ -118,6 +131,7 @@ class MultiSolutionTask(Task):
     zipf_exponent: float = 1.5
     difficulty_seed: int = 0
     heldout_fraction: float = 0.1
+    incorrect: str = "digits"
 
     def __post_init__(self) -> None:
         _check_int("num_digits", self.num_digits, 1, 4)
@@ -136,6 +150,8 @@ class MultiSolutionTask(Task):
         _check_int("difficulty_seed", self.difficulty_seed, 0, 2**32 - 1)
         if not isinstance(self.heldout_fraction, (int, float)) or not 0 <= self.heldout_fraction < 1:
             raise ValueError(f"heldout_fraction must lie in [0, 1), got {self.heldout_fraction!r}")
+        if self.incorrect not in INCORRECT:
+            raise ValueError(f"incorrect must be one of 'digits', 'blank', got {self.incorrect!r}")
         digits = tuple(str(d) for d in range(10))
         object.__setattr__(self, "vocab", Vocab(SPECIAL_TOKENS + digits + ("_",)))
         object.__setattr__(self, "prompt_len", self.max_allowed + 2)
@@ -154,11 +170,13 @@ class MultiSolutionTask(Task):
         return float(self._levels[prompt.allowed[0]])
 
     def teacher_digit_probs(self, prompt: DigitSetPrompt) -> np.ndarray:
-        """The SFT teacher's distribution over the ten digits at every answer position (float64, sums to 1)."""
+        r"""The SFT teacher's distribution over the ten digits at every answer position (float64; sums to 1, or to
+        :math:`1-\epsilon_x` with ``incorrect = "blank"``, the rest being the blank token's)."""
         allowed = list(prompt.allowed)
         eps = 1.0 - self.target_mu_pos(prompt) ** (1.0 / self.num_digits)
         weights = (np.arange(len(allowed)) + 1.0) ** -float(self.zipf_exponent)
-        probs = np.full(10, eps / (10 - len(allowed)))
+        spread = 0.0 if self.incorrect == "blank" else eps / (10 - len(allowed))
+        probs = np.full(10, spread)
         probs[allowed] = (1.0 - eps) * weights / weights.sum()
         return probs
 
@@ -171,8 +189,12 @@ class MultiSolutionTask(Task):
         return out
 
     def sft_answer(self, prompt: DigitSetPrompt, rng: np.random.Generator) -> list[int]:
-        digits = rng.choice(10, size=self.num_digits, p=self.teacher_digit_probs(prompt))
-        return [_DIGIT0 + int(d) for d in digits] + [EOS]
+        probs = self.teacher_digit_probs(prompt)
+        if self.incorrect == "digits":
+            return [_DIGIT0 + int(d) for d in rng.choice(10, size=self.num_digits, p=probs)] + [EOS]
+        laws = np.append(probs, max(0.0, 1.0 - probs.sum()))  # the last entry: the blank token
+        picks = rng.choice(11, size=self.num_digits, p=laws / laws.sum())
+        return [_DIGIT0 + int(i) if i < 10 else _EMPTY for i in picks] + [EOS]
 
     # -- prompts and verifier ----------------------------------------------------------------
     def _random_prompt(self, rng: np.random.Generator) -> DigitSetPrompt:
