@@ -67,7 +67,34 @@ def tiny_llm_sweeps() -> dict:
         "objectives": shrink("multisolution-objectives-quick", objectives),
         "maze": shrink("maze-nsweep-quick", maze, samples=256),
         **tiny_ladders(),
+        **tiny_protocol_sweeps(),
     }
+
+
+def tiny_protocol_sweeps() -> dict:
+    """Seconds-sized stand-ins for the protocol ladder's quick sweeps: GRPO at N = 2, 8, 32 and F-GRPO γ = 0.5 at
+    N = 8, two seeds, 4 steps of 2 prompts (pools of 4: two epochs), 34 evaluation prompts (a 30-prompt benchmark
+    and a 4-prompt one)."""
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.experiments.sweep import Variant
+
+    variants = tuple(Variant("grpo", 0.0, n) for n in (2, 8, 32)) + (Variant("grpo", 0.5, 8),)
+    out = {}
+    for name in ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol"):
+        s = llm_sweep(f"{name}-quick")
+        rl = s.rl.replace(
+            name=f"{s.rl.name}-tiny",
+            steps=4,
+            eval_every=2,
+            checkpoint_every=2,
+            prompts_per_step=2,
+            eval_prompts=34,
+            minibatches=min(s.rl.minibatches, 2),
+            **({"train_prompts": 4} if s.rl.train_prompts else {}),
+        )
+        sft = s.sft.replace(name=f"{s.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20)
+        out[name] = s.replace(name=f"{name}-tiny", sft=sft, rl=rl, variants=variants, seeds=(0, 1))
+    return out
 
 
 def tiny_ladders() -> dict:

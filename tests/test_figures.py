@@ -39,6 +39,8 @@ EXPECTED_FIGURES = {
     "bridge",
     "ladder",
     "frontier",
+    "protocol",
+    "noise",
 }
 
 

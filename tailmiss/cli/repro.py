@@ -21,7 +21,9 @@ def repro_cmd(
     reuse_stale: ReuseStaleOpt = False,
     only: Annotated[
         str | None,
-        typer.Option(help="Regenerate only this section (ladder, objectives) and its figures in the existing report."),
+        typer.Option(
+            help="Regenerate only this section (ladder, objectives, protocol) and its figures in the existing report."
+        ),
     ] = None,
     jobs: JobsOpt = None,
 ) -> None:
@@ -29,7 +31,7 @@ def repro_cmd(
     from tailmiss._checks import check_choice
     from tailmiss.figures import FIGURES, make
     from tailmiss.options import RunOptions
-    from tailmiss.report import SECTIONS, llm_families, write_report
+    from tailmiss.report import SECTION_FIGURES, SECTIONS, llm_families, write_report
     from tailmiss.results import Context, train_llm
 
     if only is not None:
@@ -50,7 +52,7 @@ def repro_cmd(
     train_llm(llm_families(only), ctx)  # every LLM run the report needs, side by side, before the figures
     if figures:
         fig_dir = out.parent / "figures"
-        names = {"ladder": ["ladder", "frontier"], "objectives": ["llm-objectives"]}.get(only, list(FIGURES))
+        names = list(SECTION_FIGURES[only]) if only is not None else list(FIGURES)
         for path in make(names, fig_dir, ctx):
             typer.echo(f"wrote {path}")
     write_report(out, ctx, only=only)

@@ -18,6 +18,7 @@ from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
 __all__ = [
+    "PROTOCOL_LADDER",
     "LLM_PRESETS",
     "LLM_SWEEPS",
     "LADDERS",
@@ -140,6 +141,69 @@ LLM_SWEEPS: dict[str, LLMSweep] = {
     )
 }
 """Named sweeps (``tailmiss llm sweep --preset NAME``), each with a ``-quick`` variant."""
+
+
+# ---- the paper's protocol (F-GRPO Table 5) in miniature, reached one ingredient at a time ---------------------
+# Every rung keeps one budget: 80 steps of 32 prompts, lr 3e-4 (set once so that GRPO N = 8 on the final rung moves
+# pass@1 by about as much as the paper's runs do, 0.39 -> ~0.45; never from an N-shape), the same 530 held-out prompts
+# (eval_seed 0: the first 30 form the AIME-sized benchmark, the other 500 the MATH500-sized one), scored at every
+# 8 steps (an epoch of the finite set) on the correct answers only (every metric but the off-format mass is theirs).
+_PROTOCOL_BASE = _MS_GRPO.replace(
+    name="protocol-on-policy",
+    minibatches=1,
+    steps=80,
+    lr=3e-4,
+    eval_every=8,
+    eval_prompts=530,
+    eval_seed=0,
+    eval_answers="correct",
+    eval_per_prompt=True,
+    checkpoint_every=8,
+)
+# the difficulty mixture: ten levels of SFT mu_pos from 2e-4 to 0.95 (three below 1/256, as on AIME; mean 0.39, exact
+# pass@256 0.71 for the teacher, near the paper's Qwen2.5-7B math averages), a fifth of the prompts held out; the
+# teacher's incorrect mass on the blank token, a per-level rate the model learns (with incorrect digits instead, the
+# SFT model's hardest prompts stayed near the uniform floor, pass@256 0.99 on the held-out prompts)
+_MIX_TASK = MultiSolutionTask(
+    mu_mean=0.4, difficulty_concentration=0.3, mu_min=2e-4, heldout_fraction=0.2, incorrect="blank"
+)
+_MIX_SFT = _MS_SFT.replace(name="multisolution-mix-sft", task=_MIX_TASK)
+_PROTOCOL_MINIBATCH = _PROTOCOL_BASE.replace(name="protocol-minibatch", minibatches=4)
+_PROTOCOL_EPOCHS = _PROTOCOL_MINIBATCH.replace(
+    name="protocol-epochs", train_prompts=256, pool_order="epochs", warmup_steps=2
+)
+_PAPER_PROTOCOL = _PROTOCOL_EPOCHS.replace(name="paper-protocol")
+_PROTOCOL_QUICK = dict(steps=16, prompts_per_step=16, eval_every=4, checkpoint_every=4, eval_prompts=130)
+_PROTOCOL_QUICK_N = tuple(v for v in _N_SWEEP if v.group_size in (2, 8, 32))
+_PROTOCOL_RUNGS = (
+    ("protocol-on-policy", _MS_SFT, _PROTOCOL_BASE, 5),
+    ("protocol-minibatch", _MS_SFT, _PROTOCOL_MINIBATCH, 5),
+    ("protocol-epochs", _MS_SFT, _PROTOCOL_EPOCHS, 5),
+    ("paper-protocol", _MIX_SFT, _PAPER_PROTOCOL, 10),
+)
+_PROTOCOL_QUICK_SFT = {
+    _MS_SFT.name: LLM_PRESETS["multisolution-sft-quick"],
+    _MIX_SFT.name: _MIX_SFT.replace(
+        name="multisolution-mix-sft-quick", steps=800, eval_every=400, checkpoint_every=400
+    ),
+}
+_PROTOCOL_SWEEPS = tuple(
+    LLMSweep(name, sft, rl, _N_SWEEP, seeds=tuple(range(seeds))) for name, sft, rl, seeds in _PROTOCOL_RUNGS
+) + tuple(
+    LLMSweep(
+        f"{name}-quick",
+        _PROTOCOL_QUICK_SFT[sft.name],
+        rl.replace(name=f"{name}-quick", **_PROTOCOL_QUICK, **({"train_prompts": 64} if rl.train_prompts else {})),
+        _PROTOCOL_QUICK_N,
+        seeds=(0, 1, 2) if name == "paper-protocol" else (0,),
+    )
+    for name, sft, rl, seeds in _PROTOCOL_RUNGS
+)
+LLM_SWEEPS.update({s.name: s for s in _PROTOCOL_SWEEPS})
+PROTOCOL_LADDER = ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol")
+"""The training rungs from one on-policy update per batch to the paper's protocol, each adding one ingredient (the
+multi-solution N-sweep's protocol is ``protocol-minibatch`` at this budget); checkpoint selection and trained-on
+scoring are read from ``paper-protocol``'s runs (:mod:`tailmiss.results.claims.protocol`)."""
 
 
 def llm_sweep(name: str) -> LLMSweep:

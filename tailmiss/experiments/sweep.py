@@ -33,14 +33,14 @@ from tailmiss.experiments.cached import cached_rl, cached_sft, run_state
 from tailmiss.experiments.pool import STATE_WORDS, train_all
 from tailmiss.experiments.sweep_config import LLMSweep, Variant, load_sweep
 from tailmiss.io import check_result_dest
-from tailmiss.llm.checkpoint import LoadedRun
+from tailmiss.llm.checkpoint import LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
 from tailmiss.llm.train import exact_row
 from tailmiss.options import RunOptions
 from tailmiss.store import CorruptUnit, lookup, open_unit, read_meta, save_unit
 
-__all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep"]
+__all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep", "per_prompt_evals"]
 
 _FILES = ("config.toml", "history.csv", "final.csv", "meta.json")
 # CSV drops the decimal point of whole floats (gamma 0.0 -> "0"): restore the identifying columns' types on load
@@ -231,6 +231,16 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
         "total_elapsed_s": round(sum(r.get("elapsed_s", 0.0) for r in compute), 3),
     }
     return SweepResult(config=sweep, history=pd.concat(histories, ignore_index=True), final=final, meta=meta)
+
+
+def per_prompt_evals(sweep: LLMSweep, root: str | Path) -> dict:
+    """Each finished run's per-prompt evaluations (its config sets ``eval_per_prompt``), keyed by ``(label, seed)``:
+    ``(steps (E,), mu_pos (E, P))`` on the sweep's evaluation prompts."""
+    out = {}
+    for variant, seed, cfg in sweep.runs():
+        data = RunFolder(Path(root) / cfg.name).prompt_evals()
+        out[(variant.label, seed)] = (data["step"], data["mu_pos"])
+    return out
 
 
 def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOptions()) -> SweepResult:

@@ -5,8 +5,9 @@ number and verdict comes from :mod:`tailmiss.results.claims`, over results
 obtained through :mod:`tailmiss.results`. One module per section:
 :mod:`~tailmiss.report.theory` (closed forms), :mod:`~tailmiss.report.simulation`
 (F-GRPO Fig. 2, BroRL Fig. 3), :mod:`~tailmiss.report.llm` (the small
-transformer's sweeps), :mod:`~tailmiss.report.bridge` and
-:mod:`~tailmiss.report.ladder`; this module puts them together and writes the
+transformer's sweeps), :mod:`~tailmiss.report.bridge`,
+:mod:`~tailmiss.report.ladder` and :mod:`~tailmiss.report.protocol` (the
+paper's protocol and its noise); this module puts them together and writes the
 file. A test checks that the committed report's theory section equals a fresh one.
 """
 
@@ -19,9 +20,10 @@ from tailmiss.io import atomic_write
 from tailmiss.report.bridge import bridge_section
 from tailmiss.report.ladder import LADDER_HEADING, ladder_section
 from tailmiss.report.llm import OBJECTIVES_HEADING, llm_section, objectives_section
+from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
 from tailmiss.report.simulation import simulation_section
 from tailmiss.report.theory import theory_section
-from tailmiss.results import Context, sweep_result
+from tailmiss.results import PROTOCOL_FAMILIES, Context, sweep_result
 
 __all__ = [
     "theory_section",
@@ -29,11 +31,13 @@ __all__ = [
     "llm_section",
     "objectives_section",
     "bridge_section",
+    "protocol_section",
     "render_report",
     "write_report",
     "replace_section",
     "llm_families",
     "SECTIONS",
+    "SECTION_FIGURES",
 ]
 
 HEADER = """# paper_repro: F-GRPO (arXiv 2602.06717 v2) and BroRL claims beside ours
@@ -45,22 +49,32 @@ computed by this repository's code at generation time. Figures referenced live i
 
 
 def render_report(ctx: Context, figdir: str = "figures/") -> str:
-    """The whole report: theory, simulation, small transformer and ladder sections."""
+    """The whole report: theory, simulation, small transformer, ladder and protocol sections."""
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    return "\n".join([*sections, llm_section(ctx), ladder_section(ctx)])
+    return "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx)])
 
 
-SECTIONS = ("ladder", "objectives")
+SECTIONS = ("ladder", "objectives", "protocol")
 """Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
-_SECTION_LLM = {"ladder": ("ladder", "ladder-budget", "ladder-hard"), "objectives": ("objectives",)}
+_SECTION_LLM = {
+    "ladder": ("ladder", "ladder-budget", "ladder-hard"),
+    "objectives": ("objectives",),
+    "protocol": PROTOCOL_FAMILIES,
+}
+SECTION_FIGURES = {
+    "ladder": ("ladder", "frontier"),
+    "objectives": ("llm-objectives",),
+    "protocol": ("protocol", "noise"),
+}
+"""The figures of each section of :data:`SECTIONS` (what ``tailmiss repro --only NAME`` renders)."""
 
 
 def llm_families(only: str | None = None) -> tuple[str, ...]:
     """The LLM sweep and ladder families the report (or its section ``only``) reads."""
     if only is not None:
         return _SECTION_LLM[only]
-    return ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"])
+    return ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"], *_SECTION_LLM["protocol"])
 
 
 def replace_section(text: str, heading: str, body: str) -> str:
@@ -89,7 +103,7 @@ def replace_section(text: str, heading: str, body: str) -> str:
 def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Path:
     """Render and atomically write the report.
 
-    ``only = "ladder"`` (or ``"objectives"``) regenerates just that section
+    ``only = "ladder"`` (or ``"objectives"``, ``"protocol"``) regenerates just that section
     inside the existing report at ``path`` (its other sections are left as
     they were generated).
     """
@@ -100,6 +114,8 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
             raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
         if only == "ladder":
             text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
+        elif only == "protocol":
+            text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
         else:
             body = objectives_section(sweep_result("objectives", ctx))
             text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)

@@ -15,7 +15,8 @@ context
 sim
     :class:`SimulatedMeans` (:func:`simulated_means`), :func:`tail_miss_at_init`.
 llm
-    :func:`sweep_result`, :func:`ladder_result`, :func:`resolve_family`, :func:`train_llm`.
+    :func:`sweep_result`, :func:`ladder_result`, :func:`resolve_family`, :func:`train_llm`,
+    :class:`ProtocolData` (:func:`protocol_data`: the protocol ladder's sweeps and per-prompt masses).
 bridge
     :class:`BridgeData` (:func:`bridge_data`).
 claims
@@ -26,7 +27,17 @@ from __future__ import annotations
 
 from tailmiss.results.bridge import BridgeData, bridge_data
 from tailmiss.results.context import Context
-from tailmiss.results.llm import LADDERS, SWEEPS, ladder_result, resolve_family, sweep_result, train_llm
+from tailmiss.results.llm import (
+    LADDERS,
+    PROTOCOL_FAMILIES,
+    SWEEPS,
+    ProtocolData,
+    ladder_result,
+    protocol_data,
+    resolve_family,
+    sweep_result,
+    train_llm,
+)
 from tailmiss.results.sim import SimulatedMeans, simulated_means, tail_miss_at_init
 
 __all__ = [
@@ -38,6 +49,9 @@ __all__ = [
     "LADDERS",
     "resolve_family",
     "sweep_result",
+    "ProtocolData",
+    "protocol_data",
+    "PROTOCOL_FAMILIES",
     "ladder_result",
     "train_llm",
     "BridgeData",

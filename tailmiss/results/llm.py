@@ -9,15 +9,29 @@ sweep two CPU cores afford; the paper-scale ``maze-nsweep`` is a GPU job).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tailmiss.results.context import Context
 
-__all__ = ["SWEEPS", "LADDERS", "resolve_family", "sweep_result", "ladder_result", "train_llm"]
+__all__ = [
+    "SWEEPS",
+    "LADDERS",
+    "PROTOCOL_FAMILIES",
+    "resolve_family",
+    "sweep_result",
+    "ladder_result",
+    "train_llm",
+    "ProtocolData",
+    "protocol_data",
+]
 
 SWEEPS = {
     "nsweep": ("multisolution-nsweep", "multisolution-nsweep-quick"),
     "objectives": ("multisolution-objectives", "multisolution-objectives-quick"),
     "maze": ("maze-nsweep-cpu", "maze-nsweep-quick"),
+    # the protocol ladder's training rungs (F-GRPO Table 5 reached one ingredient at a time)
+    **{name: (name, f"{name}-quick") for name in ("protocol-on-policy", "protocol-minibatch", "protocol-epochs")},
+    "paper-protocol": ("paper-protocol", "paper-protocol-quick"),
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {
@@ -40,6 +54,45 @@ def resolve_family(family: str, ctx: Context):
         raise ValueError(f"unknown LLM family {family!r}; known: {', '.join(presets)}")
     full, quick = presets[family]
     return workload(quick if ctx.quick else full)
+
+
+PROTOCOL_FAMILIES = ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol")
+"""The sweep families of the protocol ladder (:data:`tailmiss.results.claims.protocol.RUNGS`)."""
+
+
+@dataclass
+class ProtocolData:
+    """The protocol ladder's sweeps and the paper-protocol runs' per-prompt evaluations.
+
+    Attributes
+    ----------
+    histories : dict
+        Sweep family -> its runs' evaluation history (``SweepResult.history``).
+    per_prompt : dict
+        ``(label, seed) -> (steps, mu_pos)`` of every ``paper-protocol`` run.
+    names : dict
+        Sweep family -> the preset that ran (quick or full).
+    quick : bool
+    """
+
+    histories: dict
+    per_prompt: dict
+    names: dict
+    quick: bool
+
+
+def protocol_data(ctx: Context) -> ProtocolData:
+    """Run (or load) the protocol ladder's four sweeps and read the paper-protocol runs' per-prompt masses."""
+    from tailmiss.experiments.sweep import per_prompt_evals
+
+    results = {f: sweep_result(f, ctx) for f in PROTOCOL_FAMILIES}
+    paper = results["paper-protocol"]
+    return ProtocolData(
+        histories={f: r.history for f, r in results.items()},
+        per_prompt=per_prompt_evals(paper.config, ctx.llm_cache),
+        names={f: r.config.name for f, r in results.items()},
+        quick=ctx.quick,
+    )
 
 
 def sweep_result(family: str, ctx: Context):
