@@ -12,7 +12,7 @@ at γ = 0.5 (the value F-GRPO selects most often, F-GRPO Table 7).
 from __future__ import annotations
 
 from tailmiss.experiments.ladder import Ladder, Rung
-from tailmiss.experiments.sweep import LLMSweep, Variant
+from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
