@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from tailmiss.results.context import Context
 
-__all__ = ["SWEEPS", "LADDERS", "resolve_family", "sweep_result", "ladder_result", "train_llm"]
+__all__ = ["SWEEPS", "LADDERS", "resolve_family", "full_preset", "sweep_result", "ladder_result", "train_llm"]
 
 SWEEPS = {
     "nsweep": ("multisolution-nsweep", "multisolution-nsweep-quick"),
@@ -40,6 +40,16 @@ def resolve_family(family: str, ctx: Context):
         raise ValueError(f"unknown LLM family {family!r}; known: {', '.join(presets)}")
     full, quick = presets[family]
     return workload(quick if ctx.quick else full)
+
+
+def full_preset(name: str) -> str | None:
+    """The full preset whose quick variant is ``name`` (an LLM sweep or ladder of :data:`SWEEPS` / :data:`LADDERS`,
+    or a simulation preset), ``None`` for any other name."""
+    from tailmiss.sim.presets import PRESETS
+
+    pairs = {quick: full for full, quick in (*SWEEPS.values(), *LADDERS.values())}
+    pairs.update({f"{n}-quick": n for n in PRESETS if f"{n}-quick" in PRESETS})
+    return pairs.get(name)
 
 
 def sweep_result(family: str, ctx: Context):
