@@ -122,8 +122,10 @@ _MS_RL_QUICK = _MS_RL.replace(name="multisolution-rl-quick", **_MS_QUICK)
 _MAZE_CPU_RL = _MAZE_GRPO.replace(
     name="maze-cpu-rl", prompts_per_step=16, steps=150, eval_every=50, eval_prompts=64, eval_samples=256
 )
+# 8 held-out mazes: the sampled evaluation generates its 8 x 256 answers in one batch (a 0.8 GB process; 16 mazes
+# took 1.1 GB, 32 two such batches), and the quick reproduction keeps every process under 1 GB
 _MAZE_QUICK_RL = _MAZE_GRPO.replace(
-    name="maze-rl-quick", prompts_per_step=8, steps=40, eval_every=40, eval_prompts=16, eval_samples=256
+    name="maze-rl-quick", prompts_per_step=8, steps=40, eval_every=40, eval_prompts=8, eval_samples=256
 )
 
 LLM_SWEEPS: dict[str, LLMSweep] = {
