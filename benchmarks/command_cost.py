@@ -34,8 +34,9 @@ Usage::
     python benchmarks/command_cost.py --readme                        # HEAD, fresh clone and environment
     python benchmarks/command_cost.py --readme --commit HEAD --vs a0db5c2 --repeat 2 --venvs /tmp/venvs
 
-``--keep DIR`` runs in DIR and leaves it there; ``--setup DIR`` copies DIR's contents into the fresh
-folder first (a trained SFT run, say), so that only the command itself is measured.
+``--keep DIR`` runs in DIR and leaves it there (with ``--readme``: copies each run's ``runs/quick``, its log and
+timings to ``DIR/<commit>-<run>``); ``--setup DIR`` copies DIR's contents into the fresh folder first (a trained
+SFT run, say), so that only the command itself is measured.
 """
 
 from __future__ import annotations
@@ -154,6 +155,9 @@ def phases(records: list[dict], launched: float, main_pid: int | None = None) ->
                 "peak_rss_mb": max(x["peak_rss_mb"] for x in part),
             }
     jobs = [r for r in records if r["phase"] == "job"]
+    longest = sorted(jobs, key=lambda j: -j["cpu_s"])[:8]
+    if longest:
+        out["longest jobs (CPU s)"] = [[j["label"], j["cpu_s"]] for j in longest]
     for kind in ("sft", "rl", "simulation", "bridge", "other"):
         part = [j for j in jobs if _kind(j["label"]) == kind]
         if part:
@@ -222,8 +226,11 @@ def install(install_cmds: list[str], source: Path, venv: Path) -> dict:
     return {"new_venv": made, "install_wall_s": round(time.perf_counter() - started, 1)}
 
 
-def newcomer_run(commit: str, venvs: Path | None) -> dict:
-    """Clone ``commit``, install it as its README says and time the README's command; the numbers and phases."""
+def newcomer_run(commit: str, venvs: Path | None, keep: Path | None = None) -> dict:
+    """Clone ``commit``, install it as its README says and time the README's command; the numbers and phases.
+
+    ``keep``: copy what the command wrote under ``runs/`` (the report and figures, not the run folders' models)
+    and the timings there."""
     sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", commit], capture_output=True, text=True, check=True)
     sha = sha.stdout.strip()
     with tempfile.TemporaryDirectory(prefix="tailmiss-newcomer-") as tmp:
@@ -241,6 +248,13 @@ def newcomer_run(commit: str, venvs: Path | None) -> dict:
             out.update(numbers)
             records = [json.loads(line) for line in timings.read_text().splitlines()] if timings.exists() else []
             out["phases"] = phases(records, launched) if records else logged_jobs(stderr)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            if (source / "runs" / "quick").is_dir():
+                shutil.copytree(source / "runs" / "quick", keep / "quick", dirs_exist_ok=True)
+            (keep / "stderr.txt").write_text(stderr)
+            if timings.exists():
+                shutil.copy(timings, keep / "timings.jsonl")
     return out
 
 
@@ -261,7 +275,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkout", type=Path, help="run this checkout's tailmiss (PYTHONPATH)")
     parser.add_argument("--repeat", type=int, default=1, help="runs (with --vs: pairs)")
-    parser.add_argument("--keep", type=Path, help="run in this folder and keep it (one repeat)")
+    parser.add_argument(
+        "--keep", type=Path, help="run in this folder and keep it (one repeat); --readme: keep each run's report there"
+    )
     parser.add_argument("--setup", type=Path, help="copy this folder's contents into the fresh folder first")
     parser.add_argument("--readme", action="store_true", help="the README's set-up command from a fresh clone")
     parser.add_argument("--commit", default="HEAD", help="with --readme: the commit to clone (default HEAD)")
@@ -279,7 +295,8 @@ def main() -> None:
         runs: dict[str, list[dict]] = {c: [] for c in commits}
         for i in range(ns.repeat):
             for commit in commits:
-                result = newcomer_run(commit, ns.venvs)
+                keep = ns.keep / f"{commit}-{i + 1}" if ns.keep is not None else None
+                result = newcomer_run(commit, ns.venvs, keep)
                 runs[commit].append(result)
                 print(json.dumps({"run": i + 1, **result}), flush=True)
         if ns.repeat > 1 or ns.vs:
