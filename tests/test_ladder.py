@@ -364,13 +364,14 @@ def test_eval_seed_fixes_the_evaluation_prompts_across_run_seeds():
 
 
 def test_sgd_optimizer_and_no_decay_on_vectors():
-    from tailmiss.llm._loop import make_optimizer
+    from tailmiss.llm._loop import PlainOptimizer, make_optimizer
 
     logp, off = _teacher(TASK.prompts("train", 2, seed=0, distinct=True))
     model = tabular_from_distribution("table", TASK, TASK.prompts("train", 2, seed=0, distinct=True), logp, off)
     opt = make_optimizer(model, RLConfig(optimizer="sgd", lr=2.0, weight_decay=0.0))
-    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == 2.0
-    assert isinstance(make_optimizer(model, RLConfig()), torch.optim.AdamW)
+    # on the CPU torch.optim's arithmetic without torch.optim (tests/test_llm_optimizer.py: the same bits)
+    assert isinstance(opt, PlainOptimizer) and opt.kind == "sgd" and opt.param_groups[0]["lr"] == 2.0
+    assert make_optimizer(model, RLConfig()).kind == "adamw"
 
 
 def test_dynamic_sampling_variant_is_its_own_row():

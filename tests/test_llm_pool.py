@@ -118,3 +118,44 @@ def test_a_ladder_on_two_processes_equals_one_process(tmp_path):
     for name in names:
         for file in ("history.csv", "config.toml"):
             assert (tmp_path / "one" / name / file).read_bytes() == (tmp_path / "two" / name / file).read_bytes()
+
+
+def test_a_free_process_takes_the_first_ready_job_in_list_order(tmp_path):
+    """No queue: when a process frees up it takes the first ready job of the list, so a job that others wait on (or
+    that became ready late) is not stuck behind fillers submitted earlier."""
+    spans = tmp_path / "spans.txt"
+    jobs = [
+        Job("long", _log_span, (str(spans), "long", 0.6, "short")),
+        Job("short", _log_span, (str(spans), "short", 0.1)),
+        Job("late", _log_span, (str(spans), "late", 0.05), needs=("short",)),
+        Job("filler", _log_span, (str(spans), "filler", 0.05)),
+    ]
+    run_jobs(jobs, workers=2, options=RunOptions(progress=False))
+    t = _spans(spans)
+    assert t["late"]["start"] < t["filler"]["start"]
+
+
+def test_phases_and_jobs_are_timed_into_the_file_named_by_the_environment(tmp_path, monkeypatch):
+    import json
+
+    from tailmiss.experiments.pool import TIMINGS_ENV, phase
+
+    with phase("nothing"):  # unset: nothing is written anywhere
+        pass
+    out = tmp_path / "timings.jsonl"
+    monkeypatch.setenv(TIMINGS_ENV, str(out))
+    spans = tmp_path / "spans.txt"
+    with phase("pool", quick=True):
+        run_jobs(
+            [Job("a", _log_span, (str(spans), "a", 0.05), label="run a"), Job("b", _log_span, (str(spans), "b", 0.05))],
+            workers=2,
+            options=RunOptions(progress=False),
+        )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    jobs = sorted((r for r in records if r["phase"] == "job"), key=lambda r: r["label"])
+    assert [(r["label"], r["worker"]) for r in jobs] == [("b", True), ("run a", True)]
+    (pool,) = [r for r in records if r["phase"] == "pool"]
+    assert pool["quick"] is True and pool["start"] <= min(r["start"] for r in jobs)
+    for r in records:
+        assert r["wall_s"] >= 0 and r["cpu_s"] >= 0 and r["peak_rss_mb"] > 0 and r["end"] >= r["start"]
+    assert pool["cpu_s"] >= sum(r["cpu_s"] for r in jobs) * 0.5  # the workers' CPU, reaped inside the phase

@@ -109,6 +109,26 @@ def test_quick_report_structure(quick_report):
         assert f"`{preset_name}`" in quick_report
 
 
+def test_quick_sections_name_their_full_presets(quick_report):
+    """A quick section says so after its heading and names the full presets (the LLM sweeps here are tiny
+    stand-ins, which have none: only the simulation section's are named)."""
+    simulation = quick_report[quick_report.index("## Simulation") :]
+    assert simulation.split("\n\n")[1] == (
+        "*Quick versions*: `fgrpo-fig2-quick`, `fgrpo-fig2-prob-quick`, `brorl-fig3-quick` in place of the full "
+        "presets `fgrpo-fig2`, `fgrpo-fig2-prob`, `brorl-fig3` (`tailmiss repro` runs them)."
+    )
+    assert quick_report.count("*Quick version") == 1  # theory is the same in both modes
+
+
+def test_full_preset_of_each_quick_preset():
+    from tailmiss.results.llm import full_preset
+
+    assert full_preset("fgrpo-fig2-prob-quick") == "fgrpo-fig2-prob"
+    assert full_preset("maze-nsweep-quick") == "maze-nsweep-cpu"  # what `tailmiss repro` runs on a CPU
+    assert full_preset("ladder-hard-quick") == "ladder-hard"
+    assert full_preset("fgrpo-fig2") is None and full_preset("maze-nsweep-quick-tiny") is None
+
+
 def test_quick_report_fig2_variants(quick_report):
     for label in ("Fig. 2, log-prob + Adam", "Fig. 2, prob + AdamW"):
         for claim in (

@@ -97,7 +97,7 @@ def resolve_llm_config(preset, config, quick, kind):
 
 def _train_one(chosen: tuple, kind: type, out: Path | None, device, threads: int, train, columns: list[str]) -> None:
     """``llm sft`` / ``llm train``: the chosen config, ``train(cfg, out, device)`` on this rank, rank 0's summary."""
-    import pandas as pd
+    import csv
 
     from tailmiss import _dist
 
@@ -107,10 +107,10 @@ def _train_one(chosen: tuple, kind: type, out: Path | None, device, threads: int
     path = on_ranks(device, lambda dev: train(cfg, out, dev))
     if _dist.env_world_size() > 1 and _dist.env_rank() != 0:
         return  # rank 0 alone reports
-    history = pd.read_csv(path / "history.csv")
-    last = history.iloc[-1]
-    shown = [f"{c}={last[c]:.4g}" for c in columns if c in history and pd.notna(last[c])]
-    typer.echo(f"saved {path} (step {int(last['step'])}{': ' + ', '.join(shown) if shown else ''})")
+    with open(path / "history.csv", newline="") as fh:  # the csv module: pandas would double a run's start-up
+        last = list(csv.DictReader(fh))[-1]
+    shown = [f"{c}={float(last[c]):.4g}" for c in columns if last.get(c) not in (None, "", "nan")]
+    typer.echo(f"saved {path} (step {int(float(last['step']))}{': ' + ', '.join(shown) if shown else ''})")
 
 
 @llm_app.command("sft")

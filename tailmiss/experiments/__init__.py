@@ -20,23 +20,12 @@ bridge
 
 Every runner takes one :class:`~tailmiss.options.RunOptions`. A sweep result's cache
 fingerprint covers this package and the trainer (:data:`tailmiss.store.SCOPES`).
+
+The names below are imported on first use (:func:`__getattr__`): a pool worker or ``tailmiss llm train``
+that needs the presets or one cached run then loads neither the bridge's simulator nor pandas.
 """
 
-from tailmiss.experiments.bridge import BridgeResult, run_bridge
-from tailmiss.experiments.ladder import Ladder, LadderResult, Rung, run_ladder
-from tailmiss.experiments.pool import Job, run_jobs, train_all
-from tailmiss.experiments.presets import (
-    LADDERS,
-    LLM_PRESETS,
-    LLM_SWEEPS,
-    ladder_preset,
-    llm_preset,
-    llm_sweep,
-    quick_name,
-    workload,
-)
-from tailmiss.experiments.sweep import SweepResult, run_sweep
-from tailmiss.experiments.sweep_config import LLMSweep, Variant, load_sweep
+import importlib
 
 __all__ = [
     "LLM_PRESETS",
@@ -62,3 +51,21 @@ __all__ = [
     "BridgeResult",
     "run_bridge",
 ]
+
+_HOME = {
+    **dict.fromkeys(("BridgeResult", "run_bridge"), "bridge"),
+    **dict.fromkeys(("Ladder", "LadderResult", "Rung", "run_ladder"), "ladder"),
+    **dict.fromkeys(("Job", "run_jobs", "train_all"), "pool"),
+    **dict.fromkeys(
+        ("LADDERS", "LLM_PRESETS", "LLM_SWEEPS", "ladder_preset", "llm_preset", "llm_sweep", "quick_name", "workload"),
+        "presets",
+    ),
+    **dict.fromkeys(("SweepResult", "run_sweep"), "sweep"),
+    **dict.fromkeys(("LLMSweep", "Variant", "load_sweep"), "sweep_config"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

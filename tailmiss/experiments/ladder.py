@@ -26,15 +26,15 @@ import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import torch
 
 from tailmiss import _dist
 from tailmiss._checks import check_choice, check_number
 from tailmiss.experiments.cached import cached_sft, run_state, sft_job
 from tailmiss.experiments.pool import Job, train_all
-from tailmiss.experiments.sweep import LLMSweep, SweepResult, Variant, run_sweep
+from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm._loop import environment
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
@@ -44,6 +44,11 @@ from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
 from tailmiss.options import RunOptions
 from tailmiss.store import file_sha256, read_meta
+
+if TYPE_CHECKING:  # pandas and the sweep runner load when a ladder runs, not with the presets
+    import pandas as pd
+
+    from tailmiss.experiments.sweep import SweepResult
 
 __all__ = [
     "Rung",
@@ -298,6 +303,8 @@ class LadderResult:
 
 
 def _tidy(rung: Rung, result: SweepResult) -> pd.DataFrame:
+    import pandas as pd
+
     h = result.history
     ident = {"rung": rung.name, "model": rung.model, "optimizer": rung.optimizer, "lr": rung.lr}
     frames = []
@@ -321,6 +328,10 @@ def run_ladder(ladder: Ladder, root: str | Path, options: RunOptions = RunOption
     Under ``torchrun`` rank 0 prepares the starting points, every rung's runs are shared among the ranks,
     and rank 0 returns the result (the others ``None``).
     """
+    import pandas as pd
+
+    from tailmiss.experiments.sweep import run_sweep
+
     if not isinstance(ladder, Ladder):
         raise ValueError(f"ladder must be a Ladder, got {type(ladder).__name__}")
     root, log = Path(root), options.say

@@ -13,22 +13,67 @@ count). With ``jobs = 1`` the jobs run in this process, in order.
 Ctrl-C stops the workers at once (they ignore SIGINT; the main process
 terminates them): checkpoints and result folders are written atomically, so
 rerunning the command resumes.
+
+What each job and each :func:`phase` of a command costs (wall and CPU seconds,
+peak memory) goes, one JSON line each, to the file that ``$TAILMISS_TIMINGS``
+names, when it names one (``benchmarks/command_cost.py`` reads it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
 from tailmiss.options import RunOptions
 
-__all__ = ["Job", "STATE_WORDS", "run_jobs", "train_all", "usable_cores", "default_jobs"]
+__all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
+
+TIMINGS_ENV = "TAILMISS_TIMINGS"
+"""The environment variable naming the file that :func:`phase` appends its JSON lines to (unset: nothing is written)."""
+
+
+def _usage() -> tuple[float, float, dict]:
+    """Now (epoch seconds), CPU seconds of this process and its reaped children, and their peak RSS (MB)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return time.time(), cpu, {"peak_rss_mb": own.ru_maxrss / 1024, "children_peak_rss_mb": kids.ru_maxrss / 1024}
+
+
+@contextmanager
+def phase(name: str, **fields) -> Iterator[None]:
+    """Time the body as phase ``name``: with ``$TAILMISS_TIMINGS`` set, append one JSON line to that file.
+
+    The line holds ``name``, ``fields``, the process id, start and end (epoch
+    seconds), ``wall_s``, ``cpu_s`` (user + system of this process and of the
+    children it reaped meanwhile, e.g. a process pool shut down inside the
+    body), ``peak_rss_mb`` (this process's largest resident set so far) and
+    ``children_peak_rss_mb`` (the largest of its reaped children's). Phases may nest and overlap; each line is one
+    ``write`` in append mode, so processes can share the file.
+    """
+    path = os.environ.get(TIMINGS_ENV)
+    if not path:
+        yield
+        return
+    start, cpu, _ = _usage()
+    try:
+        yield
+    finally:
+        end, cpu_end, rss = _usage()
+        record = {"phase": name, **fields, "pid": os.getpid(), "start": round(start, 3), "end": round(end, 3)}
+        record.update(wall_s=round(end - start, 3), cpu_s=round(cpu_end - cpu, 3))
+        record.update({k: round(v, 1) for k, v in rss.items()})
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
 
 
 def usable_cores() -> int:
@@ -56,7 +101,8 @@ class Job:
     ``key`` names it for ``needs`` (the keys of the jobs that must finish
     first) and in the returned results; ``label`` is what the log says;
     ``state`` tells what its run folder holds (:data:`tailmiss.experiments.cached.STATES`)
-    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it.
+    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it; ``doing`` is what the log says
+    when it starts from nothing (a simulation is not "training").
     """
 
     key: str
@@ -65,6 +111,7 @@ class Job:
     needs: tuple[str, ...] = ()
     label: str = ""
     state: Callable[[], str] | None = field(default=None, compare=False)
+    doing: str = "training"
 
 
 STATE_WORDS = {
@@ -80,10 +127,11 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _timed(fn, args, options: RunOptions):
+def _timed(fn, args, options: RunOptions, label: str):
     started, lines = time.perf_counter(), []
     # one bar over the jobs, drawn by the main process; the log lines travel back with the result
-    value = fn(*args, options=options.replace(progress=False, log=lines.append))
+    with phase("job", label=label, worker=True):
+        value = fn(*args, options=options.replace(progress=False, log=lines.append))
     return value, time.perf_counter() - started, lines
 
 
@@ -102,7 +150,8 @@ def run_jobs(
     """Run ``jobs`` respecting their ``needs``; return ``{key: fn's return value}`` (``None`` for skipped ones).
 
     ``workers > 1`` runs them on that many spawned processes, each with
-    ``options.threads`` intra-op threads (a job starts once those it needs are done);
+    ``options.threads`` intra-op threads: whenever a process is free it takes the first job in list order whose
+    needs are done (so list the jobs that others wait on first, and fillers last);
     ``workers = 1`` runs them here, in list order as far as their needs allow,
     with their own progress bars. A job's exception is raised here after the
     other workers are stopped. ``options.log`` gets one line per job as it starts
@@ -118,23 +167,23 @@ def run_jobs(
 
         bar = ProgressBar(total=len(pending), description=f"{description} on {workers} processes")
 
-    def ready() -> list[Job]:
-        """The pending jobs whose needs are met, announced and taken off the list; finished runs are skipped (which
-        may ready more jobs)."""
+    def ready(most: int) -> list[Job]:
+        """Up to ``most`` pending jobs whose needs are met, in list order, announced and taken off the list;
+        finished runs are skipped (which may ready more jobs)."""
         out: list[Job] = []
         skipped = True
-        while skipped:
+        while skipped and len(out) < most:
             skipped = False
             for job in [j for j in pending if all(n in results for n in j.needs)]:
                 pending.remove(job)
                 state = job.state() if job.state is not None else "missing"
-                say(f"{job.label or job.key}: {STATE_WORDS.get(state, 'training')}")
+                say(f"{job.label or job.key}: {STATE_WORDS.get(state, job.doing)}")
                 if state == "done":
                     finish(job, None)
                     skipped = True
                     continue
                 out.append(job)
-                if workers <= 1:  # one at a time here: announce a job just before it runs
+                if len(out) == most:  # announce a job just before it starts
                     return out
         return out
 
@@ -148,11 +197,13 @@ def run_jobs(
         if workers <= 1:
             torch.set_num_threads(threads)  # the same thread policy as the workers'
             while pending:
-                todo = ready()
+                todo = ready(1)
                 if not todo and pending:  # nothing is ready, yet something waits
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
                 for job in todo:
-                    finish(job, job.fn(*job.args, options=options))
+                    with phase("job", label=job.label or job.key, worker=False):
+                        value = job.fn(*job.args, options=options)
+                    finish(job, value)
             return results
         _run_pool(pending, workers, options, ready, finish)
         return results
@@ -172,8 +223,8 @@ def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, fini
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(options.threads,))
     try:
         while True:
-            for job in ready():
-                running[pool.submit(_timed, job.fn, job.args, sent)] = job
+            for job in ready(workers - len(running)):  # no queue: a free process takes the first ready job
+                running[pool.submit(_timed, job.fn, job.args, sent, job.label or job.key)] = job
             if not running:
                 if pending:
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
@@ -194,17 +245,20 @@ def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, fini
     pool.shutdown(wait=True)
 
 
-def train_all(workloads: Sequence, root, options: RunOptions = RunOptions()) -> dict:
+def train_all(workloads: Sequence, root, options: RunOptions = RunOptions(), extra: Sequence[Job] = ()) -> dict:
     """Train every run of several sweeps and ladders together (each has ``jobs(root, options)``).
 
     Runs shared by two workloads (the same run folder) are trained once; the
     SFT runs go first and each RL run starts as soon as its starting point is
+    ready. ``extra`` jobs (simulations, say) follow them in the list: a free process takes them when no run is
     ready. ``options.jobs``: worker processes (``None``: :func:`default_jobs`; 1: here, one run after another).
     """
     unique: dict[str, Job] = {}
     for workload in workloads:
         for job in workload.jobs(root, options):
             unique.setdefault(job.key, job)
+    for job in extra:
+        unique.setdefault(job.key, job)
     todo = list(unique.values())
     workers = default_jobs(options.device, len(todo)) if options.jobs is None else options.jobs
     return run_jobs(todo, max(1, min(workers, len(todo))), options)

@@ -49,10 +49,37 @@ computed by this repository's code at generation time. Figures referenced live i
 
 
 def render_report(ctx: Context, figdir: str = "figures/") -> str:
-    """The whole report: theory, simulation, small transformer, ladder and protocol sections."""
+    """The whole report: theory, simulation, small transformer, ladder and protocol sections.
+
+    In quick mode each section that names quick presets (a ``## `` section: anywhere in it; a ``### `` one: in
+    its own text) gets one line after its heading saying so and naming the full presets.
+    """
+    import re
+
+    from tailmiss.results.llm import full_preset
+
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    return "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx)])
+    text = "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx)])
+    if not ctx.quick:
+        return text
+    lines = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith(("## ", "### "))]
+    notes = {}
+    for i in heads:
+        stops = ("## ",) if lines[i].startswith("## ") else ("## ", "### ")
+        end = next((j for j in heads if j > i and lines[j].startswith(stops)), len(lines))
+        named = dict.fromkeys(re.findall(r"`([\w.-]+-quick)`", "\n".join(lines[i:end])))
+        quick = [n for n in named if full_preset(n)]
+        if quick:
+            many = "s" if len(quick) > 1 else ""
+            notes[i] = (
+                f"*Quick version{many}*: {', '.join(f'`{n}`' for n in quick)} in place of the full preset{many} "
+                f"{', '.join(f'`{full_preset(n)}`' for n in quick)} (`tailmiss repro` runs {'them' if many else 'it'})."
+            )
+    for i in sorted(notes, reverse=True):
+        lines[i + 1 : i + 1] = ["", notes[i]]
+    return "\n".join(lines)
 
 
 SECTIONS = ("ladder", "objectives", "protocol")

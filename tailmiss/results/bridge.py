@@ -8,15 +8,15 @@ and Lemma 3.1 against the transformer) is judged once, by :mod:`tailmiss.results
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict, per_prompt_spearman
 from tailmiss.results.context import Context
-from tailmiss.results.llm import sweep_result
+from tailmiss.results.llm import resolve_family, sweep_result
 
-__all__ = ["BridgeData", "bridge_data"]
+__all__ = ["BridgeData", "bridge_data", "bridge_jobs"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,13 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
         The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
     """
     from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
+    from tailmiss.experiments.pool import phase
 
     result = sweep_result("nsweep", ctx) if sweep is None else sweep
-    bridges = {lr: run_bridge(result, ctx.llm_cache, sim_lr=lr, options=ctx.options) for lr in SENSITIVITY_LRS}
+    bridges = {}
+    for lr in SENSITIVITY_LRS:
+        with phase("bridge", sim_lr=lr):
+            bridges[lr] = run_bridge(result, ctx.llm_cache, sim_lr=lr, options=ctx.options)
     main = bridges[DEFAULT_SIM_LR]
     others = tuple(b for lr, b in bridges.items() if lr != DEFAULT_SIM_LR)
     prompts = main.prompts[main.prompts["source"] == "llm"]
@@ -83,3 +87,41 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
         verdict=bridge_verdict(main.summary),
         others_verdicts=tuple(bridge_verdict(b.summary) for b in others),
     )
+
+
+def _sweep_job(ctx: Context, options) -> None:
+    """A pool job: the group-size sweep's result, collected from its finished runs and saved."""
+    sweep_result("nsweep", replace(ctx, options=options.replace(jobs=1)))
+
+
+def _bridge_job(ctx: Context, sim_lr: float, options) -> None:
+    """A pool job: the bridge at ``sim_lr``, run (or reused) and saved; :func:`bridge_data` then loads it."""
+    from tailmiss.experiments.bridge import run_bridge
+
+    ctx = replace(ctx, options=options.replace(jobs=1))
+    run_bridge(sweep_result("nsweep", ctx), ctx.llm_cache, sim_lr=sim_lr, options=ctx.options)
+
+
+def bridge_jobs(ctx: Context) -> list:
+    """:func:`bridge_data`'s work as jobs of the LLM runs' process pool (:func:`tailmiss.experiments.pool.train_all`):
+    the group-size sweep's result once its runs are done, then the bridge at each learning rate of
+    :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, each on one thread, beside the other runs."""
+    from tailmiss.experiments.bridge import SENSITIVITY_LRS
+    from tailmiss.experiments.pool import Job
+    from tailmiss.options import RunOptions
+
+    sent = replace(ctx, options=RunOptions())  # each job gets the pool's options; the caller's log may not pickle
+    sweep = resolve_family("nsweep", ctx)
+    runs = tuple(job.key for job in sweep.jobs(ctx.llm_cache, ctx.options))
+    first = Job(
+        f"{sweep.name} (bridge)",
+        _sweep_job,
+        (sent,),
+        needs=runs,
+        label=f"sweep result {sweep.name}",
+        doing="collecting",
+    )
+    return [first] + [
+        Job(f"bridge lr {lr:g}", _bridge_job, (sent, lr), (first.key,), f"bridge lr {lr:g}", doing="simulating")
+        for lr in SENSITIVITY_LRS
+    ]

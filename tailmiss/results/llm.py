@@ -8,7 +8,7 @@ sweep two CPU cores afford; the paper-scale ``maze-nsweep`` is a GPU job).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tailmiss.results.context import Context
@@ -18,6 +18,7 @@ __all__ = [
     "LADDERS",
     "PROTOCOL_FAMILIES",
     "resolve_family",
+    "full_preset",
     "sweep_result",
     "ladder_result",
     "train_llm",
@@ -54,6 +55,16 @@ def resolve_family(family: str, ctx: Context):
         raise ValueError(f"unknown LLM family {family!r}; known: {', '.join(presets)}")
     full, quick = presets[family]
     return workload(quick if ctx.quick else full)
+
+
+def full_preset(name: str) -> str | None:
+    """The full preset whose quick variant is ``name`` (an LLM sweep or ladder of :data:`SWEEPS` / :data:`LADDERS`,
+    or a simulation preset), ``None`` for any other name."""
+    from tailmiss.sim.presets import PRESETS
+
+    pairs = {quick: full for full, quick in (*SWEEPS.values(), *LADDERS.values())}
+    pairs.update({f"{n}-quick": n for n in PRESETS if f"{n}-quick" in PRESETS})
+    return pairs.get(name)
 
 
 PROTOCOL_FAMILIES = ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol")
@@ -109,19 +120,20 @@ def ladder_result(ctx: Context, family: str = "ladder"):
     return run_ladder(resolve_family(family, ctx), ctx.llm_cache, ctx.options)
 
 
-def train_llm(families: Iterable[str], ctx: Context) -> None:
+def train_llm(families: Iterable[str], ctx: Context, extra: Sequence = ()) -> None:
     """Train every run of the LLM sweep and ladder ``families`` together on ``ctx.options.jobs`` processes.
 
     With one job nothing happens here: each result trains its own runs in
     this process when it is first asked for. Otherwise the SFT runs, derived
     policies and RL runs of all the families go to one pool, so that no core
     idles between one sweep and the next; the figures and the report then find
-    them done.
+    them done. ``extra`` pool jobs (:func:`tailmiss.results.sim.simulation_jobs`,
+    :func:`tailmiss.results.bridge.bridge_jobs`) join the same pool and take a process whenever no run is ready.
     """
     from tailmiss.experiments.pool import train_all
 
     wanted = list(dict.fromkeys(families))
     workloads = [resolve_family(f, ctx) for f in wanted]  # an unknown family is refused whatever the jobs
-    if ctx.options.jobs == 1 or not wanted:
+    if ctx.options.jobs == 1 or not (wanted or extra):
         return
-    train_all(workloads, ctx.llm_cache, ctx.options)
+    train_all(workloads, ctx.llm_cache, ctx.options, extra=extra)

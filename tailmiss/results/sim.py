@@ -19,10 +19,15 @@ __all__ = [
     "FIG5_MU",
     "FIG5_TAU",
     "FIG5_MAX_EXP",
+    "SIMULATED",
     "SimulatedMeans",
     "simulated_means",
+    "simulation_jobs",
     "tail_miss_at_init",
 ]
+
+SIMULATED = ("fgrpo-fig2", "fgrpo-fig2-prob", "brorl-fig3")
+"""The simulation presets the figures and the report read (their quick variants in quick mode)."""
 
 FIG5_MU, FIG5_TAU, FIG5_MAX_EXP = 0.64, 6.3e-5, 17
 """F-GRPO Fig. 5: the non-anchor action's μ_pos and τ, and the largest group size as a power of 2."""
@@ -69,14 +74,37 @@ class SimulatedMeans:
 
 def simulated_means(preset_name: str, ctx: Context) -> SimulatedMeans:
     """Seed-mean history of a preset (its quick variant in quick mode), run or loaded from the cache."""
+    from tailmiss.experiments.pool import phase
     from tailmiss.sim import preset, quick_name
     from tailmiss.sim.runner import run_cached
 
     config = preset(quick_name(preset_name) if ctx.quick else preset_name)
-    result = run_cached(config, ctx.cache_dir, ctx.options)
+    with phase("simulation", preset=config.name):
+        result = run_cached(config, ctx.cache_dir, ctx.options)
     return SimulatedMeans(
         preset=config.name, means=result.seed_mean(), final_step=config.steps, num_seeds=len(config.seeds)
     )
+
+
+def _simulate(config, cache_dir, options) -> None:
+    """A pool job: run (or reuse) ``config`` into the cache; its readers load it from there."""
+    from tailmiss.sim.runner import run_cached
+
+    run_cached(config, cache_dir, options)
+
+
+def simulation_jobs(ctx: Context, presets=SIMULATED) -> list:
+    """The presets (quick variants in quick mode) as jobs of the LLM runs' process pool
+    (:func:`tailmiss.experiments.pool.train_all`), so that they run beside the runs instead of after them, each on
+    one thread."""
+    from tailmiss.experiments.pool import Job
+    from tailmiss.sim import preset, quick_name
+
+    configs = [preset(quick_name(name) if ctx.quick else name) for name in presets]
+    return [
+        Job(f"simulation {c.name}", _simulate, (c, ctx.cache_dir), label=f"simulation {c.name}", doing="simulating")
+        for c in configs
+    ]
 
 
 def tail_miss_at_init(ctx: Context) -> pd.DataFrame:
@@ -86,6 +114,7 @@ def tail_miss_at_init(ctx: Context) -> pd.DataFrame:
     Returns one row per ``kind`` (``analytic``, ``analytic-init``, ``sampler``) and group size, with ``mu_pos``,
     ``tau``, ``value`` and the sampler's ``stderr`` (NaN for the closed forms).
     """
+    from tailmiss.experiments.pool import phase
     from tailmiss.sim import preset
     from tailmiss.sim.diagnostics import empirical_tail_miss
     from tailmiss.sim.engine import initial_policy
@@ -115,13 +144,14 @@ def tail_miss_at_init(ctx: Context) -> pd.DataFrame:
             }
         ),
     ]
-    emp = empirical_tail_miss(
-        config,
-        [2**k for k in range(FIG5_MAX_EXP + 1)],
-        num_groups=512 if ctx.quick else 4096,
-        draw_budget=2**21 if ctx.quick else 2**24,
-        device=ctx.options.device,
-    )
+    with phase("simulation", preset="fig5 sampler"):
+        emp = empirical_tail_miss(
+            config,
+            [2**k for k in range(FIG5_MAX_EXP + 1)],
+            num_groups=512 if ctx.quick else 4096,
+            draw_budget=2**21 if ctx.quick else 2**24,
+            device=ctx.options.device,
+        )
     rows.append(
         pd.DataFrame(
             {

@@ -55,11 +55,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
 import torch
-from scipy import stats
 
 from tailmiss.llm.tasks.base import BOS, EOS, SEP, SPECIAL_TOKENS, AnswerSet, Task, Vocab
 
@@ -156,12 +156,16 @@ class MultiSolutionTask(Task):
         object.__setattr__(self, "vocab", Vocab(SPECIAL_TOKENS + digits + ("_",)))
         object.__setattr__(self, "prompt_len", self.max_allowed + 2)
         object.__setattr__(self, "max_answer_len", self.num_digits + 1)
-        object.__setattr__(self, "_levels", self._difficulty_levels())
 
     # -- SFT data distribution ---------------------------------------------------------
-    def _difficulty_levels(self) -> np.ndarray:
+    @cached_property
+    def _levels(self) -> np.ndarray:
+        """The correct share of each first digit; on first use (only the SFT data needs it, so RL runs never load
+        scipy). ``betaincinv`` is the Beta quantile of ``scipy.stats.beta.ppf``, without importing scipy.stats."""
+        from scipy.special import betaincinv
+
         k = self.difficulty_concentration
-        deciles = stats.beta.ppf((np.arange(_LEVELS) + 0.5) / _LEVELS, self.mu_mean * k, (1 - self.mu_mean) * k)
+        deciles = betaincinv(self.mu_mean * k, (1 - self.mu_mean) * k, (np.arange(_LEVELS) + 0.5) / _LEVELS)
         levels = np.clip(deciles, self.mu_min, self.mu_max)
         return np.random.default_rng(self.difficulty_seed).permutation(levels)
 
