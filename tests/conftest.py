@@ -80,7 +80,7 @@ def tiny_protocol_sweeps() -> dict:
 
     variants = tuple(Variant("grpo", 0.0, n) for n in (2, 8, 32)) + (Variant("grpo", 0.5, 8),)
     out = {}
-    for name in ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol"):
+    for name in ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol"):
         s = llm_sweep(f"{name}-quick")
         rl = s.rl.replace(
             name=f"{s.rl.name}-tiny",

@@ -16,6 +16,7 @@ from tailmiss.llm.evaluate import answer_distribution, exact_metrics
 from tailmiss.llm.model import GPT, ModelConfig
 from tailmiss.llm.rollouts import step_prompts, training_pool
 from tailmiss.llm.tasks import MultiSolutionTask
+from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
 
 # ---- trainer options ----------------------------------------------------------------------------------------------
@@ -129,23 +130,32 @@ def test_per_prompt_evaluations_are_kept_and_survive_a_resume(tmp_path):
 # ---- presets -------------------------------------------------------------------------------------------------------
 
 
-def test_protocol_ladder_adds_one_ingredient_per_rung():
-    sweeps = [LLM_SWEEPS[name] for name in PROTOCOL_LADDER]
-    changed = []
-    for a, b in zip(sweeps, sweeps[1:]):
-        fields = {k for k in a.rl.to_dict() if k != "name" and a.rl.to_dict()[k] != b.rl.to_dict().get(k)}
-        fields |= {k for k in b.rl.to_dict() if k not in a.rl.to_dict()}
-        changed.append((fields, a.sft != b.sft))
-    assert changed[0] == ({"minibatches"}, False)
-    assert changed[1] == ({"train_prompts", "pool_order", "warmup_steps"}, False)
-    assert changed[2][0] == set() and changed[2][1]  # the difficulty mixture: a new task, hence a new SFT model
+def _changes(a, b) -> set:
+    """The training settings that differ (evaluation settings change no training step)."""
+    da, db = a.rl.to_dict(), b.rl.to_dict()
+    return {k for k in set(da) | set(db) if k not in ("name", "eval_every") and da.get(k) != db.get(k)}
+
+
+def test_each_protocol_rung_changes_one_ingredient_against_the_rung_it_names():
+    sweeps = {r.name: LLM_SWEEPS[r.sweep] for r in pc.RUNGS}
+    assert {r.sweep for r in pc.RUNGS} == set(PROTOCOL_LADDER)
+    today, difficulty = sweeps["today"], sweeps["difficulty"]
+    assert _changes(today, difficulty) == set() and today.sft.task != difficulty.sft.task
+    assert _changes(difficulty, sweeps["on-policy"]) == {"minibatches"} and sweeps["on-policy"].rl.minibatches == 1
+    assert _changes(difficulty, sweeps["epochs"]) == {"train_prompts", "pool_order", "warmup_steps"}
+    assert sweeps["epochs"] is sweeps["selection"] is sweeps["trained-on"]  # selection and scoring: no new runs
+    by_name = {r.name: r for r in pc.RUNGS}
+    assert (by_name["selection"].selection, by_name["trained-on"].scoring) == ("best", "trained-on")
+    assert all(r.against in by_name for r in pc.RUNGS if r.against)
+    today_rl = LLM_SWEEPS["multisolution-nsweep"].rl
+    assert (today.rl.minibatches, today.rl.train_prompts) == (today_rl.minibatches, today_rl.train_prompts)
     paper = LLM_SWEEPS["paper-protocol"]
-    assert len(paper.seeds) >= 10 and all(len(s.seeds) >= 5 for s in sweeps)
+    assert len(paper.seeds) >= 10 and all(len(s.seeds) >= 5 for s in sweeps.values())
     assert paper.rl.minibatches == 4 and paper.rl.weight_decay == 0.01 and paper.rl.grad_clip == 1.0
     assert paper.rl.lr_schedule == "constant" and paper.rl.warmup_steps > 0
     assert paper.rl.eval_every == paper.rl.steps_per_epoch and paper.rl.steps // paper.rl.steps_per_epoch == 10
     assert paper.rl.resolved_loss().aggregation == "token-mean"
-    assert paper.rl.eval_prompts == pc.SMALL_BENCHMARK + 500
+    assert paper.rl.eval_prompts == nc.SMALL_BENCHMARK + 500
     levels = np.sort(paper.sft.task._levels)
     assert (levels < 1 / 256).sum() >= 2 and levels.max() > 0.9  # hard prompts below 1/256 and easy ones
 
@@ -231,19 +241,23 @@ def test_rung_verdicts_follow_their_stated_rules():
 def test_ingredient_effects_name_what_each_rung_changes():
     a = pc.rung_verdicts(_table({2: 0.8, 8: 0.7, 32: 0.6}))
     b = pc.rung_verdicts(_table({2: 0.75, 8: 0.64, 32: 0.70}))
-    effects = pc.ingredient_effects({"on-policy": a, "mini-batches": b, "epochs": a})
-    assert [e.dip for e in effects] == ["creates", "removes"]
+    effects = pc.ingredient_effects({"today": a, "difficulty": b, "on-policy": a, "epochs": b})
+    assert [(e.rung, e.against, e.dip) for e in effects] == [
+        ("difficulty", "today", "creates"),
+        ("on-policy", "difficulty", "removes"),
+        ("epochs", "difficulty", "none"),
+    ]
 
 
 def test_single_seed_probabilities_match_enumeration_by_hand():
     values = np.array([[0.80, 0.76], [0.60, 0.70], [0.70, 0.64]])  # N = 2, 8, 32 by two seeds
-    p_t2, p_int = pc._pattern_probabilities(values, [2, 8, 32])
+    p_t2, p_int = nc._pattern_probabilities(values, [2, 8, 32])
     table2 = interior = 0
     for s in itertools.product(range(2), repeat=3):
         c = values[np.arange(3), s]
         inner = int(np.argmin(c)) == 1
         interior += inner and c[2] > c.min()
-        table2 += inner and c[0] - c.min() >= pc.PAPER_DIP and c[2] - c.min() >= pc.PAPER_RECOVERY
+        table2 += inner and c[0] - c.min() >= nc.PAPER_DIP and c[2] - c.min() >= nc.PAPER_RECOVERY
     assert p_t2 == pytest.approx(table2 / 8) and p_int == pytest.approx(interior / 8)
     assert 0 < p_t2 < p_int < 1
 
@@ -257,7 +271,7 @@ def test_noise_claims_score_the_paper_way_and_count_same_config_significance():
             rows.append(dict(label=label, method="grpo", gamma=0.0, group_size=n, seed=seed, step=4))
             mu = rng.uniform(0.0005, 0.01, size=(2, 40)) * (0.3 if n == 8 else 1.0)
             per_prompt[(label, seed)] = (np.array([0, 4]), mu)
-    claims = pc.noise_claims(pd.DataFrame(rows), per_prompt, n_samples=1024, iterations=100, m=256)
+    claims = nc.noise_claims(pd.DataFrame(rows), per_prompt, n_samples=1024, iterations=100, m=256)
     assert set(claims.scores["scoring"]) == {"exact-30", "exact-10", "sampled-30", "sampled-10"}
     exact = claims.scores[(claims.scores["scoring"] == "exact-30") & (claims.scores["group_size"] == 8)]
     mu0 = per_prompt[("GRPO N=8", 0)][1][1, :30]

@@ -11,6 +11,7 @@ import numpy as np
 from tailmiss.figures.llm import n_axis
 from tailmiss.figures.registry import FigureSpec, register
 from tailmiss.results import PROTOCOL_FAMILIES, Context, protocol_data
+from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
 
 _GAMMA_MARKERS = {0.5: ("s", "C1"), 1.0: ("D", "C3")}
@@ -72,7 +73,7 @@ register(
 )
 
 
-def _seed_panel(ax, noise: pc.NoiseClaims, scoring: str) -> None:
+def _seed_panel(ax, noise: nc.NoiseClaims, scoring: str) -> None:
     frame = noise.scores[noise.scores["scoring"] == scoring]
     wide = frame.pivot(index="group_size", columns="seed", values="pass256").sort_index()
     ns = wide.index.to_numpy()

@@ -134,10 +134,11 @@ _TREES: dict = {}
 
 
 def _tree(answers: AnswerSet) -> _PrefixTree:
-    """The prefix tree of an answer set, built once per distinct set (task (a) has one for every prompt)."""
+    """The prefix tree of an answer set, built once per distinct set (task (a) has one for all its prompts, or one
+    per allowed set, at most 385, when only the correct answers are scored)."""
     key = (tuple(answers.tokens.shape), answers.tokens.numpy().tobytes(), answers.lengths.numpy().tobytes())
     if key not in _TREES:
-        if len(_TREES) >= 64:
+        if len(_TREES) >= 1024:
             _TREES.pop(next(iter(_TREES)))
         _TREES[key] = _build_tree(answers.tokens, answers.lengths)
     return _TREES[key]

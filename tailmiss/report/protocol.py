@@ -10,6 +10,7 @@ import numpy as np
 
 from tailmiss.report.text import table
 from tailmiss.results import Context, protocol_data
+from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
 
 __all__ = ["PROTOCOL_HEADING", "protocol_section", "protocol_text"]
@@ -73,11 +74,11 @@ def _paper_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
     return rows
 
 
-def _ns(noise: pc.NoiseClaims) -> list[int]:
+def _ns(noise: nc.NoiseClaims) -> list[int]:
     return sorted(int(n) for n in noise.spread["group_size"].unique())
 
 
-def _noise_rows(noise: pc.NoiseClaims) -> list[list[str]]:
+def _noise_rows(noise: nc.NoiseClaims) -> list[list[str]]:
     rows = []
     for scoring, frame in noise.spread.groupby("scoring", sort=True):
         frame = frame.sort_values("group_size")
@@ -85,7 +86,7 @@ def _noise_rows(noise: pc.NoiseClaims) -> list[list[str]]:
     return rows
 
 
-def _single_rows(noise: pc.NoiseClaims) -> list[list[str]]:
+def _single_rows(noise: nc.NoiseClaims) -> list[list[str]]:
     return [
         [
             r["scoring"],
@@ -119,8 +120,8 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
     if worst_p is not None:
         lines.append(
             f"Scored the paper's way (one seed per N, {noise.n_samples} samples per prompt, the unbiased estimator), "
-            f"a single-seed sweep shows a Table-2-like pattern (interior minimum, dip ≥ {pc.PAPER_DIP:.3f} from N = 2, "
-            f"recovery ≥ {pc.PAPER_RECOVERY:.3f} at N = 32) with probability up to {worst_p['p_table2']:.3f} "
+            f"a single-seed sweep shows a Table-2-like pattern (interior minimum, dip ≥ {nc.PAPER_DIP:.3f} from N = 2, "
+            f"recovery ≥ {nc.PAPER_RECOVERY:.3f} at N = 32) with probability up to {worst_p['p_table2']:.3f} "
             f"(`{worst_p['scoring']}`), and any interior minimum that recovers with probability "
             f"{sampled['p_interior'].max():.3f}."
         )
@@ -138,7 +139,7 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
     )
     if need:
         lines.append(
-            f"To resolve the paper's recovery margin ({pc.PAPER_RECOVERY:.3f}) between GRPO N = 8 and N = 32 "
+            f"To resolve the paper's recovery margin ({nc.PAPER_RECOVERY:.3f}) between GRPO N = 8 and N = 32 "
             f"(two-sided 5 %, 80 % power), the sampling of problems alone asks for {need} problems, and each "
             "scoring's seed spread asks for the seeds per N in the table above."
         )
@@ -160,8 +161,9 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
         "F-GRPO Table 2 (one run per N, Qwen2.5-7B, math): GRPO pass@256 "
         + " / ".join(f"{v:.1f}" for v in pc.PAPER_PASS256.values())
         + " at N = 2 … 32, ΔNLL_rare 0.19 / 0.44 / 0.68 / 0.66 / 0.52 (N=2 < N=32 < N=8), F-GRPO N = 8 70.3 / 0.46. "
-        "Each rung below adds one ingredient of the paper's protocol (F-GRPO Table 5) to the one above it; every "
-        "rung has the same budget and scores the same held-out prompts (exact correct masses). Presets: "
+        "Each rung below changes one ingredient of the paper's protocol (F-GRPO Table 5) against the rung it names "
+        "(the path today → difficulty → epochs → selection ends at the paper's protocol); every rung has the same "
+        "budget and scores the same held-out prompts (exact correct masses). Presets: "
         + ", ".join(f"`{names[r]}`" for r in dict.fromkeys(rung.sweep for rung in pc.RUNGS))
         + ". Rules: (a) GRPO's worst pass@256 lies strictly inside N = 2 … 32 and N = 32 exceeds it by more than "
         "0.05 and twice the two points' combined seed sd; (b) ΔNLL_rare N=2 < N=32 < N=8 with each gap beyond twice "
@@ -186,9 +188,14 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
             _ladder_rows(claims),
         ),
         "",
-        "| ingredient | (a) dip | (b) ΔNLL order | (c) F-GRPO reach (γ = 0.5) |",
-        "|---|---|---|---|",
-        *(f"| {e.ingredient} | {e.dip} | {e.dnll_order} | {e.focal_reach} |" for e in claims.effects),
+        "What each ingredient does to each property (creates / removes / none, against the named rung):",
+        "",
+        "| rung | against | ingredient | (a) dip | (b) ΔNLL order | (c) F-GRPO reach (γ = 0.5) |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| `{e.rung}` | `{e.against}` | {e.ingredient} | {e.dip} | {e.dnll_order} | {e.focal_reach} |"
+            for e in claims.effects
+        ),
         "",
         f"The paper's protocol (`selection` rung, {seeds_paper} seeds), beside Table 2 (pass@256 as a fraction):",
         "",

@@ -31,8 +31,10 @@ SWEEPS = {
     "objectives": ("multisolution-objectives", "multisolution-objectives-quick"),
     "maze": ("maze-nsweep-cpu", "maze-nsweep-quick"),
     # the protocol ladder's training rungs (F-GRPO Table 5 reached one ingredient at a time)
-    **{name: (name, f"{name}-quick") for name in ("protocol-on-policy", "protocol-minibatch", "protocol-epochs")},
-    "paper-protocol": ("paper-protocol", "paper-protocol-quick"),
+    **{
+        name: (name, f"{name}-quick")
+        for name in ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
+    },
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {
@@ -67,7 +69,7 @@ def full_preset(name: str) -> str | None:
     return pairs.get(name)
 
 
-PROTOCOL_FAMILIES = ("protocol-on-policy", "protocol-minibatch", "protocol-epochs", "paper-protocol")
+PROTOCOL_FAMILIES = ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
 """The sweep families of the protocol ladder (:data:`tailmiss.results.claims.protocol.RUNGS`)."""
 
 

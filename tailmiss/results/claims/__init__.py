@@ -16,6 +16,12 @@ bridge
 ladder
     The ladder from the simulator's policy to the transformer: N-shapes, matched-Q_pos retention, focal effects,
     one verdict per ingredient, the best simulator setting.
+protocol
+    F-GRPO Table 2 under its own protocol (Table 5), one ingredient per rung: checkpoint selection, verdicts on the
+    dip, the ΔNLL_rare order and F-GRPO's reach.
+noise
+    Could one seed show Table 2's dip? Seed spread of pass@256 scored exactly and the paper's way, single-seed
+    probabilities, the App. Q test on same-config pairs.
 """
 
 from __future__ import annotations

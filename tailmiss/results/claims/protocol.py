@@ -3,8 +3,8 @@ r"""The paper's protocol in miniature (F-GRPO Table 2, Table 5, App. Q): the pro
 Two questions about F-GRPO Table 2 (GRPO's pass@256 75.0 / 71.1 / 64.1 / 67.5
 / 70.1 at N = 2 … 32, one training run per N):
 
-1. **The protocol ladder.** From one on-policy update per rollout batch to the
-   paper's protocol, one ingredient per rung (:data:`RUNGS`); per rung, the
+1. **The protocol ladder.** From the multi-solution N sweep's protocol to the
+   paper's, one ingredient per rung (:data:`RUNGS`); per rung, the
    seed mean and spread of pass@1, pass@256, ΔNLL_rare and M_ret by N, and
    three verdicts (:class:`RungVerdicts`) from stated rules:
    (a) an interior minimum of pass@256 that recovers at N = 32 beyond the seed
@@ -30,7 +30,6 @@ so no later step).
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -38,16 +37,12 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic.regimes import NShape, n_shape
-from tailmiss.analytic.significance import benchmark_pass_at_k, paired_subsampling_test, sample_outcomes
+from tailmiss.results.claims.noise import NoiseClaims, noise_claims
 
 __all__ = [
     "RungSpec",
     "RUNGS",
     "PAPER_PASS256",
-    "PAPER_DIP",
-    "PAPER_RECOVERY",
-    "SMALL_BENCHMARK",
-    "benchmarks",
     "ProtocolClaims",
     "protocol_claims",
     "select_checkpoints",
@@ -56,31 +51,10 @@ __all__ = [
     "rung_verdicts",
     "IngredientEffect",
     "ingredient_effects",
-    "NoiseClaims",
-    "noise_claims",
 ]
 
 PAPER_PASS256 = {2: 75.0, 4: 71.1, 8: 64.1, 16: 67.5, 32: 70.1}
 """F-GRPO Table 2, GRPO math pass@256 (%) by N (Qwen2.5-7B)."""
-PAPER_DIP = 0.109
-"""Table 2's drop of pass@256 from N = 2 to its minimum (75.0 → 64.1), as a fraction."""
-PAPER_RECOVERY = 0.060
-"""Table 2's rise of pass@256 from its minimum to N = 32 (64.1 → 70.1), as a fraction."""
-SMALL_BENCHMARK = 30
-"""The first this many evaluation prompts form the AIME-sized benchmark; the rest (500 in the full presets) the
-MATH500-sized one."""
-
-
-def benchmarks(prompts: int) -> dict[str, slice]:
-    """The two benchmark-sized sets inside ``prompts`` evaluation prompts, named by their sizes."""
-    if prompts <= SMALL_BENCHMARK:
-        raise ValueError(f"the evaluation set must hold more than {SMALL_BENCHMARK} prompts, got {prompts}")
-    return {
-        str(SMALL_BENCHMARK): slice(0, SMALL_BENCHMARK),
-        str(prompts - SMALL_BENCHMARK): slice(SMALL_BENCHMARK, None),
-    }
-
-
 _METRICS = {
     "pass1": "mu_pos",
     "pass256": "exact_pass_at_256",
@@ -93,12 +67,14 @@ _METRICS = {
 
 @dataclass(frozen=True)
 class RungSpec:
-    """One rung: the sweep its runs come from, the ingredient it adds, how checkpoints are chosen and scored."""
+    """One rung: the sweep its runs come from, the ingredient it changes against ``against`` (the rung it is
+    compared with), how checkpoints are chosen and scored."""
 
     name: str
     ingredient: str
     sweep: str
     """The sweep family (:data:`tailmiss.results.llm.SWEEPS`)."""
+    against: str | None = None
     selection: str = "final"
     """``"final"``: the last checkpoint; ``"best"``: the paper's selection (module docstring)."""
     scoring: str = "held-out"
@@ -106,15 +82,17 @@ class RungSpec:
 
 
 RUNGS = (
-    RungSpec("on-policy", "start: one on-policy update per rollout batch, fresh prompts", "protocol-on-policy"),
-    RungSpec("mini-batches", "4 mini-batch updates per batch (ratio and clip act)", "protocol-minibatch"),
-    RungSpec("epochs", "a finite set of 256 prompts in 10 epochs, warmup", "protocol-epochs"),
-    RungSpec("difficulty", "a difficulty mixture (3 of 10 levels below 1/256)", "paper-protocol"),
-    RungSpec("selection", "checkpoint selection (best held-out pass@1)", "paper-protocol", "best"),
-    RungSpec("trained-on", "scored on the training set instead", "paper-protocol", "best", "trained-on"),
+    RungSpec("today", "the N sweep's protocol: fresh prompts, 4 mini-batch updates, last checkpoint", "protocol-today"),
+    RungSpec("difficulty", "+ a difficulty mixture (3 of 10 levels below 1/256)", "protocol-difficulty", "today"),
+    RungSpec("on-policy", "1 on-policy update per batch instead of 4 mini-batches", "protocol-on-policy", "difficulty"),
+    RungSpec("epochs", "+ a finite set of 256 prompts in 10 epochs, warmup", "paper-protocol", "difficulty"),
+    RungSpec("selection", "+ checkpoint selection (best held-out pass@1)", "paper-protocol", "epochs", "best"),
+    RungSpec("trained-on", "scored on the training set instead", "paper-protocol", "selection", "best", "trained-on"),
 )
-"""The protocol ladder: each rung adds one ingredient to the one before; "selection" is the paper's protocol, and
-"trained-on" scores the same checkpoints on the prompts they were trained on."""
+"""The protocol ladder. The main path today → difficulty → epochs → selection adds one ingredient per rung and ends
+at the paper's protocol (F-GRPO Table 5: "selection"); "on-policy" removes the mini-batch updates at the difficulty
+rung (the N sweep's protocol already had them), and "trained-on" scores the paper-protocol checkpoints on the
+prompts they were trained on."""
 
 
 def _evals(history: pd.DataFrame, scoring: str) -> pd.DataFrame:
@@ -232,6 +210,7 @@ class IngredientEffect:
     """What one ingredient does to a property: ``"creates"``, ``"removes"`` or ``"none"`` (unchanged)."""
 
     rung: str
+    against: str
     ingredient: str
     dip: str
     dnll_order: str
@@ -247,14 +226,16 @@ def _effect(before, after) -> str:
 
 
 def ingredient_effects(verdicts: dict[str, RungVerdicts]) -> list[IngredientEffect]:
-    """Each rung against the one before it (in :data:`RUNGS` order), on (a), (b) and (c) at γ = 0.5."""
-    names = [r for r in RUNGS if r.name in verdicts]
+    """Each rung of :data:`RUNGS` against the rung it names in ``against``, on (a), (b) and (c) at γ = 0.5."""
     out = []
-    for prev, cur in zip(names, names[1:]):
-        a, b = verdicts[prev.name], verdicts[cur.name]
+    for cur in RUNGS:
+        if cur.against is None or cur.name not in verdicts or cur.against not in verdicts:
+            continue
+        a, b = verdicts[cur.against], verdicts[cur.name]
         out.append(
             IngredientEffect(
                 cur.name,
+                cur.against,
                 cur.ingredient,
                 _effect(a.dip, b.dip),
                 _effect(a.dnll_order, b.dnll_order),
@@ -262,147 +243,6 @@ def ingredient_effects(verdicts: dict[str, RungVerdicts]) -> list[IngredientEffe
             )
         )
     return out
-
-
-# ---- could one seed show it? -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NoiseClaims:
-    """Seed noise of pass@256 on the paper-protocol rung, scored exactly and the paper's way.
-
-    Attributes
-    ----------
-    scores : DataFrame
-        One row per (scoring, group_size, seed): GRPO's pass@256 of the
-        selected checkpoint. Scorings: ``"exact-500"``, ``"exact-30"`` (the
-        exact mass on each benchmark), ``"sampled-500"``, ``"sampled-30"`` (n
-        samples per prompt, the unbiased estimator).
-    spread : DataFrame
-        Per scoring and N: mean, sd over seeds, seeds.
-    single_seed : DataFrame
-        Per scoring: whether the seed-mean curve is monotone (its worst N at an
-        end), the probability over all one-seed-per-N sweeps of a Table-2-like
-        pattern (``p_table2``: interior minimum, a dip from N = 2 of at least
-        :data:`PAPER_DIP` and a recovery at N = 32 of at least
-        :data:`PAPER_RECOVERY`) and of any interior minimum that recovers
-        (``p_interior``), the pooled seed sd, and the seeds per N that a
-        two-sided 5 % test with 80 % power needs to resolve the paper's
-        recovery margin at that sd.
-    same_config : DataFrame
-        The App. Q test on every pair of seeds of one GRPO config (same N),
-        per benchmark: pairs, share called significant at α = 0.05.
-    problems_needed : dict
-        Per benchmark size: the problems needed for the problem-sampling
-        standard error of a GRPO N = 8 vs N = 32 difference to resolve the
-        paper's recovery margin (two-sided 5 %, 80 % power).
-    n_samples, iterations : int
-        Samples per prompt, subsampling iterations of each test.
-    """
-
-    scores: pd.DataFrame
-    spread: pd.DataFrame
-    single_seed: pd.DataFrame
-    same_config: pd.DataFrame
-    problems_needed: dict
-    n_samples: int
-    iterations: int
-
-
-_Z = 1.959964 + 0.841621
-"""z quantiles of a two-sided 5 % test with 80 % power."""
-
-
-def _pass256(mu: np.ndarray) -> float:
-    return float(np.mean(1.0 - (1.0 - np.clip(mu, 0.0, 1.0)) ** 256))
-
-
-def _pattern_probabilities(values: np.ndarray, ns: list[int]) -> tuple[float, float]:
-    """Over every choice of one seed per N (``values``: (N, seeds)): P(Table-2-like), P(interior min + recovery)."""
-    seeds = values.shape[1]
-    combos = np.array(list(itertools.product(range(seeds), repeat=len(ns))))  # (seeds^len(ns), len(ns))
-    curves = values[np.arange(len(ns)), combos]  # (combos, N)
-    worst = curves.argmin(1)
-    low = curves.min(1)
-    interior = (worst > 0) & (worst < len(ns) - 1)
-    dip, rec = curves[:, 0] - low, curves[:, -1] - low
-    table2 = interior & (dip >= PAPER_DIP) & (rec >= PAPER_RECOVERY)
-    return float(table2.mean()), float((interior & (rec > 0)).mean())
-
-
-def noise_claims(
-    chosen: pd.DataFrame,
-    per_prompt: dict,
-    n_samples: int = 1024,
-    iterations: int = 2_000,
-    m: int = 256,
-) -> NoiseClaims:
-    """:class:`NoiseClaims` of GRPO's selected checkpoints (``chosen``, from :func:`select_checkpoints`).
-
-    ``per_prompt[(label, seed)] = (steps, mu)``: each run's per-prompt correct
-    masses at every evaluation (``mu``: (evaluations, prompts); :func:`benchmarks` splits the prompts). Outcomes
-    are drawn once per run and benchmark from a seed of (N, seed), so the numbers repeat.
-    """
-    grpo = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0)].sort_values(["group_size", "seed"])
-    width = next(iter(per_prompt.values()))[1].shape[1]
-    sets = benchmarks(width)
-    rows, outcomes, masses = [], {}, {}
-    for r in grpo.itertuples():
-        steps, mu = per_prompt[(r.label, int(r.seed))]
-        at = mu[int(np.flatnonzero(np.asarray(steps) == r.step)[0])]
-        for bench, sl in sets.items():
-            rng = np.random.default_rng([int(r.group_size), int(r.seed), len(bench)])
-            out = sample_outcomes(at[sl], n_samples, rng)
-            outcomes[(bench, r.group_size, r.seed)] = out
-            masses[(bench, r.group_size, r.seed)] = at[sl]
-            ident = dict(group_size=int(r.group_size), seed=int(r.seed))
-            rows.append(dict(scoring=f"exact-{bench}", **ident, pass256=_pass256(at[sl])))
-            rows.append(dict(scoring=f"sampled-{bench}", **ident, pass256=benchmark_pass_at_k(out, 256)))
-    scores = pd.DataFrame(rows)
-    grouped = scores.groupby(["scoring", "group_size"])["pass256"]
-    parts = [grouped.mean().rename("mean"), grouped.std(ddof=1).rename("sd"), grouped.size().rename("seeds")]
-    spread = pd.concat(parts, axis=1).reset_index()
-    single = []
-    for scoring, frame in scores.groupby("scoring", sort=False):
-        wide = frame.pivot(index="group_size", columns="seed", values="pass256").sort_index()
-        ns = wide.index.tolist()
-        p_t2, p_int = _pattern_probabilities(wide.to_numpy(), ns)
-        mean = wide.mean(axis=1).to_numpy()
-        sd = float(np.sqrt(np.mean(wide.var(axis=1, ddof=1))))
-        worst = int(np.argmin(mean))
-        single.append(
-            dict(
-                scoring=scoring,
-                seeds=wide.shape[1],
-                monotone=worst in (0, len(ns) - 1),
-                worst_n=int(ns[worst]),
-                p_table2=p_t2,
-                p_interior=p_int,
-                pooled_sd=sd,
-                seeds_needed=int(math.ceil(2 * (_Z * sd / PAPER_RECOVERY) ** 2)),
-            )
-        )
-    same = []
-    for bench in sets:
-        calls = []
-        for n in sorted(grpo["group_size"].unique()):
-            seeds = sorted(grpo.loc[grpo["group_size"] == n, "seed"])
-            for s, t in itertools.combinations(seeds, 2):
-                a, b = outcomes[(bench, n, s)], outcomes[(bench, n, t)]
-                test = paired_subsampling_test(a, b, 256, m=m, iterations=iterations, seed=int(n * 1000 + s * 31 + t))
-                calls.append(test.significant)
-        same.append(dict(benchmark=bench, pairs=len(calls), significant=float(np.mean(calls)) if calls else np.nan))
-    needed = {}
-    seeds8 = sorted(grpo.loc[grpo["group_size"] == 8, "seed"])
-    for bench in sets:
-        diffs = [
-            (1 - (1 - masses[(bench, 8, s)]) ** 256) - (1 - (1 - masses[(bench, 32, s)]) ** 256)
-            for s in seeds8
-            if (bench, 32, s) in masses
-        ]
-        sd_x = float(np.std(np.mean(diffs, 0), ddof=1)) if diffs else float("nan")
-        needed[bench] = int(math.ceil((_Z * sd_x / PAPER_RECOVERY) ** 2)) if np.isfinite(sd_x) else None
-    return NoiseClaims(scores, spread, pd.DataFrame(single), pd.DataFrame(same), needed, n_samples, iterations)
 
 
 @dataclass(frozen=True)
