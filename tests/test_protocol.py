@@ -201,7 +201,10 @@ def test_selection_takes_the_best_held_out_pass1_and_limits_focal_runs_to_the_ba
             ("F-GRPO", 0.5, 8, 0, 24, 0.7, 0.7),  # best, but after the baseline's selected step 16
         ]
     )
+    dapo = _history([("DAPO N=8", 0.0, 8, 0, 8, 0.1, 0.1), ("DAPO N=8", 0.0, 8, 0, 24, 0.9, 0.1)])
+    h = pd.concat([h, dapo.assign(method="dapo")], ignore_index=True)  # another method's baseline is not F-GRPO's
     best = pc.select_checkpoints(h, "best").set_index("label")
+    assert best.loc["DAPO N=8", "step"] == 24
     assert best.loc["GRPO N=8", "step"] == 16 and best.loc["GRPO N=8", "pass256"] == 0.3
     assert best.loc["F-GRPO", "step"] == 16 and best.loc["F-GRPO", "pass256"] == 0.6
     final = pc.select_checkpoints(h, "final").set_index("label")
@@ -283,6 +286,9 @@ def test_noise_claims_score_the_paper_way_and_count_same_config_significance():
     single = claims.single_seed.set_index("scoring")
     assert single.loc["exact-30", "worst_n"] == 8 and not single.loc["exact-30", "monotone"]
     assert set(claims.problems_needed) == {"30", "10"}
+    assert nc.benchmarks(530) == {"30": slice(0, 30), "500": slice(30, None)}
+    with pytest.raises(ValueError, match="both hold 30"):
+        nc.benchmarks(60)
 
 
 # ---- the difficulty mixture's blank token --------------------------------------------------------------------------

@@ -340,3 +340,42 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
     assert "**no**" in quick_report or "yes" in quick_report
     verdict_line = [line for line in quick_report.splitlines() if "Regimes agree" in line]
     assert len(verdict_line) == 1 and verdict_line[0].endswith(f"{'yes' if data.agrees else '**no**'}.")
+
+
+def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
+    """The protocol section: every rung with its three verdicts, the paper's Table 2 beside ours, the noise part;
+    computed from the cached sweeps (no retraining); ``only="protocol"`` replaces it alone."""
+    from tailmiss.experiments import cached
+    from tailmiss.report import write_report
+    from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
+    from tailmiss.results.claims import protocol as pc
+
+    assert PROTOCOL_HEADING in quick_report
+    section = quick_report[quick_report.index(PROTOCOL_HEADING) :]
+    for part in ("### The protocol ladder", "### Could one seed show it?", "What this miniature can and cannot say"):
+        assert part in section, part
+    ladder = section[: section.index("What each ingredient does")]
+    for rung in pc.RUNGS:
+        cells = _rows(_row(ladder, f"`{rung.name}`"))[0]
+        assert cells[5] in ("yes", "**no**")  # (a): a rule over the seeds, never "partly"
+        assert cells[7] in ("yes", "**no**", "cannot tell")
+    assert _row(section, "GRPO N=8").count("0.641") == 1  # Table 2's N = 8 beside ours
+    for scoring in ("exact-30", "sampled-30", "exact-4", "sampled-4"):
+        _row(section, scoring)
+    assert "| 30 | 3 |" in section  # two seeds of one config: one pair at each of 3 N, judged by App. Q
+
+    def _no_training(*args, **kwargs):
+        raise AssertionError("the protocol section retrained a cached run")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cached, "train_sft", _no_training)
+    mp.setattr(cached, "train_rl", _no_training)
+    try:
+        assert protocol_section(quick_ctx) in quick_report
+        path = tmp_path / "paper_repro.md"
+        path.write_text("# report\n\n" + PROTOCOL_HEADING + "\n\nold\n\n## After\n\nkeep\n")
+        write_report(path, quick_ctx, only="protocol")
+        new = path.read_text()
+        assert "old\n" not in new and "### Could one seed show it?" in new and "## After\n\nkeep" in new
+    finally:
+        mp.undo()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailmiss.analytic import benchmark_pass_at_k, paired_subsampling_test, sample_outcomes
+from tailmiss.analytic.significance import benchmark_pass_at_k, paired_subsampling_test, sample_outcomes
 
 
 def _estimator(c: int, n: int, k: int) -> float:

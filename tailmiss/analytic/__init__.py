@@ -13,9 +13,13 @@ action set; ``correct`` and ``sampled`` broadcast against them.
 
 References
 ----------
-F-GRPO: arXiv 2602.06717 v2 (Lemma 3.1, Prop. 3.2, Lemma H.1, App. N, App. Q).
-Politis, Romano and Wolf (1999), *Subsampling* (the m-out-of-n test of App. Q).
+F-GRPO: arXiv 2602.06717 v2 (Lemma 3.1, Prop. 3.2, Lemma H.1, App. N).
 BroRL: arXiv 2510.01180 (Theorem 1 / Eq. 17, Lemma 2, Corollary 3).
+
+Statistics on finite samples rather than closed forms live in
+:mod:`tailmiss.analytic.significance` (imported from there, outside this
+broadcasting contract): F-GRPO App. Q's paired m-out-of-n subsampling test,
+the benchmark pass@k estimator and outcomes drawn from exact correct masses.
 """
 
 from tailmiss.analytic.advantages import AdvantageMagnitudes, advantage_magnitudes, focal_weight, lr_matched_scale
@@ -29,20 +33,10 @@ from tailmiss.analytic.expectations import (
 )
 from tailmiss.analytic.initial import InitialDistribution, initial_distribution
 from tailmiss.analytic.pass_at_k import pass_at_k, pass_at_k_from_mass
-from tailmiss.analytic.significance import (
-    SubsamplingTest,
-    benchmark_pass_at_k,
-    paired_subsampling_test,
-    sample_outcomes,
-)
 from tailmiss.analytic.tail_miss import TailMissPeak, active_probability, tail_miss_peak, tail_miss_probability
 from tailmiss.analytic.update import MassBalance, UnsampledCorrectChange, mass_balance, unsampled_correct_change
 
 __all__ = [
-    "SubsamplingTest",
-    "benchmark_pass_at_k",
-    "paired_subsampling_test",
-    "sample_outcomes",
     "active_probability",
     "tail_miss_probability",
     "tail_miss_peak",

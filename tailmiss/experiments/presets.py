@@ -182,8 +182,10 @@ _PROTOCOL_ON_POLICY = _PROTOCOL_DIFFICULTY.replace(name="protocol-on-policy", mi
 _PAPER_PROTOCOL = _PROTOCOL_DIFFICULTY.replace(
     name="paper-protocol", train_prompts=256, pool_order="epochs", warmup_steps=2, eval_every=8
 )
-_PROTOCOL_QUICK = dict(steps=16, prompts_per_step=16, eval_every=4, checkpoint_every=4, eval_prompts=130)
-_PROTOCOL_QUICK_N = tuple(v for v in _N_SWEEP if v.group_size in (2, 8, 32))
+# quick: 8 steps of 16 prompts (a pool of 64: 2 epochs), 80 held-out prompts (30 + 50), GRPO at N = 2, 8, 32 and
+# F-GRPO γ = 0.5 at N = 8; a mixture SFT of 400 steps
+_PROTOCOL_QUICK = dict(steps=8, prompts_per_step=16, eval_every=4, checkpoint_every=4, eval_prompts=80)
+_PROTOCOL_QUICK_N = tuple(v for v in _N_SWEEP if v.group_size in (2, 8, 32) and v.gamma in (0.0, 0.5))
 _PROTOCOL_RUNGS = (
     ("protocol-today", _MS_SFT, _PROTOCOL_TODAY, 5),
     ("protocol-difficulty", _MIX_SFT, _PROTOCOL_DIFFICULTY, 5),
@@ -193,7 +195,7 @@ _PROTOCOL_RUNGS = (
 _PROTOCOL_QUICK_SFT = {
     _MS_SFT.name: LLM_PRESETS["multisolution-sft-quick"],
     _MIX_SFT.name: _MIX_SFT.replace(
-        name="multisolution-mix-sft-quick", steps=800, eval_every=400, checkpoint_every=400
+        name="multisolution-mix-sft-quick", steps=400, eval_every=200, checkpoint_every=200
     ),
 }
 _PROTOCOL_SWEEPS = tuple(

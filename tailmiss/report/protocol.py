@@ -227,8 +227,9 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
             _single_rows(claims.noise),
         ),
         "",
-        f"App. Q (`tailmiss.analytic.paired_subsampling_test`, m = 256 of n = {claims.noise.n_samples}, two-sided "
-        f"α = 0.05, {claims.noise.iterations:,} subsamples per pair) on pairs of seeds of one GRPO config:",
+        "App. Q (`tailmiss.analytic.significance.paired_subsampling_test`, m = 256 of "
+        f"n = {claims.noise.n_samples}, two-sided α = 0.05, {claims.noise.iterations:,} subsamples per pair) on pairs "
+        "of seeds of one GRPO config:",
         "",
         table(
             ["benchmark prompts", "same-config pairs", "called significant"],

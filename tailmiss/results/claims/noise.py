@@ -3,10 +3,10 @@
 GRPO's selected checkpoints (:func:`tailmiss.results.claims.protocol.select_checkpoints`),
 pass@256 scored exactly and the paper's way (F-GRPO §7.1: n = 1024 samples per
 problem and the unbiased estimator, here drawn from each checkpoint's exact
-correct masses, :func:`tailmiss.analytic.sample_outcomes`) on benchmark-sized
+correct masses, :func:`tailmiss.analytic.significance.sample_outcomes`) on benchmark-sized
 sets of held-out prompts; the seed-to-seed spread, the probability that a
 one-seed-per-N sweep shows a Table-2-like pattern, and the App. Q test
-(:func:`tailmiss.analytic.paired_subsampling_test`) on pairs of seeds of one
+(:func:`tailmiss.analytic.significance.paired_subsampling_test`) on pairs of seeds of one
 config, whose differences are seed noise by construction.
 """
 
@@ -36,6 +36,8 @@ def benchmarks(prompts: int) -> dict[str, slice]:
     """The two benchmark-sized sets inside ``prompts`` evaluation prompts, named by their sizes."""
     if prompts <= SMALL_BENCHMARK:
         raise ValueError(f"the evaluation set must hold more than {SMALL_BENCHMARK} prompts, got {prompts}")
+    if prompts == 2 * SMALL_BENCHMARK:
+        raise ValueError(f"the two benchmarks would both hold {SMALL_BENCHMARK} prompts: use other than {prompts}")
     return {
         str(SMALL_BENCHMARK): slice(0, SMALL_BENCHMARK),
         str(prompts - SMALL_BENCHMARK): slice(SMALL_BENCHMARK, None),
@@ -126,7 +128,7 @@ def noise_claims(
         steps, mu = per_prompt[(r.label, int(r.seed))]
         at = mu[int(np.flatnonzero(np.asarray(steps) == r.step)[0])]
         for bench, sl in sets.items():
-            rng = np.random.default_rng([int(r.group_size), int(r.seed), len(bench)])
+            rng = np.random.default_rng([int(r.group_size), int(r.seed), sl.start])
             out = sample_outcomes(at[sl], n_samples, rng)
             outcomes[(bench, r.group_size, r.seed)] = out
             masses[(bench, r.group_size, r.seed)] = at[sl]

@@ -109,8 +109,8 @@ def select_checkpoints(history: pd.DataFrame, selection: str = "final", scoring:
 
     ``selection = "best"`` picks, among the evaluations after step 0, the one
     with the best held-out pass@1 (the earliest on a tie); a focal run only
-    among steps up to its baseline's selected step (GRPO at the same N and
-    seed, when the sweep has it). The metrics (``pass1``, ``pass256``,
+    among steps up to its baseline's selected step (the same method with
+    γ = 0 at the same N and seed, when the sweep has it). The metrics (``pass1``, ``pass256``,
     ``rare256``, ``mret``, ``dnll``) are then read on ``scoring``'s prompts.
     """
     if selection not in ("final", "best"):
@@ -129,7 +129,7 @@ def select_checkpoints(history: pd.DataFrame, selection: str = "final", scoring:
             picks[key] = int(rows.loc[rows["pass1"].idxmax(), "step"])
         for key, rows in trained[trained["gamma"] > 0].groupby(keys, sort=False):
             label, method, _, n, seed = key
-            limit = [s for (lb, me, g, nn, sd), s in picks.items() if g == 0 and nn == n and sd == seed]
+            limit = [s for (_, me, g, nn, sd), s in picks.items() if me == method and g == 0 and nn == n and sd == seed]
             allowed = rows[rows["step"] <= limit[0]] if limit else rows
             picks[key] = int(allowed.loc[allowed["pass1"].idxmax(), "step"])
     out = []
