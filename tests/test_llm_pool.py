@@ -124,8 +124,11 @@ def test_a_free_process_takes_the_first_ready_job_in_list_order(tmp_path):
     """No queue: when a process frees up it takes the first ready job of the list, so a job that others wait on (or
     that became ready late) is not stuck behind fillers submitted earlier."""
     spans = tmp_path / "spans.txt"
+    # "long" holds its process until "late" has started, so a process frees up for "filler" only after the pool
+    # chose "late": were the order wrong, "filler" would start first (and "long" wait out its 60 s) however slowly a
+    # loaded machine starts the processes
     jobs = [
-        Job("long", _log_span, (str(spans), "long", 0.6, "short")),
+        Job("long", _log_span, (str(spans), "long", 0.6, "late")),
         Job("short", _log_span, (str(spans), "short", 0.1)),
         Job("late", _log_span, (str(spans), "late", 0.05), needs=("short",)),
         Job("filler", _log_span, (str(spans), "filler", 0.05)),
