@@ -37,6 +37,7 @@ def _rung_panel(ax, claims: pc.ProtocolClaims, rung: pc.RungSpec, metric: str, y
         sd = np.nan_to_num(r[f"{metric}_sd"])
         ax.errorbar([x], [r[metric]], yerr=[sd], marker=marker, color=color, capsize=3, ls="", label=r["label"])
     n_axis(ax, ns)
+    ax.ticklabel_format(axis="y", useOffset=False)
     ax.set_ylabel(ylabel)
 
 
