@@ -239,6 +239,11 @@ def test_rung_verdicts_follow_their_stated_rules():
     # monotone: N = 32 is GRPO's worst, so F-GRPO "reaching" it is vacuous
     mono = pc.rung_verdicts(_table({2: 0.8, 8: 0.7, 32: 0.6}, dnll={2: 0.6, 8: 0.4, 32: 0.2}, focal={0.5: 0.65}))
     assert not mono.dip and mono.focal_reach[0.5] is None and mono.dnll_order is False
+    # one seed: no spread, so neither the order nor the reach is judged (a -0.0001 difference is not a "no")
+    one = _table({2: 0.75, 8: 0.64, 32: 0.70}, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.6999})
+    one[["pass256_sd", "dnll_sd"]] = np.nan
+    single = pc.rung_verdicts(one)
+    assert single.dnll_order is None and single.focal_reach[0.5] is None and single.dip
 
 
 def test_ingredient_effects_name_what_each_rung_changes():

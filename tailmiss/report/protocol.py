@@ -200,7 +200,7 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
         "0.05 and twice the two points' combined seed sd; (b) ΔNLL_rare N=2 < N=32 < N=8 with each gap beyond twice "
         'the combined seed sd ("cannot tell" when a gap is within it); (c) F-GRPO N = 8 is not below GRPO N = 32 '
         'by more than twice the combined sd, judged only when N = 32 is not GRPO\'s worst N (else "cannot tell": '
-        "the comparison is vacuous).",
+        "the comparison is vacuous); with one seed (b) and (c) cannot tell.",
         "",
         "### The protocol ladder (figure `protocol.png`)",
         "",

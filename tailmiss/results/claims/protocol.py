@@ -85,7 +85,7 @@ RUNGS = (
     RungSpec("today", "the N sweep's protocol: fresh prompts, 4 mini-batch updates, last checkpoint", "protocol-today"),
     RungSpec("difficulty", "+ a difficulty mixture (3 of 10 levels below 1/256)", "protocol-difficulty", "today"),
     RungSpec("on-policy", "1 on-policy update per batch instead of 4 mini-batches", "protocol-on-policy", "difficulty"),
-    RungSpec("epochs", "+ a finite set of 256 prompts in 10 epochs, warmup", "paper-protocol", "difficulty"),
+    RungSpec("epochs", "+ a finite training set cycled in epochs, warmup", "paper-protocol", "difficulty"),
     RungSpec("selection", "+ checkpoint selection (best held-out pass@1)", "paper-protocol", "epochs", "best"),
     RungSpec("trained-on", "scored on the training set instead", "paper-protocol", "selection", "best", "trained-on"),
 )
@@ -162,11 +162,11 @@ class RungVerdicts:
         (a) interior minimum with recovery at N = 32 beyond the margin.
     dnll_order : bool or None
         (b) N=2 < N=32 < N=8 beyond twice the combined seed sd per gap (True), an
-        inversion of a gap beyond it (False), else None.
+        inversion of a gap beyond it (False), else None (also with one seed).
     focal_reach : dict
         (c) per focal γ: True (F-GRPO N = 8 not below GRPO N = 32 by more than
         twice the combined sd), False, or None when N = 32 is GRPO's worst N
-        (vacuous).
+        (vacuous) or there is one seed.
     focal_margin : dict
         Per focal γ: F-GRPO N = 8 minus GRPO N = 32 pass@256.
     """
@@ -185,9 +185,11 @@ def _grpo(table: pd.DataFrame) -> pd.DataFrame:
 def _gap(table: pd.DataFrame, lo: int, hi: int) -> bool | None:
     """Whether ΔNLL_rare(lo) < ΔNLL_rare(hi) beyond twice the combined seed sd (None within it)."""
     g = _grpo(table)
+    sds = (g.loc[hi, "dnll_sd"], g.loc[lo, "dnll_sd"])
+    if not all(np.isfinite(sds)):  # one seed: no spread to judge a gap against
+        return None
     diff = g.loc[hi, "dnll"] - g.loc[lo, "dnll"]
-    margin = 2 * math.hypot(np.nan_to_num(g.loc[hi, "dnll_sd"]), np.nan_to_num(g.loc[lo, "dnll_sd"]))
-    return None if abs(diff) <= margin else bool(diff > 0)
+    return None if abs(diff) <= 2 * math.hypot(*sds) else bool(diff > 0)
 
 
 def rung_verdicts(table: pd.DataFrame) -> RungVerdicts:
@@ -199,9 +201,10 @@ def rung_verdicts(table: pd.DataFrame) -> RungVerdicts:
     reach, margin = {}, {}
     for _, row in table[(table["gamma"] > 0) & (table["group_size"] == 8)].iterrows():
         diff = float(row["pass256"] - g.loc[32, "pass256"])
-        tie = 2 * math.hypot(np.nan_to_num(row["pass256_sd"]), np.nan_to_num(g.loc[32, "pass256_sd"]))
+        sds = (row["pass256_sd"], g.loc[32, "pass256_sd"])
         margin[float(row["gamma"])] = diff
-        reach[float(row["gamma"])] = None if shape.worst_n == 32 else bool(diff >= -tie)
+        judged = shape.worst_n != 32 and all(np.isfinite(sds))  # vacuous at GRPO's worst N; no spread: one seed
+        reach[float(row["gamma"])] = bool(diff >= -2 * math.hypot(*sds)) if judged else None
     return RungVerdicts(shape, bool(shape.recovers), order, reach, margin)
 
 
