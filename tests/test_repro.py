@@ -7,6 +7,7 @@ whole session), so a full run simulates each quick preset once.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -32,6 +33,23 @@ def quick_ctx(tmp_path_factory) -> Context:
 @pytest.fixture(scope="module")
 def quick_report(quick_ctx) -> str:
     return render_report(quick_ctx)
+
+
+@contextlib.contextmanager
+def _no_retraining(what: str):
+    """Inside: any SFT or RL training through the run cache fails the test (``what`` must read cached runs only)."""
+    from tailmiss.experiments import cached
+
+    def _no_training(*args, **kwargs):
+        raise AssertionError(f"{what} retrained a cached run")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(cached, "train_sft", _no_training)
+    mp.setattr(cached, "train_rl", _no_training)
+    try:
+        yield
+    finally:
+        mp.undo()
 
 
 def _rows(markdown: str) -> list[list[str]]:
@@ -260,7 +278,6 @@ def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
 
 def test_quick_report_ladder_section(quick_report, quick_ctx):
     """The ladder section is in the quick report, from cached runs, with every part and a verdict per ingredient."""
-    from tailmiss.experiments import cached
     from tailmiss.report.ladder import LADDER_HEADING, ladder_section
 
     assert LADDER_HEADING in quick_report
@@ -280,16 +297,8 @@ def test_quick_report_ladder_section(quick_report, quick_ctx):
         assert f"| {ingredient} |" in section, ingredient
     assert "Lemma 3.1 at the pool's mean SFT μ_pos" in section
 
-    def _no_training(*args, **kwargs):
-        raise AssertionError("the ladder section retrained a cached run")
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(cached, "train_sft", _no_training)
-    mp.setattr(cached, "train_rl", _no_training)
-    try:
+    with _no_retraining("the ladder section"):
         assert ladder_section(quick_ctx) in quick_report
-    finally:
-        mp.undo()
 
 
 def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_path):
@@ -345,7 +354,6 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
 def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
     """The protocol section: every rung with its three verdicts, the paper's Table 2 beside ours, the noise part;
     computed from the cached sweeps (no retraining); ``only="protocol"`` replaces it alone."""
-    from tailmiss.experiments import cached
     from tailmiss.report import write_report
     from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
     from tailmiss.results.claims import protocol as pc
@@ -364,18 +372,10 @@ def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
         assert section.count(f"| {scoring} |") == 2, scoring
     assert "| 30 | 3 |" in section  # two seeds of one config: one pair at each of 3 N, judged by App. Q
 
-    def _no_training(*args, **kwargs):
-        raise AssertionError("the protocol section retrained a cached run")
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(cached, "train_sft", _no_training)
-    mp.setattr(cached, "train_rl", _no_training)
-    try:
+    with _no_retraining("the protocol section"):
         assert protocol_section(quick_ctx) in quick_report
         path = tmp_path / "paper_repro.md"
         path.write_text("# report\n\n" + PROTOCOL_HEADING + "\n\nold\n\n## After\n\nkeep\n")
         write_report(path, quick_ctx, only="protocol")
         new = path.read_text()
         assert "old\n" not in new and "### Could one seed show it?" in new and "## After\n\nkeep" in new
-    finally:
-        mp.undo()
