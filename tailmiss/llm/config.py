@@ -21,6 +21,7 @@ from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
 from tailmiss.llm.tasks.base import SPLITS
 from tailmiss.objectives import ADVANTAGE_MODES, LOSS_FIELDS, POLICY_LOSSES, STD_KINDS, LossConfig, resolve_loss_config
+from tailmiss.objectives.reward_transforms import REWARD_TRANSFORMS
 
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
@@ -195,6 +196,11 @@ class RLConfig(_TomlConfig):
     kl_coef, entropy_coef : float
         Optional k3 KL penalty to the SFT model and entropy bonus (0: off; the
         KL to the SFT model is logged either way).
+    reward_transform : str or None; transform_coef : float
+        A name of :data:`tailmiss.objectives.REWARD_TRANSFORMS` applied to the
+        rewards before the advantage, with its coefficient (``"differential-smoothing"``:
+        DS-GRPO, :func:`tailmiss.objectives.differential_smoothing`); the focal
+        weight still counts the correct rollouts.
     temperature, top_k, top_p
         Rollout sampling (``top_k = 0``: off); ``temperature >= 1e-30``, so
         that logits / temperature stays finite in float32.
@@ -279,6 +285,8 @@ class RLConfig(_TomlConfig):
     max_refills: int = 10
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
+    reward_transform: str | None = None
+    transform_coef: float = 0.0
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -354,6 +362,11 @@ class RLConfig(_TomlConfig):
             )
         _num("kl_coef", self.kl_coef)
         _num("entropy_coef", self.entropy_coef)
+        if self.reward_transform is not None:
+            check_choice("reward_transform", self.reward_transform, REWARD_TRANSFORMS)
+        _num("transform_coef", self.transform_coef)
+        if self.transform_coef and self.reward_transform is None:
+            raise ValueError(f"transform_coef = {self.transform_coef!r} needs a reward_transform to scale")
         _num("temperature", self.temperature, lo=_MIN_TEMPERATURE)
         _num("top_p", self.top_p, lo_open=True, hi=1.0, hi_open=False)
         check_choice("eval_split", self.eval_split, SPLITS)

@@ -28,13 +28,35 @@ from tailmiss.llm.rollouts import SHUFFLE, Rollouts
 __all__ = ["UPDATE_STATS", "advantages", "kl_penalty", "update"]
 
 
-def advantages(rewards: torch.Tensor, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """Focal-weighted group advantages (G, N) and the focal weight per group (G,)."""
-    n_correct = (rewards > 0.5).sum(1)  # X from the correctness flags (F-GRPO §4.1)
+def advantages(
+    rewards: torch.Tensor, cfg: RLConfig, seq_logp: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Focal-weighted group advantages (G, N) and the focal weight per group (G,).
+
+    With ``cfg.reward_transform`` the advantages come from the transformed rewards
+    (``seq_logp`` (G, N): the rollouts' sequence log-probabilities, for a transform
+    that reads them); the focal weight's X counts the original correct rollouts.
+    """
+    correct = rewards > 0.5
+    n_correct = correct.sum(1)  # X from the correctness flags (F-GRPO §4.1)
     group_size = torch.full_like(n_correct, rewards.shape[1])
+    if cfg.reward_transform is not None:
+        rewards = objectives.transform_rewards(cfg.reward_transform, rewards, correct, seq_logp, cfg.transform_coef)
     adv = objectives.group_advantages(rewards, cfg.advantage_mode, cfg.std_kind, cfg.adv_eps)
     g = objectives.focal_weight(n_correct, group_size, cfg.gamma)
     return adv * g[:, None], g
+
+
+def _sequence_logprobs(model, batch: Rollouts, cfg: RLConfig) -> torch.Tensor | None:
+    """Each rollout's sequence log-probability under the rollout policy, (G, N) in float64, when the run's reward
+    transform reads it (None otherwise). Every rank holds the whole batch, so every rank computes all of it."""
+    if cfg.reward_transform is None or not objectives.REWARD_TRANSFORMS[cfg.reward_transform].needs_logprobs:
+        return None
+    with torch.no_grad():
+        model.eval()
+        logp = answer_logprobs(model, batch.prompt_ids, batch.answers, cfg.temperature)
+    seq = torch.where(batch.mask.bool(), logp, 0.0).double().sum(1)
+    return seq.reshape(batch.rewards.shape).to(batch.rewards.device)
 
 
 def _k3(logp_ref: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
@@ -117,7 +139,7 @@ def update(model, ddp, reference, optimizer, batch: Rollouts, cfg: RLConfig, ste
     row: dict = {}
 
     # ---- 3. advantages with the focal weight ------------------------------------------------
-    adv, g = advantages(batch.rewards, cfg)
+    adv, g = advantages(batch.rewards, cfg, _sequence_logprobs(model, batch, cfg))
     active = batch.rewards.std(1, correction=0) > 0
     row["focal_mean"] = float(g[active].mean()) if bool(active.any()) else float("nan")
     adv = adv.reshape(-1, 1).to(dev, torch.float32)  # (R, 1): one value per rollout, all its tokens

@@ -13,11 +13,13 @@ step, so the losses live in registries keyed by name:
   GRPO / DAPO / CISPO / Dr. GRPO losses for sequence models
   (``logp, old_logp, adv, mask -> loss``), each with its paper settings and
   advantage mode, reduced by one of :data:`AGGREGATIONS`
-  (:mod:`~tailmiss.objectives.aggregations`).
+  (:mod:`~tailmiss.objectives.aggregations`);
+* :mod:`~tailmiss.objectives.reward_transforms`: :data:`REWARD_TRANSFORMS`, changes of
+  the rewards before the advantage (differential smoothing, DS-GRPO).
 
 A new loss is one decorated definition outside the package
 (:func:`register_policy_loss`, :func:`register_aggregation`,
-:func:`register_surrogate`); a taken name raises ``ValueError``. All loss
+:func:`register_surrogate`, :func:`register_reward_transform`); a taken name raises ``ValueError``. All loss
 functions are pure: tensors in, tensors out.
 """
 
@@ -32,6 +34,13 @@ from tailmiss.objectives.advantages import (
 )
 from tailmiss.objectives.aggregations import AGGREGATIONS, Aggregation, masked_mean, register_aggregation
 from tailmiss.objectives.registry import Registry
+from tailmiss.objectives.reward_transforms import (
+    REWARD_TRANSFORMS,
+    RewardTransform,
+    differential_smoothing,
+    register_reward_transform,
+    transform_rewards,
+)
 from tailmiss.objectives.surrogates import SURROGATES, Surrogate, register_surrogate
 from tailmiss.objectives.token_losses import (
     CISPO_CLIP_MODES,
@@ -72,4 +81,9 @@ __all__ = [
     "policy_loss",
     "ppo_clip_loss",
     "cispo_loss",
+    "RewardTransform",
+    "REWARD_TRANSFORMS",
+    "register_reward_transform",
+    "transform_rewards",
+    "differential_smoothing",
 ]
