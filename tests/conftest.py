@@ -28,6 +28,27 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory):
+    """A 60-step SFT run on 2-digit multisolution (mu_pos about 0.2 on the test prompts), once per test module."""
+    from tailmiss.llm import ModelConfig, MultiSolutionTask, SFTConfig, train_sft
+
+    cfg = SFTConfig(
+        name="sft-fixture",
+        task=MultiSolutionTask(num_digits=2),
+        model=ModelConfig(1, 2, 32),
+        steps=60,
+        batch_size=16,
+        lr=1e-2,
+        warmup_steps=5,
+        eval_every=30,
+        eval_prompts=8,
+        checkpoint_every=30,
+        log_every=10,
+    )
+    return train_sft(cfg, tmp_path_factory.mktemp("sft") / "run", device="cpu", progress=False)
+
+
 def tiny_llm_sweeps() -> dict:
     """Seconds-sized stand-ins for the quick LLM sweeps, by figure family (``Context.llm_sweeps``).
 
@@ -68,6 +89,7 @@ def tiny_llm_sweeps() -> dict:
         "maze": shrink("maze-nsweep-quick", maze, samples=256),
         **tiny_ladders(),
         **tiny_protocol_sweeps(),
+        **tiny_control_sweeps(),
     }
 
 
@@ -94,6 +116,21 @@ def tiny_protocol_sweeps() -> dict:
         )
         sft = s.sft.replace(name=f"{s.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20)
         out[name] = s.replace(name=f"{name}-tiny", sft=sft, rl=rl, variants=variants, seeds=(0, 1))
+    return out
+
+
+def tiny_control_sweeps() -> dict:
+    """Seconds-sized stand-ins for the quick controls and γ sweeps, on the tiny paper-protocol's SFT model and RL
+    settings (so that they pair with its runs): the four controls, GRPO γ = 2, DAPO (dynamic sampling) and CISPO at
+    γ = 0 and 0.5, two seeds."""
+    from tailmiss.experiments.presets import llm_sweep
+
+    paper = tiny_protocol_sweeps()["paper-protocol"]
+    out = {}
+    for name in ("paper-protocol-controls", "paper-protocol-gamma"):
+        s = llm_sweep(f"{name}-quick")
+        variants = tuple(v for v in s.variants if v.gamma in (0.0, 0.5) or v.method == "grpo")
+        out[name] = s.replace(name=f"{name}-tiny", sft=paper.sft, rl=paper.rl, variants=variants, seeds=(0, 1))
     return out
 
 

@@ -69,25 +69,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def sft_run(tmp_path_factory):
-    """A 60-step SFT run on 2-digit multisolution (mu_pos about 0.2 on the test prompts)."""
-    cfg = SFTConfig(
-        name="sft-fixture",
-        task=MultiSolutionTask(num_digits=2),
-        model=ModelConfig(1, 2, 32),
-        steps=60,
-        batch_size=16,
-        lr=1e-2,
-        warmup_steps=5,
-        eval_every=30,
-        eval_prompts=8,
-        checkpoint_every=30,
-        log_every=10,
-    )
-    return train_sft(cfg, tmp_path_factory.mktemp("sft") / "run", device="cpu", progress=False)
-
-
-@pytest.fixture(scope="module")
 def tiny_sft_run(tmp_path_factory):
     """``TINY_SFT`` run uninterrupted (read only: copy it before changing anything)."""
     return train_sft(TINY_SFT, tmp_path_factory.mktemp("tiny") / "run", device="cpu", progress=False)

@@ -11,6 +11,7 @@ at γ = 0.5 (the value F-GRPO selects most often, F-GRPO Table 7).
 
 from __future__ import annotations
 
+from tailmiss.analytic import lr_matched_scale
 from tailmiss.experiments.ladder import Ladder, Rung
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm.config import RLConfig, SFTConfig
@@ -18,6 +19,8 @@ from tailmiss.llm.model import ModelConfig
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
 __all__ = [
+    "CONTROL_SWEEPS",
+    "DS_COEF",
     "PROTOCOL_LADDER",
     "LLM_PRESETS",
     "LLM_SWEEPS",
@@ -211,6 +214,47 @@ _PROTOCOL_SWEEPS = tuple(
     for name, sft, rl, seeds in _PROTOCOL_RUNGS
 )
 LLM_SWEEPS.update({s.name: s for s in _PROTOCOL_SWEEPS})
+
+# ---- F-GRPO Table 3's controls and Tables 6-7's gamma sensitivity on the paper's protocol (N = 8) ----------------
+# GRPO and F-GRPO (gamma = 0.5, 1) at N = 8 are paper-protocol's own runs (its seeds 0-4 pair with these). The
+# controls at the paper's settings: lr times m_0.5 (analytic.lr_matched_scale(0.5), F-GRPO App. N), entropy bonus
+# and KL penalty 1e-3 (the paper's best of its two values each), and differential smoothing (DS-GRPO) with beta = 0.05
+# per nat of sequence log-probability on the correct rollouts, a value fixed before any run (the paper gives none).
+DS_COEF = 0.05
+"""beta of the DS-GRPO control (:func:`tailmiss.objectives.differential_smoothing`), fixed before any run."""
+_CONTROLS = (
+    Variant("grpo", 0.0, 8, tag="low-LR", overrides={"lr": _PAPER_PROTOCOL.lr * lr_matched_scale(0.5)}),
+    Variant("grpo", 0.0, 8, tag="entropy", overrides={"entropy_coef": 1e-3}),
+    Variant("grpo", 0.0, 8, tag="KL", overrides={"kl_coef": 1e-3}),
+    Variant(
+        "grpo", 0.0, 8, tag="DS", overrides={"reward_transform": "differential-smoothing", "transform_coef": DS_COEF}
+    ),
+)
+# gamma in {0, 0.5, 1, 2} for each method; GRPO's 0, 0.5 and 1 are paper-protocol's runs
+_GAMMAS = (0.0, 0.5, 1.0, 2.0)
+_GAMMA_SWEEP = (
+    (Variant("grpo", 2.0, 8),)
+    + tuple(Variant("dapo", g, 8, dynamic_sampling=True) for g in _GAMMAS)
+    + tuple(Variant("cispo", g, 8) for g in _GAMMAS)
+)
+_GAMMA_QUICK = tuple(v for v in _GAMMA_SWEEP if v.gamma in (0.0, 0.5, 2.0))
+_PAPER_QUICK_RL = next(s.rl for s in _PROTOCOL_SWEEPS if s.name == "paper-protocol-quick")
+_PAPER_QUICK_SFT = _PROTOCOL_QUICK_SFT[_MIX_SFT.name]
+LLM_SWEEPS.update(
+    {
+        s.name: s
+        for s in (
+            LLMSweep("paper-protocol-controls", _MIX_SFT, _PAPER_PROTOCOL, _CONTROLS, seeds=tuple(range(5))),
+            LLMSweep("paper-protocol-gamma", _MIX_SFT, _PAPER_PROTOCOL, _GAMMA_SWEEP, seeds=tuple(range(5))),
+            LLMSweep("paper-protocol-controls-quick", _PAPER_QUICK_SFT, _PAPER_QUICK_RL, _CONTROLS, seeds=(0,)),
+            LLMSweep("paper-protocol-gamma-quick", _PAPER_QUICK_SFT, _PAPER_QUICK_RL, _GAMMA_QUICK, seeds=(0,)),
+        )
+    }
+)
+CONTROL_SWEEPS = ("paper-protocol", "paper-protocol-controls", "paper-protocol-gamma")
+"""The training sweeps of the controls and gamma sensitivity (F-GRPO Tables 3, 6, 7, 12-14 and Fig. 1(b,c)):
+paper-protocol's N sweep, the four controls at N = 8 and gamma in {0, 0.5, 1, 2} for GRPO, DAPO (with dynamic
+sampling) and CISPO at N = 8, all from one SFT model on the paper's protocol."""
 PROTOCOL_LADDER = ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
 """The protocol ladder's training sweeps: the multi-solution N sweep's protocol at this budget (fresh prompts, 4
 mini-batch updates per batch, the last checkpoint); + the difficulty mixture; the same with one on-policy update per

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from tailmiss.options import RunOptions
 __all__ = ["Variant", "LLMSweep", "load_sweep"]
 
 _METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr. GRPO"}
+_VARIANT_OWN = {"name", "method", "gamma", "group_size", "seed", "dynamic_sampling", "steps"}
+_RL_FIELDS = {f.name for f in dataclasses.fields(RLConfig)}
+_VARIANT_KEYS = ("method", "gamma", "group_size", "dynamic_sampling", "steps", "tag", "overrides")
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,9 @@ class Variant:
     ``dynamic_sampling`` turns on DAPO's filter (keep only mixed-reward groups
     and refill the batch); ``steps`` overrides the base config's step count (an
     equal-rollout-budget sweep gives each group size its own), keeping the same
-    number of evaluations.
+    number of evaluations. ``overrides`` sets other RL settings of this arm (a
+    control: ``{"entropy_coef": 1e-3}``, ``{"lr": 6.8e-6}``, ...); such an arm
+    needs a ``tag``, which names it in labels and run names.
     """
 
     method: str = "grpo"
@@ -39,6 +46,8 @@ class Variant:
     group_size: int = 8
     dynamic_sampling: bool = False
     steps: int | None = None
+    tag: str | None = None
+    overrides: tuple = ()
 
     def __post_init__(self) -> None:
         check_choice("variant method", self.method, tuple(POLICY_LOSSES))
@@ -48,21 +57,38 @@ class Variant:
         if self.steps is not None:
             check_int("variant steps", self.steps)
         object.__setattr__(self, "gamma", float(g))
+        items = self.overrides.items() if isinstance(self.overrides, dict) else self.overrides
+        overrides = tuple(sorted((str(k), v) for k, v in items))
+        bad = sorted({k for k, _ in overrides} & _VARIANT_OWN | ({k for k, _ in overrides} - _RL_FIELDS))
+        if bad:
+            raise ValueError(
+                f"variant overrides: {', '.join(map(repr, bad))} cannot be overridden (an RL setting other than "
+                f"{', '.join(sorted(_VARIANT_OWN))}, which the variant and sweep set themselves)"
+            )
+        if self.tag is not None and (not isinstance(self.tag, str) or not _TAG.fullmatch(self.tag)):
+            raise ValueError(f"variant tag must be a short name of letters, digits and '-', got {self.tag!r}")
+        if overrides and self.tag is None:
+            raise ValueError(f"a variant with overrides {dict(overrides)!r} needs a tag that names it")
+        object.__setattr__(self, "overrides", overrides)
 
     @property
     def label(self) -> str:
-        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"``, ``"DAPO+DS N=8"`` ..."""
+        """``"GRPO N=8"``, ``"F-GRPO γ=0.5 N=8"``, ``"F-CISPO γ=1 N=8"``, ``"DAPO+DS N=8"``, ``"GRPO N=8 KL"`` ..."""
         base = _METHOD_NAMES[self.method] + ("+DS" if self.dynamic_sampling else "")
         name = f"F-{base} γ={self.gamma:g} N={self.group_size}" if self.gamma > 0 else f"{base} N={self.group_size}"
-        return name + (f" T={self.steps}" if self.steps is not None else "")
+        return name + (f" T={self.steps}" if self.steps is not None else "") + (f" {self.tag}" if self.tag else "")
 
     @property
     def slug(self) -> str:
         extra = ("-ds" if self.dynamic_sampling else "") + (f"-t{self.steps}" if self.steps is not None else "")
+        extra += f"-{self.tag.lower()}" if self.tag else ""
         return f"{self.method}-n{self.group_size}-g{self.gamma:g}{extra}"
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None and k != "overrides"}
+        if self.overrides:
+            out["overrides"] = dict(self.overrides)
+        return out
 
 
 @dataclass(frozen=True)
@@ -113,6 +139,7 @@ class LLMSweep:
         changes = dict(method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed)
         if variant.dynamic_sampling:
             changes["dynamic_sampling"] = True
+        changes.update(variant.overrides)
         if variant.steps is not None:  # same number of evaluations over the new length
             evals = max(1, self.rl.steps // self.rl.eval_every)
             changes.update(steps=variant.steps, eval_every=max(1, variant.steps // evals))
@@ -175,10 +202,10 @@ class LLMSweep:
             raise ValueError(f"{where}: [sweep] needs name and variants")
         variants = []
         for i, v in enumerate(body["variants"]):
-            if not isinstance(v, dict) or set(v) - {"method", "gamma", "group_size", "dynamic_sampling", "steps"}:
+            if not isinstance(v, dict) or set(v) - {*_VARIANT_KEYS}:
                 raise ValueError(
                     f"{where}: variant {i} must be a table of method, gamma, group_size (and optionally "
-                    f"dynamic_sampling, steps), got {v!r}"
+                    f"dynamic_sampling, steps, tag, overrides), got {v!r}"
                 )
             try:
                 variants.append(Variant(**v))
