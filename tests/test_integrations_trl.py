@@ -345,5 +345,114 @@ def test_success_from_one_reward_function(tmp_path, one_torch_thread):
     assert {round(r["reward"], 6) for r in rows} <= {0.0, 1.0}  # the accuracy column, not the sum with 0.3
 
 
+# --- reward transforms (DS-GRPO) ----------------------------------------------------------------------------
+
+DS = {"reward_transform": "differential-smoothing", "reward_transform_coef": 0.1}
+
+
+def _pattern_batch(trainer):
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer.train(), which these tests do not run
+    return next(iter(trainer.get_train_dataloader()))  # one generation batch: 4 prompts x 8 rollouts
+
+
+def _scored(trainer, prompts, seed: int = 123) -> dict:
+    torch.manual_seed(seed)  # the same rollouts on every call
+    return trainer._generate_and_score_completions(prompts)
+
+
+def test_ds_with_coef_zero_changes_nothing(tmp_path, one_torch_thread):
+    """coef 0: the advantages recomputed from the (unchanged) rewards are TRL's, bit for bit, for every scaling."""
+    overrides = {**DS, "reward_transform_coef": 0.0}
+    trainer = _trainer(FGRPOTrainer, tmp_path, 1.0, 1, reward=_pattern_reward, **overrides)
+    prompts = _pattern_batch(trainer)
+    for scale in ("group", "batch", "none"):
+        trainer.scale_rewards = scale  # what TRL's own advantage code reads
+        trainer.args.reward_transform = "differential-smoothing"
+        ds = _scored(trainer, prompts)
+        trainer.args.reward_transform = None
+        plain = _scored(trainer, prompts)
+        assert torch.equal(ds["completion_ids"], plain["completion_ids"])
+        assert torch.equal(ds["advantages"], plain["advantages"]), scale
+        assert plain["advantages"].abs().max() > 0
+
+
+def _ds_by_hand(trainer, out: dict, beta: float, gamma: float, scale: str) -> torch.Tensor:
+    """The DS-GRPO advantages from the DS rules, with the model's own forward pass for log pi_old(y)."""
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+    with torch.no_grad():
+        logits = trainer.model(input_ids=ids, attention_mask=torch.cat([out["prompt_mask"], out["completion_mask"]], 1))
+    width = out["completion_ids"].shape[1]
+    logp = torch.log_softmax(logits.logits[:, -width - 1 : -1].double() / trainer.args.temperature, dim=-1)
+    token = logp.gather(-1, out["completion_ids"][..., None]).squeeze(-1)
+    seq_logp = (token * out["completion_mask"]).sum(1).numpy()
+    correct = np.array([i % N < X_PATTERN[i // N] for i in range(len(seq_logp))])
+    reward = correct.astype(float) - beta * seq_logp * correct  # r - beta log pi for the correct ones only
+    grouped = reward.reshape(-1, N)
+    std = np.repeat(grouped.std(1, ddof=1), N) if scale == "group" else reward.std(ddof=1)
+    adv = reward - np.repeat(grouped.mean(1), N)
+    if scale != "none":
+        adv = adv / (std + 1e-4)
+    g = np.repeat((1.0 - np.array(X_PATTERN) / N) ** gamma, N)
+    return torch.tensor(adv * g, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("num_iterations", [1, 2])  # 2: TRL computes old_per_token_logps, which are then used
+def test_ds_advantages_follow_the_ds_rules(tmp_path, one_torch_thread, num_iterations):
+    gamma, beta = 0.5, DS["reward_transform_coef"]
+    trainer = _trainer(FGRPOTrainer, tmp_path, gamma, 1, reward=_pattern_reward, num_iterations=num_iterations, **DS)
+    prompts = _pattern_batch(trainer)
+    passes, own = [], trainer._get_per_token_logps_and_entropies
+    trainer._get_per_token_logps_and_entropies = lambda *a, **k: passes.append(1) or own(*a, **k)
+    for scale in ("group", "batch", "none"):
+        trainer.scale_rewards = scale
+        passes.clear()
+        out = _scored(trainer, prompts)
+        assert ("old_per_token_logps" in out) is (num_iterations == 2)
+        assert len(passes) == 1  # TRL's pass for old_per_token_logps, or else the transform's: never both
+        expected = _ds_by_hand(trainer, out, beta, gamma, scale)
+        diff = (out["advantages"] - expected).abs().max().item()
+        trainer.args.reward_transform = None
+        plain = _scored(trainer, prompts)["advantages"]
+        trainer.args.reward_transform = DS["reward_transform"]
+        change = (out["advantages"] - plain).abs().max().item()
+        print(f"{scale}: max |DS advantage - by hand| {diff:.3g}, max |DS - no transform| {change:.3g}")
+        assert diff <= 1e-5 * max(1.0, expected.abs().max().item())
+        assert change > 1e-3  # the bonus changed the advantages
+        assert torch.all(out["advantages"][24:] == 0)  # X = 0: no correct rollout, no bonus, no signal
+
+
+def test_ds_training_logs_the_transformed_reward(tmp_path, one_torch_thread):
+    trainer = _trainer(FGRPOTrainer, tmp_path, 0.5, 2, **DS)
+    trainer.train()
+    transformed, task = _logged(trainer, "reward_transform/reward"), _logged(trainer, "reward")
+    assert len(transformed) == 2 and np.all(transformed >= task)  # -beta log pi >= 0 on the correct rollouts
+    assert np.any(transformed > task + 1e-3)
+
+
+def test_ds_config_is_checked(tmp_path):
+    def config(**kwargs):
+        return FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **kwargs)
+
+    assert config(**DS).reward_transform_coef == 0.1
+    assert (
+        config(reward_transform="differential-smoothing", reward_transform_coef=np.float64(0.5)).reward_transform_coef
+        == 0.5
+    )
+    assert config().reward_transform is None and config().reward_transform_coef == 0.0
+    bad = [
+        ({"reward_transform": "smoothing"}, r"reward_transform must be a registered .*'smoothing'"),
+        ({"reward_transform": 3}, r"reward_transform must be"),
+        ({**DS, "reward_transform_coef": -0.1}, r"reward_transform_coef must be a number in \[0, inf\), got -0.1"),
+        ({**DS, "reward_transform_coef": float("nan")}, r"reward_transform_coef"),
+        ({**DS, "reward_transform_coef": "0.1"}, r"reward_transform_coef must be a number"),
+        ({"reward_transform_coef": 0.1}, r"reward_transform_coef = 0.1 needs a reward_transform"),
+        ({**DS, "multi_objective_aggregation": "normalize_then_sum"}, r"sum_then_normalize.*normalize_then_sum"),
+    ]
+    for kwargs, match in bad:
+        with pytest.raises(ValueError, match=match):
+            config(**kwargs)
+
+
 if __name__ == "__main__":  # the worker of one torchrun process
     _advantages_run(Path(sys.argv[1]), int(os.environ["WORLD_SIZE"]))

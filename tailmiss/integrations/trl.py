@@ -25,6 +25,20 @@ functions, or the reward function named by ``success_reward_func``) is 1 for bin
 a threshold raise ``ValueError`` at the first step. Unscored rollouts (every reward function
 returned None) do not count.
 
+**Reward transforms (DS-GRPO).** ``reward_transform="differential-smoothing"`` with
+``reward_transform_coef`` :math:`\beta \ge 0` changes each rollout's reward before the group
+advantage: a correct rollout (the rule above) gets :math:`r - \beta\log\pi_{old}(y)`, an incorrect
+one keeps :math:`r` (Gai et al. 2025, arXiv:2511.19942; "DS-GRPO" in F-GRPO Table 3). :math:`r`
+is TRL's weighted sum over the reward functions; :math:`\log\pi_{old}(y)` is the sum of the
+completion's token log-probabilities (tool results left out) under the sampling policy: TRL's
+``old_per_token_logps`` where it computes them, else a no-grad pass of the current model, which is
+then that policy. TRL's advantages are recomputed from the transformed rewards as TRL computes them
+(group mean; the std per group, over the batch or none, per ``scale_rewards``; +1e-4), then the
+focal weight applies, its :math:`X` counting the original correct rollouts. TRL's logged rewards
+stay the task's (``reward_transform/reward`` logs the mean transformed one).
+``multi_objective_aggregation="normalize_then_sum"`` normalises each reward function before the sum,
+leaving no reward to transform: refused at config time.
+
 **bf16.** ``GRPOConfig`` defaults to bf16, which transformers refuses on a machine without bf16
 support ("Your setup doesn't support bf16/gpu"). ``FGRPOConfig`` fixes this up: an unset
 ``bf16`` becomes True only where bf16 works (a CUDA device with bf16, and ``use_cpu`` off), else
@@ -50,13 +64,16 @@ try:
     from accelerate.utils import gather_object
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
+    from trl.models.utils import disable_gradient_checkpointing
 except ImportError as exc:  # pragma: no cover - exercised without TRL only
     raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
 
 from tailmiss._checks import check_number
 from tailmiss.diagnose import n_star_key, rho_grid, rho_key, step_metrics
 from tailmiss.integrations._focal import GroupFocal, group_focal_weights
+from tailmiss.integrations._transform import transform_settings, trl_group_advantages
 from tailmiss.io import atomic_write
+from tailmiss.objectives import REWARD_TRANSFORMS, transform_rewards
 
 __all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback"]
 
@@ -68,6 +85,21 @@ def _plain(value):
 
 def _bf16_works(use_cpu: bool) -> bool:
     return not use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+_MODEL_INPUTS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+"""Keys of TRL's generation output that its loss passes to ``_get_per_token_logps_and_entropies``."""
 
 
 @dataclass
@@ -85,6 +117,12 @@ class FGRPOConfig(GRPOConfig):
     success_reward_func : str, optional
         Take success from this reward function (by name, as TRL logs it) instead of the weighted
         sum, e.g. the accuracy reward beside a format reward.
+    reward_transform : str, optional
+        A name of :data:`tailmiss.objectives.REWARD_TRANSFORMS` applied to the rewards before the
+        advantage, e.g. ``"differential-smoothing"`` (DS-GRPO: Gai et al. 2025, arXiv:2511.19942;
+        F-GRPO Table 3); see the module docstring. Needs ``multi_objective_aggregation="sum_then_normalize"``.
+    reward_transform_coef : float, default 0.0
+        Its coefficient, ``>= 0`` (DS-GRPO's :math:`\beta`); non-zero only with a transform.
     """
 
     focal_gamma: float = field(default=0.5, metadata={"help": "F-GRPO focal exponent gamma >= 0; 0 is plain GRPO."})
@@ -94,14 +132,28 @@ class FGRPOConfig(GRPOConfig):
     success_reward_func: str | None = field(
         default=None, metadata={"help": "Name of the reward function that decides success (default: the sum)."}
     )
+    reward_transform: str | None = field(
+        default=None, metadata={"help": "Reward transform before the advantage, e.g. differential-smoothing."}
+    )
+    reward_transform_coef: float = field(default=0.0, metadata={"help": "The reward transform's coefficient >= 0."})
 
     def __post_init__(self):
         self.focal_gamma = check_number("focal_gamma", _plain(self.focal_gamma), 0.0)
         if self.success_threshold is not None:
             self.success_threshold = check_number("success_threshold", _plain(self.success_threshold))
+        self.reward_transform, self.reward_transform_coef = transform_settings(
+            self.reward_transform, self.reward_transform_coef, "reward_transform", "reward_transform_coef"
+        )
         if self.bf16 is None:
             self.bf16 = not self.fp16 and _bf16_works(self.use_cpu)
         super().__post_init__()
+        if self.reward_transform is not None and self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                f"reward_transform={self.reward_transform!r} needs multi_objective_aggregation='sum_then_normalize' "
+                f"(got {self.multi_objective_aggregation!r}, which has no per-rollout reward to transform)"
+            )
+        if self.reward_transform is not None and self.scale_rewards not in ("group", "batch", "none"):
+            raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {self.scale_rewards!r}")
 
 
 class FGRPOTrainer(GRPOTrainer):
@@ -145,6 +197,9 @@ class FGRPOTrainer(GRPOTrainer):
     def _success_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         if self.args.success_reward_func is not None:
             return rewards_per_func[:, self.reward_func_names.index(self.args.success_reward_func)]
+        return self._summed_rewards(rewards_per_func)
+
+    def _summed_rewards(self, rewards_per_func: torch.Tensor) -> torch.Tensor:
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscored, as in TRL
@@ -166,12 +221,48 @@ class FGRPOTrainer(GRPOTrainer):
         )
         start = self.accelerator.process_index * len(inputs)
         adv = output["advantages"]
+        if self.args.reward_transform is not None:  # TRL's advantages, from the transformed rewards
+            new = self._transformed_advantages(output, rewards_per_func, focal.correct, group_size, mode)
+            adv = new[start : start + len(inputs)].to(adv.device, adv.dtype)
         local = focal.rollout_weight[start : start + len(inputs)].to(adv.device, adv.dtype)
         output["advantages"] = adv * local.view(-1, *([1] * (adv.dim() - 1)))
         self._log_focal_means(mode, focal)
         if mode == "train":
             self._feed_callbacks(inputs, rewards, focal, group_size)
         return output
+
+    def _transformed_advantages(
+        self, output: dict, rewards_per_func: torch.Tensor, correct: np.ndarray, group_size: int, mode: str
+    ) -> torch.Tensor:
+        """TRL's advantages of the whole batch (all processes) recomputed from the transformed rewards."""
+        rewards = self._summed_rewards(rewards_per_func)
+        seq_logp = None
+        if REWARD_TRANSFORMS[self.args.reward_transform].needs_logprobs:
+            seq_logp = self.accelerator.gather(self._sequence_logps(output, mode)).to(rewards.device)
+        correct = torch.from_numpy(correct).to(rewards.device)
+        coef = self.args.reward_transform_coef
+        rewards = transform_rewards(self.args.reward_transform, rewards, correct, seq_logp, coef)
+        self._metrics[mode]["reward_transform/reward"].append(torch.nanmean(rewards).item())
+        return trl_group_advantages(rewards, group_size, self.scale_rewards)
+
+    def _sequence_logps(self, output: dict, mode: str) -> torch.Tensor:
+        """Each local completion's log-probability under the policy that sampled it, shape (B_local,), float64."""
+        mask = output["completion_mask"]
+        if "tool_mask" in output:  # tool results are not sampled
+            mask = mask * output["tool_mask"]
+        logps = output.get("old_per_token_logps")
+        if logps is None:  # TRL skips them when this step's weights sampled the batch: the current model is pi_old
+            ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            batch_size = (
+                self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
+            )
+            extra = {key: output[key] for key in _MODEL_INPUTS if key in output}
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attention, output["completion_ids"].size(1), batch_size=batch_size, **extra
+                )
+        return torch.where(mask.bool(), logps.double(), 0.0).sum(dim=1)
 
     def _log_focal_means(self, mode: str, focal: GroupFocal) -> None:
         self._metrics[mode]["focal/weight_mean_all_groups"].append(focal.group_weight.mean().item())

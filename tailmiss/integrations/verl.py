@@ -34,6 +34,23 @@ function: for ``fgrpo`` it runs verl's GRPO path and multiplies each row by the 
 group, with :math:`X` and :math:`N` counted over the sessions' final outputs, so ``fgrpo`` is
 ``grpo`` :math:`\times\,g` on both paths.
 
+**Reward transforms (DS-GRPO).** ``+algorithm.reward_transform=differential-smoothing`` with
+``+algorithm.reward_transform_coef=0.05`` (:math:`\beta \ge 0`, default 0) changes each rollout's score
+before *any* estimator (``grpo``, ``fgrpo``, ...) sees it: a correct rollout (the focal weight's success
+rule) gets :math:`r - \beta \log\pi_{old}(y)`, with :math:`\log\pi_{old}(y)` the row sum of
+``old_log_probs`` over ``response_mask``; an incorrect one keeps :math:`r` (DS-GRPO, Gai et al. 2025,
+arXiv:2511.19942; F-GRPO Table 3). verl hands ``old_log_probs`` only to its optimal-token-baseline
+estimators, so this module wraps ``ray_trainer.compute_advantage(data, adv_estimator, ..., config)``,
+which both trainers call by its module-level name with ``config=self.config.algorithm`` (the legacy
+``RayPPOTrainer.fit`` directly, the v1 trainer through ``compute_advantage_for_multi_trajectories``,
+whose module imported the name: the wrap replaces it there too, and in any loaded ``verl`` module that
+holds it). The wrap puts the transformed score on each row's last valid response token of a copy of
+``token_level_rewards`` (the other tokens keep theirs), runs verl's function, then puts the task's
+rewards back, so reward metrics stay the task's; ``fgrpo``'s :math:`X` counts the original correct
+rollouts. On the multi-trajectory path the transform sees the sessions' final outputs, the rows verl's
+GRPO scores. An unknown name, a negative coefficient, or a batch without ``old_log_probs`` raises
+``ValueError``.
+
 **Checking the plugin.** verl only logs (at debug level) a plugin that fails to import, and the
 run then stops with ``Unknown advantage estimator simply: fgrpo``. ``python -c "import
 tailmiss.integrations.verl"`` shows the real error; ``VERL_USE_EXTERNAL_PLUGINS=none`` turns
@@ -43,6 +60,7 @@ plugin loading off (then import this module yourself, or list it in
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import sys
@@ -56,9 +74,18 @@ except ImportError as exc:  # pragma: no cover - exercised without verl only
     raise ImportError("tailmiss.integrations.verl needs verl: pip install 'tailmiss[verl]'") from exc
 
 from tailmiss._checks import check_number
+from tailmiss.diagnose.rollout_log import success_flags
 from tailmiss.integrations._focal import group_focal_weights
+from tailmiss.integrations._transform import transform_settings
+from tailmiss.objectives import REWARD_TRANSFORMS, transform_rewards
 
-__all__ = ["ESTIMATOR", "DEFAULT_GAMMA", "compute_fgrpo_outcome_advantage", "focal_weights"]
+__all__ = [
+    "ESTIMATOR",
+    "DEFAULT_GAMMA",
+    "compute_fgrpo_outcome_advantage",
+    "focal_weights",
+    "transformed_token_rewards",
+]
 
 ESTIMATOR = "fgrpo"
 DEFAULT_GAMMA = 0.5
@@ -68,13 +95,34 @@ _MULTI_TRAJECTORY_MODULES = ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.t
 """Where verl defines (and imports by name) ``compute_advantage_for_multi_trajectories``."""
 
 
+_TASK_KEY = "tailmiss_task_token_level_rewards"
+_TASK_REWARDS = contextvars.ContextVar("tailmiss_task_rewards", default=None)
+"""``(transformed, task)`` token-level rewards while the reward-transform wrap runs (fgrpo's X reads the task's)."""
+
+
+def _getter(config):
+    return config.get if config is not None else (lambda key, default=None: default)
+
+
+def _threshold(config) -> float | None:
+    threshold = _getter(config)("fgrpo_success_threshold", None)
+    return None if threshold is None else float(check_number("algorithm.fgrpo_success_threshold", threshold))
+
+
 def _settings(config) -> tuple[float, float | None, bool]:
-    get = config.get if config is not None else (lambda key, default=None: default)
+    get = _getter(config)
     gamma = check_number("algorithm.fgrpo_gamma", get("fgrpo_gamma", DEFAULT_GAMMA), 0.0)
-    threshold = get("fgrpo_success_threshold", None)
-    if threshold is not None:
-        threshold = check_number("algorithm.fgrpo_success_threshold", threshold)
-    return float(gamma), None if threshold is None else float(threshold), bool(get("norm_adv_by_std_in_grpo", True))
+    return float(gamma), _threshold(config), bool(get("norm_adv_by_std_in_grpo", True))
+
+
+def _transform(config) -> tuple[str | None, float]:
+    get = _getter(config)
+    return transform_settings(
+        get("reward_transform", None),
+        get("reward_transform_coef", 0.0),
+        "algorithm.reward_transform",
+        "algorithm.reward_transform_coef",
+    )
 
 
 def focal_weights(token_level_rewards: torch.Tensor, index, config=None) -> torch.Tensor:
@@ -138,9 +186,124 @@ def compute_fgrpo_outcome_advantage(
     advantages, _ = core_algos.compute_grpo_outcome_advantage(
         token_level_rewards, response_mask, index, epsilon=epsilon, norm_adv_by_std_in_grpo=norm_by_std, config=config
     )
-    weight = focal_weights(token_level_rewards, index, config).to(advantages.device, advantages.dtype)
+    task = _TASK_REWARDS.get()  # under a reward transform, X counts the task's correct rollouts
+    scored = task[1] if task is not None and task[0] is token_level_rewards else token_level_rewards
+    weight = focal_weights(scored, index, config).to(advantages.device, advantages.dtype)
     advantages = advantages * weight.unsqueeze(-1)
     return advantages, advantages
+
+
+# ---------------------------------------------------------------------------
+# reward transforms (DS-GRPO) around verl's compute_advantage
+# ---------------------------------------------------------------------------
+
+
+def transformed_token_rewards(data, config) -> torch.Tensor:
+    r"""A copy of ``data.batch["token_level_rewards"]`` whose rows sum to the transformed scores.
+
+    Row :math:`i`'s score :math:`r_i` (the sum of its token-level rewards) becomes
+    ``transform_rewards(name, r, correct, seq_logp, coef)``, carried by its last valid response token
+    (per ``response_mask``; the other tokens keep their rewards). ``correct`` is the focal weight's
+    success rule (``fgrpo_success_threshold``, or binary scores) and ``seq_logp`` the row sum of
+    ``old_log_probs * response_mask``. For ``"differential-smoothing"`` a correct row's score is
+    :math:`r - \beta\log\pi_{old}(y)`, an incorrect one's stays :math:`r`.
+
+    Parameters
+    ----------
+    data : DataProto
+        With ``token_level_rewards``, ``response_mask`` and, for a transform that reads log-probabilities,
+        ``old_log_probs`` (all shape (B, T)).
+    config : verl's algorithm config
+        Read: ``reward_transform`` (a name of ``REWARD_TRANSFORMS``), ``reward_transform_coef``,
+        ``fgrpo_success_threshold``.
+
+    Returns
+    -------
+    Tensor, shape (B, T)
+        In the rewards' dtype and device.
+
+    Raises
+    ------
+    ValueError
+        For an unset or unknown transform, a negative coefficient, or missing ``old_log_probs``.
+
+    References
+    ----------
+    Gai et al. 2025, arXiv:2511.19942 (differential smoothing, "DS-GRPO" in F-GRPO Table 3).
+    """
+    name, coef = _transform(config)
+    if name is None:
+        raise ValueError("algorithm.reward_transform is not set")
+    rewards = data.batch["token_level_rewards"]
+    if "response_mask" in data.batch.keys():
+        mask = data.batch["response_mask"]
+    else:  # what verl's compute_advantage would compute
+        from verl.trainer.ppo.ray_trainer import compute_response_mask
+
+        mask = compute_response_mask(data)
+    score = rewards.detach().double().sum(dim=-1)
+    correct = torch.from_numpy(success_flags(score.cpu().numpy(), _threshold(config), THRESHOLD_KEY))
+    seq_logp = None
+    if REWARD_TRANSFORMS[name].needs_logprobs:
+        if "old_log_probs" not in data.batch.keys():
+            raise ValueError(
+                f"algorithm.reward_transform={name!r} needs the rollouts' old_log_probs in the batch, which has none "
+                "(verl computes them before the advantage unless the actor's log-prob pass is skipped)"
+            )
+        seq_logp = (data.batch["old_log_probs"].detach().double() * mask.double()).sum(dim=-1)
+    new_score = transform_rewards(name, score, correct.to(score.device), seq_logp, coef)
+    last = mask.shape[-1] - 1 - (mask > 0).flip(-1).float().argmax(dim=-1)  # last valid token (T-1 for none)
+    rows = torch.nonzero((new_score != score) & ~torch.isnan(score)).flatten()  # the others stay bit for bit
+    last = last.to(rows.device)[rows]
+    others = score[rows] - rewards[rows, last].detach().double()  # the row's other tokens keep their rewards
+    out = rewards.detach().clone()
+    out[rows, last] = (new_score[rows] - others).to(out.dtype)
+    return out
+
+
+def _with_reward_transform(original):
+    """verl's ``compute_advantage`` on the transformed rewards when the config names a reward transform."""
+    if getattr(original, "_tailmiss_reward_transform", False):
+        return original
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compute_advantage(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        config = bound.arguments.get("config")
+        if _transform(config)[0] is None:
+            return original(*args, **kwargs)
+        data = bound.arguments["data"]
+        task = data.batch["token_level_rewards"]
+        transformed = transformed_token_rewards(data, config)
+        data.batch[_TASK_KEY] = task  # travels with the rows should verl resample them (PF-PPO)
+        data.batch["token_level_rewards"] = transformed
+        token = _TASK_REWARDS.set((transformed, task))
+        out = data
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            _TASK_REWARDS.reset(token)
+            for proto in {id(d): d for d in (data, out)}.values():  # reward metrics stay the task's
+                if _TASK_KEY in proto.batch.keys():
+                    proto.batch["token_level_rewards"] = proto.batch.pop(_TASK_KEY)
+        return out
+
+    compute_advantage._tailmiss_reward_transform = True
+    return compute_advantage
+
+
+def _wrap_compute_advantage() -> None:
+    """Wrap ``ray_trainer.compute_advantage`` there and in every loaded verl module that imported it by name."""
+    try:
+        from verl.trainer.ppo import ray_trainer
+    except ImportError:  # pragma: no cover - a verl without its PPO trainer has nothing to wrap
+        return
+    original = ray_trainer.compute_advantage
+    wrapped = _with_reward_transform(original)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("verl") and getattr(module, "compute_advantage", None) is original:
+            module.compute_advantage = wrapped
 
 
 # ---------------------------------------------------------------------------
@@ -209,4 +372,5 @@ def _wrap_multi_trajectory_path() -> None:
             module.compute_advantage_for_multi_trajectories = wrapped
 
 
-_wrap_multi_trajectory_path()
+_wrap_multi_trajectory_path()  # imports verl's v1 utils, which take compute_advantage by name
+_wrap_compute_advantage()
