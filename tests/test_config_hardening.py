@@ -226,6 +226,7 @@ RL_FLOATS = [
     "adv_eps",
     "kl_coef",
     "entropy_coef",
+    "transform_coef",
     "temperature",
     "top_p",
     "rare_share",

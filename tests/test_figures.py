@@ -41,6 +41,10 @@ EXPECTED_FIGURES = {
     "frontier",
     "protocol",
     "noise",
+    "controls",
+    "gamma",
+    "passk",
+    "tradeoff",
 }
 
 

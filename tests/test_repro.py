@@ -52,6 +52,16 @@ def _no_retraining(what: str):
         mp.undo()
 
 
+def _replaces_alone(ctx, tmp_path, heading: str, only: str, marker: str) -> None:
+    """``write_report(..., only=only)`` replaces the section under ``heading`` (its new text has ``marker``) and
+    keeps the next section."""
+    path = tmp_path / "paper_repro.md"
+    path.write_text("# report\n\n" + heading + "\n\nold\n\n## After\n\nkeep\n")
+    write_report(path, ctx, only=only)
+    new = path.read_text()
+    assert "old\n" not in new and marker in new and "## After\n\nkeep" in new
+
+
 def _rows(markdown: str) -> list[list[str]]:
     """Cells of every table row (header and separator included), split on unescaped ``|``."""
     return [
@@ -354,12 +364,12 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
 def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
     """The protocol section: every rung with its three verdicts, the paper's Table 2 beside ours, the noise part;
     computed from the cached sweeps (no retraining); ``only="protocol"`` replaces it alone."""
-    from tailmiss.report import write_report
+    from tailmiss.report.controls import CONTROLS_HEADING
     from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
     from tailmiss.results.claims import protocol as pc
 
     assert PROTOCOL_HEADING in quick_report
-    section = quick_report[quick_report.index(PROTOCOL_HEADING) :]
+    section = quick_report[quick_report.index(PROTOCOL_HEADING) : quick_report.index(CONTROLS_HEADING)]
     for part in ("### The protocol ladder", "### Could one seed show it?", "What this miniature can and cannot say"):
         assert part in section, part
     ladder = section[: section.index("What each ingredient does")]
@@ -374,8 +384,31 @@ def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
 
     with _no_retraining("the protocol section"):
         assert protocol_section(quick_ctx) in quick_report
-        path = tmp_path / "paper_repro.md"
-        path.write_text("# report\n\n" + PROTOCOL_HEADING + "\n\nold\n\n## After\n\nkeep\n")
-        write_report(path, quick_ctx, only="protocol")
-        new = path.read_text()
-        assert "old\n" not in new and "### Could one seed show it?" in new and "## After\n\nkeep" in new
+        _replaces_alone(quick_ctx, tmp_path, PROTOCOL_HEADING, "protocol", "### Could one seed show it?")
+
+
+def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
+    """The controls section: Table 3's rows and the paper's three sentences with verdicts from the paired rule, the γ
+    table per method, the pass@k and trade-off parts; computed from the cached sweeps (no retraining);
+    ``only="controls"`` replaces it alone."""
+    from tailmiss.report.controls import CONTROLS_HEADING, controls_section
+
+    assert CONTROLS_HEADING in quick_report
+    section = quick_report[quick_report.index(CONTROLS_HEADING) :]
+    for part in ("### Table 3", "### Tables 6-7", "### Tables 12-14", "### Fig. 1(b,c)"):
+        assert part in section, part
+    table3 = section[section.index("### Table 3") : section.index("### Tables 6-7")]
+    for row in ("GRPO N=8", "F-GRPO γ=0.5 N=8", "GRPO low-LR", "entropy bonus", "KL penalty", "DS-GRPO"):
+        cells = _rows(_row(table3, row))[0]
+        assert cells[-1] == "2", row  # the same two seeds in every row
+    for sentence in ("“GRPO low-LR improves", "“DS-GRPO has a higher", "“F-GRPO has the highest pass@1"):
+        line = next(line for line in section.splitlines() if line.startswith(f"| {sentence}"))
+        assert _rows(line)[0][-1] in ("yes", "**no**", "not resolved"), sentence
+    for method in ("GRPO", "DAPO"):
+        assert section.count(f"| {method} |") == 2, method  # its γ row and its choice row
+    assert "| CISPO |" not in section  # the quick γ sweep leaves CISPO out: no empty row
+    assert "Gai et al. 2025" in section and "t-test" in section
+
+    with _no_retraining("the controls section"):
+        assert controls_section(quick_ctx) in quick_report
+        _replaces_alone(quick_ctx, tmp_path, CONTROLS_HEADING, "controls", "### Tables 12-14")

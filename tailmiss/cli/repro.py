@@ -22,7 +22,7 @@ def repro_cmd(
     only: Annotated[
         str | None,
         typer.Option(
-            help="Regenerate only this section (ladder, objectives, protocol) and its figures in the existing report."
+            help="Regenerate only this section (ladder, objectives, protocol, controls) and its figures in the report."
         ),
     ] = None,
     jobs: JobsOpt = None,

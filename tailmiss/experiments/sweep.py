@@ -190,7 +190,9 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
         # DAPO with dynamic sampling is its own row of the tables: method "dapo+ds"
         method = variant.method + ("+ds" if variant.dynamic_sampling else "")
         ident = {"label": variant.label, "method": method, "gamma": variant.gamma}
-        ident.update(group_size=variant.group_size, seed=seed, tag=variant.tag or "")
+        ident.update(group_size=variant.group_size, seed=seed)
+        if variant.tag:  # a control arm (a sweep of plain variants keeps its columns)
+            ident["tag"] = variant.tag
         history = pd.read_csv(path / "history.csv")
         eval_cols = [c for c in history if c in ("mu_pos", "pass_at_1") or c.startswith("reward")]
         evals = history.dropna(subset=[c for c in ("mu_pos", "pass_at_1") if c in history], how="all")

@@ -16,7 +16,7 @@ from tailmiss.results import Context  # noqa: F401  (the type every FigureSpec.d
 
 # registration side effects, in this order (the order of FIGURES, `figures list` and `figures make --all`)
 # isort: off
-from tailmiss.figures import ladder, llm, bridge, protocol, simulation, theory  # noqa: E402,F401
+from tailmiss.figures import ladder, llm, bridge, controls, protocol, simulation, theory  # noqa: E402,F401
 # isort: on
 
 __all__ = ["FigureSpec", "FIGURES", "register", "make", "figure_data"]

@@ -6,8 +6,9 @@ obtained through :mod:`tailmiss.results`. One module per section:
 :mod:`~tailmiss.report.theory` (closed forms), :mod:`~tailmiss.report.simulation`
 (F-GRPO Fig. 2, BroRL Fig. 3), :mod:`~tailmiss.report.llm` (the small
 transformer's sweeps), :mod:`~tailmiss.report.bridge`,
-:mod:`~tailmiss.report.ladder` and :mod:`~tailmiss.report.protocol` (the
-paper's protocol and its noise); this module puts them together and writes the
+:mod:`~tailmiss.report.ladder`, :mod:`~tailmiss.report.protocol` (the
+paper's protocol and its noise) and :mod:`~tailmiss.report.controls` (Table 3's
+controls, γ sensitivity, pass@k curves and Fig. 1(b,c)); this module puts them together and writes the
 file. A test checks that the committed report's theory section equals a fresh one.
 """
 
@@ -18,12 +19,13 @@ from pathlib import Path
 from tailmiss._checks import check_choice
 from tailmiss.io import atomic_write
 from tailmiss.report.bridge import bridge_section
+from tailmiss.report.controls import CONTROLS_HEADING, controls_section
 from tailmiss.report.ladder import LADDER_HEADING, ladder_section
 from tailmiss.report.llm import OBJECTIVES_HEADING, llm_section, objectives_section
 from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
 from tailmiss.report.simulation import simulation_section
 from tailmiss.report.theory import theory_section
-from tailmiss.results import PROTOCOL_FAMILIES, Context, sweep_result
+from tailmiss.results import CONTROL_FAMILIES, PROTOCOL_FAMILIES, Context, sweep_result
 
 __all__ = [
     "theory_section",
@@ -32,6 +34,7 @@ __all__ = [
     "objectives_section",
     "bridge_section",
     "protocol_section",
+    "controls_section",
     "render_report",
     "write_report",
     "replace_section",
@@ -49,7 +52,7 @@ computed by this repository's code at generation time. Figures referenced live i
 
 
 def render_report(ctx: Context, figdir: str = "figures/") -> str:
-    """The whole report: theory, simulation, small transformer, ladder and protocol sections.
+    """The whole report: theory, simulation, small transformer, ladder, protocol and controls sections.
 
     In quick mode each section that names quick presets (a ``## `` section: anywhere in it; a ``### `` one: in
     its own text) gets one line after its heading saying so and naming the full presets.
@@ -60,7 +63,7 @@ def render_report(ctx: Context, figdir: str = "figures/") -> str:
 
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    text = "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx)])
+    text = "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx), controls_section(ctx)])
     if not ctx.quick:
         return text
     lines = text.split("\n")
@@ -82,17 +85,19 @@ def render_report(ctx: Context, figdir: str = "figures/") -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("ladder", "objectives", "protocol")
+SECTIONS = ("ladder", "objectives", "protocol", "controls")
 """Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
 _SECTION_LLM = {
     "ladder": ("ladder", "ladder-budget", "ladder-hard"),
     "objectives": ("objectives",),
     "protocol": PROTOCOL_FAMILIES,
+    "controls": CONTROL_FAMILIES,
 }
 SECTION_FIGURES = {
     "ladder": ("ladder", "frontier"),
     "objectives": ("llm-objectives",),
     "protocol": ("protocol", "noise"),
+    "controls": ("controls", "gamma", "passk", "tradeoff"),
 }
 """The figures of each section of :data:`SECTIONS` (what ``tailmiss repro --only NAME`` renders)."""
 
@@ -101,7 +106,8 @@ def llm_families(only: str | None = None) -> tuple[str, ...]:
     """The LLM sweep and ladder families the report (or its section ``only``) reads."""
     if only is not None:
         return _SECTION_LLM[only]
-    return ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"], *_SECTION_LLM["protocol"])
+    families = ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"], *_SECTION_LLM["protocol"])
+    return tuple(dict.fromkeys((*families, *_SECTION_LLM["controls"])))
 
 
 def replace_section(text: str, heading: str, body: str) -> str:
@@ -130,7 +136,7 @@ def replace_section(text: str, heading: str, body: str) -> str:
 def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Path:
     """Render and atomically write the report.
 
-    ``only = "ladder"`` (or ``"objectives"``, ``"protocol"``) regenerates just that section
+    ``only = "ladder"`` (or ``"objectives"``, ``"protocol"``, ``"controls"``) regenerates just that section
     inside the existing report at ``path`` (its other sections are left as
     they were generated).
     """
@@ -143,6 +149,8 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
             text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
         elif only == "protocol":
             text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
+        elif only == "controls":
+            text = replace_section(path.read_text(), CONTROLS_HEADING, controls_section(ctx))
         else:
             body = objectives_section(sweep_result("objectives", ctx))
             text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)

@@ -16,7 +16,8 @@ sim
     :class:`SimulatedMeans` (:func:`simulated_means`), :func:`tail_miss_at_init`.
 llm
     :func:`sweep_result`, :func:`ladder_result`, :func:`resolve_family`, :func:`train_llm`,
-    :class:`ProtocolData` (:func:`protocol_data`: the protocol ladder's sweeps and per-prompt masses).
+    :class:`ProtocolData` (:func:`protocol_data`: the protocol ladder's sweeps and per-prompt masses);
+    :class:`ControlsData` (:func:`controls_data`: the controls, γ and pass@k sweeps and their per-prompt masses).
 bridge
     :class:`BridgeData` (:func:`bridge_data`).
 claims
@@ -28,10 +29,13 @@ from __future__ import annotations
 from tailmiss.results.bridge import BridgeData, bridge_data
 from tailmiss.results.context import Context
 from tailmiss.results.llm import (
+    CONTROL_FAMILIES,
     LADDERS,
     PROTOCOL_FAMILIES,
     SWEEPS,
+    ControlsData,
     ProtocolData,
+    controls_data,
     ladder_result,
     protocol_data,
     resolve_family,
@@ -52,6 +56,9 @@ __all__ = [
     "ProtocolData",
     "protocol_data",
     "PROTOCOL_FAMILIES",
+    "ControlsData",
+    "controls_data",
+    "CONTROL_FAMILIES",
     "ladder_result",
     "train_llm",
     "BridgeData",

@@ -17,6 +17,7 @@ __all__ = [
     "SWEEPS",
     "LADDERS",
     "PROTOCOL_FAMILIES",
+    "CONTROL_FAMILIES",
     "resolve_family",
     "full_preset",
     "sweep_result",
@@ -24,6 +25,8 @@ __all__ = [
     "train_llm",
     "ProtocolData",
     "protocol_data",
+    "ControlsData",
+    "controls_data",
 ]
 
 SWEEPS = {
@@ -35,6 +38,8 @@ SWEEPS = {
         name: (name, f"{name}-quick")
         for name in ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
     },
+    # F-GRPO Table 3's controls and Tables 6-7's gamma sensitivity on the paper's protocol
+    **{name: (name, f"{name}-quick") for name in ("paper-protocol-controls", "paper-protocol-gamma")},
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {
@@ -71,6 +76,8 @@ def full_preset(name: str) -> str | None:
 
 PROTOCOL_FAMILIES = ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
 """The sweep families of the protocol ladder (:data:`tailmiss.results.claims.protocol.RUNGS`)."""
+CONTROL_FAMILIES = ("paper-protocol", "paper-protocol-controls", "paper-protocol-gamma")
+"""The sweep families of the controls, gamma sensitivity and pass@k curves (:mod:`tailmiss.results.claims.controls`)."""
 
 
 @dataclass
@@ -94,18 +101,43 @@ class ProtocolData:
     quick: bool
 
 
-def protocol_data(ctx: Context) -> ProtocolData:
-    """Run (or load) the protocol ladder's four sweeps and read the paper-protocol runs' per-prompt masses."""
+def _sweeps(families, ctx: Context, per_prompt_from) -> dict:
+    """Histories, per-prompt evaluations (of the families ``per_prompt_from``), preset names and the mode of the
+    sweep ``families``, run or loaded: the fields of :class:`ProtocolData` and :class:`ControlsData`."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
-    results = {f: sweep_result(f, ctx) for f in PROTOCOL_FAMILIES}
-    paper = results["paper-protocol"]
-    return ProtocolData(
+    results = {f: sweep_result(f, ctx) for f in families}
+    per_prompt: dict = {}
+    for family in per_prompt_from:
+        per_prompt.update(per_prompt_evals(results[family].config, ctx.llm_cache))
+    return dict(
         histories={f: r.history for f, r in results.items()},
-        per_prompt=per_prompt_evals(paper.config, ctx.llm_cache),
+        per_prompt=per_prompt,
         names={f: r.config.name for f, r in results.items()},
         quick=ctx.quick,
     )
+
+
+def protocol_data(ctx: Context) -> ProtocolData:
+    """Run (or load) the protocol ladder's four sweeps and read the paper-protocol runs' per-prompt masses."""
+    return ProtocolData(**_sweeps(PROTOCOL_FAMILIES, ctx, ("paper-protocol",)))
+
+
+@dataclass
+class ControlsData(ProtocolData):
+    """The runs behind the controls, γ sensitivity and pass@k analyses (:data:`CONTROL_FAMILIES`): the fields of
+    :class:`ProtocolData`, with ``per_prompt`` holding every run of the three sweeps (their labels are distinct),
+    and ``overrides``: each control's tag -> the RL settings it changes."""
+
+    overrides: dict = None
+
+
+def controls_data(ctx: Context) -> ControlsData:
+    """Run (or load) the paper-protocol, controls and γ sweeps and read their runs' per-prompt masses."""
+    data = ControlsData(**_sweeps(CONTROL_FAMILIES, ctx, CONTROL_FAMILIES))
+    controls = resolve_family("paper-protocol-controls", ctx)
+    data.overrides = {v.tag: dict(v.overrides) for v in controls.variants if v.tag}
+    return data
 
 
 def sweep_result(family: str, ctx: Context):

@@ -19,6 +19,9 @@ ladder
 protocol
     F-GRPO Table 2 under its own protocol (Table 5), one ingredient per rung: checkpoint selection, verdicts on the
     dip, the ΔNLL_rare order and F-GRPO's reach.
+controls
+    F-GRPO Table 3's controls, Tables 6-7's γ sensitivity, Tables 12-14's pass@k curves and Fig. 1(b,c)'s
+    trade-off plane on the paper's protocol, each verdict from a paired test over seeds.
 noise
     Could one seed show Table 2's dip? Seed spread of pass@256 scored exactly and the paper's way, single-seed
     probabilities, the App. Q test on same-config pairs.
