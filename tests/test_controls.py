@@ -15,6 +15,7 @@ import pytest
 
 from tailmiss import analytic
 from tailmiss.results.claims import controls as cc
+from tailmiss.results.claims.paired import judge_sentence
 
 T975_4 = 2.7764451051977987  # t_{0.975, 4} (tables)
 
@@ -64,7 +65,7 @@ def _part(outcome):
     ],
 )
 def test_a_sentence_needs_every_part_its_way(outcomes, verdict):
-    assert cc._sentence("s", [_part(o) for o in outcomes]).verdict == verdict
+    assert judge_sentence("s", [_part(o) for o in outcomes]).verdict == verdict
 
 
 def _history(label, method, gamma, seed, steps_pass1, pass256=0.7):

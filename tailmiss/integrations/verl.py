@@ -91,8 +91,6 @@ ESTIMATOR = "fgrpo"
 DEFAULT_GAMMA = 0.5
 """γ when the config has no ``fgrpo_gamma``: F-GRPO's choice for most model/method pairs (Table 7)."""
 THRESHOLD_KEY = "+algorithm.fgrpo_success_threshold"
-_MULTI_TRAJECTORY_MODULES = ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base")
-"""Where verl defines (and imports by name) ``compute_advantage_for_multi_trajectories``."""
 
 
 _TASK_KEY = "tailmiss_task_token_level_rewards"
@@ -300,10 +298,15 @@ def _wrap_compute_advantage() -> None:
     except ImportError:  # pragma: no cover - a verl without its PPO trainer has nothing to wrap
         return
     original = ray_trainer.compute_advantage
-    wrapped = _with_reward_transform(original)
+    _rebind("compute_advantage", original, _with_reward_transform(original))
+
+
+def _rebind(attr: str, original, wrapped) -> None:
+    """Point every loaded verl module holding ``original`` as ``attr`` (defining it or importing it by name) at
+    ``wrapped``."""
     for name, module in list(sys.modules.items()):
-        if name.startswith("verl") and getattr(module, "compute_advantage", None) is original:
-            module.compute_advantage = wrapped
+        if name.startswith("verl") and getattr(module, attr, None) is original:
+            setattr(module, attr, wrapped)
 
 
 # ---------------------------------------------------------------------------
@@ -365,11 +368,8 @@ def _wrap_multi_trajectory_path() -> None:
         from verl.trainer.ppo.v1 import utils
     except ImportError:  # a verl without the v1 trainer has no multi-trajectory path
         return
-    wrapped = _with_fgrpo(utils.compute_advantage_for_multi_trajectories)
-    for name in _MULTI_TRAJECTORY_MODULES:
-        module = sys.modules.get(name)
-        if module is not None and hasattr(module, "compute_advantage_for_multi_trajectories"):
-            module.compute_advantage_for_multi_trajectories = wrapped
+    original = utils.compute_advantage_for_multi_trajectories
+    _rebind("compute_advantage_for_multi_trajectories", original, _with_fgrpo(original))
 
 
 _wrap_multi_trajectory_path()  # imports verl's v1 utils, which take compute_advantage by name

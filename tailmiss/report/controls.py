@@ -91,46 +91,32 @@ def _choice_rows(claims: cc.ControlsClaims) -> list[list[str]]:
 
 
 def _gamma_sentences(claims: cc.ControlsClaims) -> list[str]:
-    picks = [c for c in claims.choices]
+    picks = claims.choices
     halves = sum(c.selected == 0.5 for c in picks)
     resolved = [c for c in picks if c.selected_beats and all(d.outcome == "higher" for d in c.selected_beats.values())]
-    usual = "yes" if halves * 2 > len(picks) else "**no**"
     lines = [
         f"- “γ = 0.5 is the usual choice” (F-GRPO Table 7; rule: the §7.1 selection picks 0.5 for most methods): "
-        f"{usual}, {halves} of {len(picks)} methods. The selection beats every other focal γ on pass@1 beyond the "
-        f"spread for {len(resolved)} of {len(picks)} ({', '.join(c.method for c in resolved) or 'none'}); where it "
-        "does not, the seeds do not single out a γ, and the choice is only the largest of near-equal means.",
+        f"{'yes' if claims.gamma_usual else '**no**'}, {halves} of {len(picks)} methods. The selection beats every "
+        f"other focal γ on pass@1 beyond the spread for {len(resolved)} of {len(picks)} "
+        f"({', '.join(c.method for c in resolved) or 'none'}); where it does not, the seeds do not single out a γ, and "
+        "the choice is only the largest of near-equal means.",
     ]
-    two = []
-    for method, name in cc.METHODS.items():
-        have = set(claims.chosen["label"])
-        a, b = cc.focal_label(2.0, method), cc.focal_label(0.5, method)
-        if a in have and b in have:
-            d256 = cc.paired_diff(claims.chosen, a, b, "pass256")
-            d1 = cc.paired_diff(claims.chosen, a, b, "pass1")
-            two.append(f"{name}: pass@256 {_diff(d256)}, pass@1 {_diff(d1)}")
+    two = [
+        f"{name}: pass@256 {_diff(d['pass256'])}, pass@1 {_diff(d['pass1'])}" for name, d in claims.gamma_two.items()
+    ]
     if two:
         lines.append(
             "- “γ = 2 sometimes adds pass@256 but more often costs pass@1” (F-GRPO §7.1), γ = 2 − γ = 0.5: "
             + "; ".join(two)
             + "."
         )
+    for name in claims.identical:  # the tables would otherwise hide it
+        lines.append(
+            f"- {name}'s runs coincide with GRPO's at every γ (|Δ pass@256| < 1e-6): at this learning rate the "
+            "policy moves so little per step that no mini-batch's importance ratio reaches a clip bound, and "
+            f"without clipping {name}'s gradient is GRPO's. Its rows are GRPO's, not evidence about {name}."
+        )
     return lines
-
-
-def _identical_methods(claims: cc.ControlsClaims) -> list[str]:
-    """A line for each method whose runs coincide with GRPO's at every γ (the tables would otherwise hide it)."""
-    t = claims.gamma.set_index(["method", "gamma"])
-    out = []
-    for name in ("DAPO", "CISPO"):
-        gs = [g for g in cc.GAMMAS if (name, g) in t.index and ("GRPO", g) in t.index]
-        if gs and all(abs(t.loc[(name, g), "pass256"] - t.loc[("GRPO", g), "pass256"]) < 1e-6 for g in gs):
-            out.append(
-                f"- {name}'s runs coincide with GRPO's at every γ (|Δ pass@256| < 1e-6): at this learning rate the "
-                "policy moves so little per step that no mini-batch's importance ratio reaches a clip bound, and "
-                f"without clipping {name}'s gradient is GRPO's. Its rows are GRPO's, not evidence about {name}."
-            )
-    return out
 
 
 def _crossing_rows(claims: cc.ControlsClaims) -> list[list[str]]:
@@ -163,58 +149,43 @@ def _tradeoff_lines(claims: cc.ControlsClaims) -> list[str]:
     focal = cc.focal_label(cc.FOCAL_GAMMA)
     for key, (d1, d256) in claims.tradeoff_diffs.items():
         lines.append(f"- {focal} {key}: pass@1 {_diff(d1)}; pass@256 {_diff(d256)}.")
-    d1, d256 = claims.tradeoff_diffs["vs GRPO N=8"]
-    both = d1.outcome == "higher" and d256.outcome == "higher"
-    word = (
-        "cannot tell"
-        if d1.outcome is None
-        else ("yes" if both else "**no**" if "lower" in (d1.outcome, d256.outcome) else "not resolved")
-    )
     lines.append(
         "- Fig. 1(b,c)'s reading “F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8” (AIME25 +3.5 / "
-        f"+11.8 points, IFEval +1.9 / +5.4; rule: both paired differences higher): {word}."
+        f"+11.8 points, IFEval +1.9 / +5.4; rule: both paired differences higher): "
+        f"{_verdict(claims.tradeoff_sentence.verdict)}."
     )
     return lines
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def _conclusion(claims: cc.ControlsClaims) -> list[str]:
     """What the controls say, from the paired differences against GRPO N = 8 (each with its outcome)."""
-    chosen, grpo = claims.chosen, cc.focal_label(0.0)
-    have = set(chosen["label"])
-    rows = [cc.focal_label(cc.FOCAL_GAMMA)] + [f"GRPO N=8 {t}" for t in cc.CONTROL_TAGS if f"GRPO N=8 {t}" in have]
     parts = []
-    for row in rows:
-        d256, d1 = (cc.paired_diff(chosen, row, grpo, m) for m in ("pass256", "pass1"))
-        dm = cc.paired_diff(chosen, row, grpo, "mret")
+    for row, d in claims.against_grpo.items():
         name = cc.CONTROL_TAGS.get(row.removeprefix("GRPO N=8 "), row)
         parts.append(
-            f"{name}: pass@256 {d256.mean:+.4f} ({_outcome(d256)}), pass@1 {d1.mean:+.4f} ({_outcome(d1)}), "
-            f"M_ret {dm.mean:+.4f} ({_outcome(dm)})"
+            f"{name}: "
+            + ", ".join(f"{_NAMES[m]} {d[m].mean:+.4f} ({_outcome(d[m])})" for m in ("pass256", "pass1", "mret"))
         )
     lines = [
         "Each row against GRPO N = 8, paired by seed: " + "; ".join(parts) + ". The seeds share the SFT model, the "
         "prompt order and the evaluation set, so pairing resolves differences as small as 1e-4: “higher” and "
         "“lower” say the sign is beyond seed noise, not that the difference matters."
     ]
-    low = f"GRPO N=8 {'low-LR'}"
-    if low in have:
-        d1 = cc.paired_diff(chosen, low, grpo, "pass1")
-        grpo_256 = float(claims.controls.set_index("label").loc[grpo, "pass256"])
-        if d1.outcome == "lower" and grpo_256 > claims.start["pass256"]:
-            runs = chosen[chosen["label"] == grpo]
-            last = int((runs["step"] == claims.chosen["step"].max()).sum())
-            lines.append(
-                "The low-LR control learns less in the same budget (its pass@1 is lower too): GRPO's best held-out "
-                f"pass@1 is at the last epoch in {last} of {len(runs)} runs, so a smaller step under-trains rather "
-                "than protects the tail. The paper's control asks whether a gentler GRPO step keeps the tail that GRPO "
-                f"loses over training; here GRPO loses none (pass@256 {claims.start['pass256']:.3f} for the SFT "
-                f"model, {grpo_256:.3f} at GRPO's selected checkpoint), so the control cannot answer that question."
-            )
+    if claims.low_lr_undertrains:
+        last, runs = claims.last_epoch
+        grpo_256 = float(claims.controls.set_index("label").loc[cc.focal_label(0.0), "pass256"])
+        lines.append(
+            "The low-LR control learns less in the same budget (its pass@1 is lower too): GRPO's best held-out "
+            f"pass@1 is at the last epoch in {last} of {runs} runs, so a smaller step under-trains rather "
+            "than protects the tail. The paper's control asks whether a gentler GRPO step keeps the tail that GRPO "
+            f"loses over training; here GRPO loses none (pass@256 {claims.start['pass256']:.3f} for the SFT "
+            f"model, {grpo_256:.3f} at GRPO's selected checkpoint), so the control cannot answer that question."
+        )
     return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _seeds(claims: cc.ControlsClaims) -> int:
@@ -267,7 +238,6 @@ def controls_text(claims: cc.ControlsClaims) -> str:
         ),
         "",
         *_gamma_sentences(claims),
-        *_identical_methods(claims),
         "",
         "### Tables 12-14: pass@k curves (figure `passk.png`)",
         "",

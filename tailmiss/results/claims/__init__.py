@@ -19,6 +19,8 @@ ladder
 protocol
     F-GRPO Table 2 under its own protocol (Table 5), one ingredient per rung: checkpoint selection, verdicts on the
     dip, the ΔNLL_rare order and F-GRPO's reach.
+paired
+    Paired comparisons over seeds (a paired t-test) and verdicts on the paper's sentences built from them.
 controls
     F-GRPO Table 3's controls, Tables 6-7's γ sensitivity, Tables 12-14's pass@k curves and Fig. 1(b,c)'s
     trade-off plane on the paper's protocol, each verdict from a paired test over seeds.

@@ -7,27 +7,21 @@ seeds for every row) and is read at its selected checkpoint (F-GRPO §7.1, as in
 pass@1; a focal run no later than its γ = 0 baseline's choice, same method, N
 and seed).
 
-**The rule behind every verdict.** Two rows are compared on the seeds they
-share, paired by seed (one SFT model, same prompts order and evaluation set per
-seed): the difference :math:`d_s = a_s - b_s` per seed, its mean :math:`\bar d`
-and sd :math:`s_d` over the :math:`n` seeds, and a two-sided paired t-test at
-α = 0.05: :math:`a > b` ("higher") when :math:`\bar d > t_{0.975,n-1}\,s_d/\sqrt n`,
-"lower" when :math:`\bar d < -t_{0.975,n-1}\,s_d/\sqrt n`, otherwise a tie the
-seeds cannot resolve. With one seed nothing can be resolved ("cannot tell").
-A sentence of the paper holds ("yes") when every part of it comes out in its
-direction, fails ("no") when a part comes out the opposite way, and is "not
-resolved" otherwise.
+**The rule behind every verdict**: rows are compared paired by seed with a two-sided
+paired t-test at α = 0.05, and a paper's sentence is judged from its parts
+(:mod:`tailmiss.results.claims.paired`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tailmiss.analytic import pass_at_k
+from tailmiss.experiments.sweep import Variant
+from tailmiss.results.claims.paired import PairedDiff, Sentence, judge_sentence, paired_diff
 from tailmiss.results.claims.protocol import select_checkpoints
 
 __all__ = [
@@ -59,70 +53,6 @@ METHODS = {"grpo": "GRPO", "dapo+ds": "DAPO", "cispo": "CISPO"}
 SAMPLES = 1024
 """Samples per prompt of the finite-sample pass@k (F-GRPO §7.1: n = 1024)."""
 _METRICS = ("pass1", "pass256", "mret", "dnll", "rare256")
-
-
-@dataclass(frozen=True)
-class PairedDiff:
-    """``a - b`` on one metric over the seeds both rows have (module docstring's rule)."""
-
-    a: str
-    b: str
-    metric: str
-    mean: float
-    sd: float
-    seeds: int
-    threshold: float
-    """:math:`t_{0.975,n-1}\\,s_d/\\sqrt n` (NaN with one seed)."""
-    outcome: str | None
-    """``"higher"``, ``"lower"``, ``"tie"`` (within the threshold) or ``None`` (one seed: cannot tell)."""
-
-
-def _t975(dof: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, dof))
-
-
-def paired_diff(chosen: pd.DataFrame, a: str, b: str, metric: str) -> PairedDiff:
-    """Compare rows ``a`` and ``b`` (labels of ``chosen``) on ``metric``, paired by seed."""
-    wide = chosen[chosen["label"].isin([a, b])].pivot_table(index="seed", columns="label", values=metric)
-    if a not in wide or b not in wide:
-        missing = [x for x in (a, b) if x not in wide]
-        raise ValueError(f"no run of {', '.join(map(repr, missing))} among the chosen checkpoints")
-    d = (wide[a] - wide[b]).dropna().to_numpy()
-    if d.size == 0:
-        raise ValueError(f"{a!r} and {b!r} share no seed")
-    mean = float(d.mean())
-    if d.size < 2:
-        return PairedDiff(a, b, metric, mean, math.nan, 1, math.nan, None)
-    sd = float(d.std(ddof=1))
-    threshold = _t975(d.size - 1) * sd / math.sqrt(d.size)
-    outcome = "higher" if mean > threshold else "lower" if mean < -threshold else "tie"
-    return PairedDiff(a, b, metric, mean, sd, int(d.size), threshold, outcome)
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One of the paper's sentences, its parts (each a wanted direction of a :class:`PairedDiff`) and a verdict."""
-
-    text: str
-    parts: tuple
-    """``(PairedDiff, wanted)`` pairs, ``wanted`` in ``"higher"`` / ``"lower"``."""
-    verdict: str
-    """``"yes"``, ``"no"``, ``"not resolved"`` (some part a tie) or ``"cannot tell"`` (one seed)."""
-
-
-def _sentence(text: str, parts: list) -> Sentence:
-    outcomes = [(d.outcome, wanted) for d, wanted in parts]
-    if any(o is None for o, _ in outcomes):
-        verdict = "cannot tell"
-    elif any(o not in (w, "tie") for o, w in outcomes):
-        verdict = "no"
-    elif all(o == w for o, w in outcomes):
-        verdict = "yes"
-    else:
-        verdict = "not resolved"
-    return Sentence(text, tuple(parts), verdict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +118,21 @@ class ControlsClaims:
     start : dict
         ``pass1``, ``pass256`` of the SFT model (step 0, mean over GRPO N = 8's runs).
     quick : bool
+    against_grpo : dict
+        F-GRPO (γ = 0.5) and each control → ``{metric: PairedDiff}`` against GRPO N = 8 (pass256, pass1, mret).
+    gamma_two : dict
+        Method name → ``{metric: PairedDiff}`` of γ = 2 against γ = 0.5 (pass256, pass1).
+    gamma_usual : bool
+        F-GRPO Table 7's "γ = 0.5 is the usual choice": the §7.1 rule picks 0.5 for most methods.
+    identical : tuple of str
+        Methods whose runs coincide with GRPO's at every γ they share (|Δ pass@256| < 1e-6).
+    tradeoff_sentence : Sentence
+        Fig. 1(b,c)'s "F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8".
+    last_epoch : tuple of int
+        (GRPO N = 8 runs whose selected checkpoint is the last one, its runs).
+    low_lr_undertrains : bool
+        The low-LR control's pass@1 is lower than GRPO's while GRPO's pass@256 rose over training (False without the
+        control).
     """
 
     chosen: pd.DataFrame
@@ -204,12 +149,20 @@ class ControlsClaims:
     overrides: dict
     start: dict
     quick: bool
+    against_grpo: dict
+    gamma_two: dict
+    gamma_usual: bool
+    identical: tuple
+    tradeoff_sentence: Sentence
+    last_epoch: tuple
+    low_lr_undertrains: bool
 
 
 def focal_label(gamma: float, method: str = "grpo", n: int = 8) -> str:
-    """The sweep label of a method at ``gamma`` and N (``"F-GRPO γ=0.5 N=8"``, ``"DAPO+DS N=8"`` …)."""
-    base = {"grpo": "GRPO", "dapo+ds": "DAPO+DS", "cispo": "CISPO"}[method]
-    return f"F-{base} γ={gamma:g} N={n}" if gamma > 0 else f"{base} N={n}"
+    """The sweep label of ``method`` (a ``method`` column value: ``"dapo+ds"`` is DAPO with dynamic sampling) at
+    ``gamma`` and N: :attr:`tailmiss.experiments.sweep.Variant.label` (``"F-GRPO γ=0.5 N=8"``, ``"DAPO+DS N=8"`` …)."""
+    name, _, ds = method.partition("+")
+    return Variant(name, gamma, n, dynamic_sampling=ds == "ds").label
 
 
 def chosen_checkpoints(histories: dict) -> pd.DataFrame:
@@ -245,18 +198,18 @@ def _sentences(chosen: pd.DataFrame) -> tuple:
     low, ds = "GRPO N=8 low-LR", "GRPO N=8 DS"
     others = [r for r in _control_rows(chosen) if r not in (focal, focal_label(1.0))]
     return (
-        _sentence(
+        judge_sentence(
             "GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO",
             [
                 (paired_diff(chosen, low, grpo, "pass256"), "higher"),
                 (paired_diff(chosen, low, focal, "pass256"), "lower"),
             ],
         ),
-        _sentence(
+        judge_sentence(
             "DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO",
             [(paired_diff(chosen, ds, focal, "pass256"), "higher"), (paired_diff(chosen, ds, focal, "pass1"), "lower")],
         ),
-        _sentence(
+        judge_sentence(
             "F-GRPO has the highest pass@1 (against GRPO and every control)",
             [(paired_diff(chosen, focal, other, "pass1"), "higher") for other in others],
         ),
@@ -338,6 +291,30 @@ def _crossings(curves: pd.DataFrame) -> tuple:
     )
 
 
+def _gamma_two(chosen: pd.DataFrame) -> dict:
+    """γ = 2 against γ = 0.5 per method (F-GRPO §7.1: "γ = 2 sometimes adds pass@256 but more often costs pass@1")."""
+    have = set(chosen["label"])
+    out = {}
+    for method, name in METHODS.items():
+        a, b = focal_label(2.0, method), focal_label(0.5, method)
+        if a in have and b in have:
+            out[name] = {m: paired_diff(chosen, a, b, m) for m in ("pass256", "pass1")}
+    return out
+
+
+def _identical(gamma: pd.DataFrame) -> tuple:
+    """Methods whose γ rows equal GRPO's (|Δ pass@256| < 1e-6 at every γ both have): the same runs in effect."""
+    if gamma.empty:
+        return ()
+    t = gamma.set_index(["method", "gamma"])
+    out = []
+    for name in ("DAPO", "CISPO"):
+        gs = [g for g in GAMMAS if (name, g) in t.index and ("GRPO", g) in t.index]
+        if gs and all(abs(t.loc[(name, g), "pass256"] - t.loc[("GRPO", g), "pass256"]) < 1e-6 for g in gs):
+            out.append(name)
+    return tuple(out)
+
+
 def _start(history: pd.DataFrame) -> dict:
     rows = history[(history["label"] == focal_label(0.0)) & (history["step"] == 0)]
     return {"pass1": float(rows["mu_pos"].mean()), "pass256": float(rows["exact_pass_at_256"].mean())}
@@ -360,19 +337,40 @@ def controls_claims(data) -> ControlsClaims:
         f"vs {other}": tuple(paired_diff(chosen, focal, other, m) for m in ("pass1", "pass256"))
         for other in ("GRPO N=8", "GRPO N=32")
     }
+    d1, d256 = tradeoff_diffs["vs GRPO N=8"]
+    sentence = judge_sentence(
+        "F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8", [(d1, "higher"), (d256, "higher")]
+    )
+    grpo = focal_label(0.0)
+    against = {
+        row: {m: paired_diff(chosen, row, grpo, m) for m in ("pass256", "pass1", "mret")}
+        for row in rows
+        if row == focal or row.startswith("GRPO N=8 ")
+    }
+    runs = chosen[chosen["label"] == grpo]
+    start = _start(history)
+    low = against.get("GRPO N=8 low-LR")
+    grpo_256 = float(controls.set_index("label").loc[grpo, "pass256"])
     return ControlsClaims(
-        chosen,
-        controls,
-        _sentences(chosen),
-        gamma,
-        choices,
-        curves,
-        _crossings(curves),
-        tradeoff,
-        tradeoff_diffs,
-        dict(data.names),
-        int(next(iter(data.per_prompt.values()))[1].shape[1]),
-        dict(data.overrides or {}),
-        _start(history),
-        data.quick,
+        chosen=chosen,
+        controls=controls,
+        sentences=_sentences(chosen),
+        gamma=gamma,
+        choices=choices,
+        curves=curves,
+        crossings=_crossings(curves),
+        tradeoff=tradeoff,
+        tradeoff_diffs=tradeoff_diffs,
+        names=dict(data.names),
+        prompts=int(next(iter(data.per_prompt.values()))[1].shape[1]),
+        overrides=dict(data.overrides or {}),
+        start=start,
+        quick=data.quick,
+        against_grpo=against,
+        gamma_two=_gamma_two(chosen),
+        gamma_usual=sum(c.selected == 0.5 for c in choices) * 2 > len(choices),
+        identical=_identical(gamma),
+        tradeoff_sentence=sentence,
+        last_epoch=(int((runs["step"] == chosen["step"].max()).sum()), len(runs)),
+        low_lr_undertrains=low is not None and low["pass1"].outcome == "lower" and grpo_256 > start["pass256"],
     )
