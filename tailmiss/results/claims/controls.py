@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic import pass_at_k
-from tailmiss.experiments.sweep import Variant
 from tailmiss.results.claims.paired import PairedDiff, Sentence, judge_sentence, paired_diff
 from tailmiss.results.claims.protocol import select_checkpoints
 
@@ -161,6 +160,8 @@ class ControlsClaims:
 def focal_label(gamma: float, method: str = "grpo", n: int = 8) -> str:
     """The sweep label of ``method`` (a ``method`` column value: ``"dapo+ds"`` is DAPO with dynamic sampling) at
     ``gamma`` and N: :attr:`tailmiss.experiments.sweep.Variant.label` (``"F-GRPO γ=0.5 N=8"``, ``"DAPO+DS N=8"`` …)."""
+    from tailmiss.experiments.sweep import Variant  # imports torch: not at import time (figures load this module)
+
     name, _, ds = method.partition("+")
     return Variant(name, gamma, n, dynamic_sampling=ds == "ds").label
 
