@@ -209,3 +209,7 @@ def test_main_in_one_process_exits_through_sys_exit(monkeypatch):
     with pytest.raises(SystemExit) as got:
         cli.main()
     assert got.value.code == 2
+
+
+def test_repro_every_section_needs_quick(runner, tmp_path):
+    one_error_line(runner.invoke(app, ["repro", "--every-section", "--out", str(tmp_path / "r.md")]), "--quick")

@@ -412,3 +412,113 @@ def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
     with _no_retraining("the controls section"):
         assert controls_section(quick_ctx) in quick_report
         _replaces_alone(quick_ctx, tmp_path, CONTROLS_HEADING, "controls", "### Tables 12-14")
+
+
+def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_report, quick_ctx, tmp_path):
+    """``tailmiss repro --quick`` (the first look) keeps each deferred section's heading with a note naming the
+    commands that write it, reads none of their sweeps, trains none of their families and renders none of their
+    figures; ``only=NAME`` then writes the section in place, with its quick-version line."""
+    import tailmiss.report as report
+    import tailmiss.report.llm as report_llm
+    from tailmiss.figures import FIGURES
+    from tailmiss.report import (
+        QUICK_DEFERRED,
+        SECTION_FIGURES,
+        SECTIONS,
+        llm_families,
+        render_report,
+        report_figures,
+        write_report,
+    )
+    from tailmiss.report.controls import CONTROLS_HEADING
+    from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING
+    from tailmiss.report.protocol import PROTOCOL_HEADING
+
+    assert set(QUICK_DEFERRED) < set(SECTIONS) and "ladder" not in QUICK_DEFERRED
+    assert llm_families(deferred=QUICK_DEFERRED) == ("nsweep", "ladder", "ladder-budget", "ladder-hard")
+    assert set(llm_families()) - set(llm_families(deferred=QUICK_DEFERRED)) == {
+        "objectives",
+        "maze",
+        "protocol-today",
+        "protocol-difficulty",
+        "protocol-on-policy",
+        "paper-protocol",
+        "paper-protocol-controls",
+        "paper-protocol-gamma",
+    }
+    left_out = {f for name in QUICK_DEFERRED for f in SECTION_FIGURES[name]}
+    assert left_out == {"llm-objectives", "maze", "protocol", "noise", "controls", "gamma", "passk", "tradeoff"}
+    assert report_figures(deferred=QUICK_DEFERRED) == tuple(f for f in FIGURES if f not in left_out)
+    assert report_figures() == tuple(FIGURES) and report_figures("maze") == ("maze",)
+
+    def _refused(name):
+        def _read(*args, **kwargs):
+            raise AssertionError(f"the first look read the deferred {name}")
+
+        return _read
+
+    seen = []
+
+    def _sweep_result(family, ctx):
+        seen.append(family)
+        return original(family, ctx)
+
+    original = report_llm.sweep_result
+    mp = pytest.MonkeyPatch()
+    mp.setattr(report_llm, "sweep_result", _sweep_result)
+    mp.setattr(report, "protocol_section", _refused("protocol section"))
+    mp.setattr(report, "controls_section", _refused("controls section"))
+    try:
+        with _no_retraining("the first look"):
+            first = render_report(quick_ctx, deferred=QUICK_DEFERRED)
+    finally:
+        mp.undo()
+    assert seen == ["nsweep"]
+    for heading, name in (
+        (OBJECTIVES_HEADING, "objectives"),
+        (MAZE_HEADING, "maze"),
+        (PROTOCOL_HEADING, "protocol"),
+        (CONTROLS_HEADING, "controls"),
+    ):
+        start = first.index("\n" + heading) + 1
+        end = first.find("\n#", start + 1)
+        body = first[start : end if end >= 0 else None]
+        assert "*Not in the first look.*" in body, name
+        assert f"`tailmiss repro --quick --only {name}`" in body and f"`tailmiss repro --only {name}`" in body, name
+        assert "|" not in body, name  # no table of a sweep that was not read
+    assert first.count("*Not in the first look.*") == len(QUICK_DEFERRED)
+    assert "### Bridge" in first and "### Group-size sweep" in first and "## Why the regimes differ" in first
+    with pytest.raises(ValueError, match="deferred section must be one of"):
+        render_report(quick_ctx, deferred=("theory",))
+
+    path = tmp_path / "paper_repro.md"
+    with _no_retraining("the first look"):
+        write_report(path, quick_ctx, deferred=QUICK_DEFERRED)
+        write_report(path, quick_ctx, only="maze")
+    filled = path.read_text()
+    assert filled.count("*Not in the first look.*") == len(QUICK_DEFERRED) - 1
+    maze = filled[filled.index("\n" + MAZE_HEADING) + 1 : filled.index("\n### Bridge")]
+    assert "| Table 4 claim | ours |" in maze
+    assert filled.count("*Quick version") == first.count("*Quick version")  # tiny stand-ins name no quick preset
+    assert filled.index(OBJECTIVES_HEADING) < filled.index(MAZE_HEADING) < filled.index("### Bridge")
+
+
+def test_quick_notes_are_written_anew_after_a_section_is_replaced():
+    """A section written by ``only=NAME`` changes what its ``## `` parent names: the quick-version lines are
+    recomputed, never duplicated."""
+    from tailmiss.report import _quick_notes
+
+    text = (
+        "## Small\n\nintro\n\n### Group `multisolution-nsweep-quick`\n\nrows\n\n"
+        "### Maze (Table 4)\n\n*Not in the first look.*\n"
+    )
+    once = _quick_notes(text)
+    assert once.count("*Quick version*: `multisolution-nsweep-quick`") == 2  # the ## section and its ###
+    assert _quick_notes(once) == once
+    filled = once.replace("### Maze (Table 4)\n\n*Not in the first look.*", "### Maze `maze-nsweep-quick`\n\nrows")
+    again = _quick_notes(filled)
+    assert again.startswith(
+        "## Small\n\n*Quick versions*: `multisolution-nsweep-quick`, `maze-nsweep-quick` in place of the full "
+        "presets `multisolution-nsweep`, `maze-nsweep-cpu`"
+    )
+    assert again.count("*Quick version") == 3 and _quick_notes(again) == again

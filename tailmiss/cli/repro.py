@@ -22,23 +22,38 @@ def repro_cmd(
     only: Annotated[
         str | None,
         typer.Option(
-            help="Regenerate only this section (ladder, objectives, protocol, controls) and its figures in the report."
+            help="Regenerate only this section (ladder, objectives, maze, protocol, controls) and its figures in the "
+            "report."
         ),
     ] = None,
+    every_section: Annotated[
+        bool,
+        typer.Option(
+            help="With --quick: every section at its quick size. Without it the quick report is the first look: "
+            "objectives, maze, protocol and controls say how to add them (--quick --only NAME)."
+        ),
+    ] = False,
     jobs: JobsOpt = None,
 ) -> None:
-    """Regenerate the figures and paper_repro.md: the paper's claims beside ours."""
+    """Regenerate the figures and paper_repro.md: the paper's claims beside ours.
+
+    With --quick, the first look: each pillar (theory, simulator, transformer, bridge, ladder) at a small size that
+    still shows its finding; the other sections are added one at a time with --quick --only NAME.
+    """
     from tailmiss._checks import check_choice
     from tailmiss.experiments.pool import phase
-    from tailmiss.figures import FIGURES, make
+    from tailmiss.figures import make
     from tailmiss.options import RunOptions
-    from tailmiss.report import SECTION_FIGURES, SECTIONS, llm_families, write_report
+    from tailmiss.report import QUICK_DEFERRED, SECTIONS, llm_families, report_figures, write_report
     from tailmiss.results import Context, train_llm
     from tailmiss.results.bridge import bridge_jobs
     from tailmiss.results.sim import simulation_jobs
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
+    if every_section and not quick:
+        raise ValueError("--every-section goes with --quick (the full report always has every section)")
+    deferred = QUICK_DEFERRED if quick and only is None and not every_section else ()
 
     single_process("repro")
     options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale)
@@ -55,16 +70,15 @@ def repro_cmd(
     # every LLM run, simulation and bridge comparison the report needs, side by side, before the figures
     extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
     with phase("llm pool"):
-        train_llm(llm_families(only), ctx, extra)
+        train_llm(llm_families(only, deferred), ctx, extra)
     # the report first: its closed forms' large temporaries (BroRL's coupling over 128,000 actions) then meet a
     # process that has not yet kept the memory of Fig. 5's sampler (a peak of about 0.95 GB instead of 1.3 GB)
     with phase("report"):
-        write_report(out, ctx, only=only)
+        write_report(out, ctx, only=only, deferred=deferred)
     if figures:
         fig_dir = out.parent / "figures"
-        names = list(SECTION_FIGURES[only]) if only is not None else list(FIGURES)
         with phase("figures"):
-            written = make(names, fig_dir, ctx)
+            written = make(list(report_figures(only, deferred)), fig_dir, ctx)
         for path in written:
             typer.echo(f"wrote {path}")
     typer.echo(f"wrote {out}")

@@ -21,11 +21,12 @@ from tailmiss.io import atomic_write
 from tailmiss.report.bridge import bridge_section
 from tailmiss.report.controls import CONTROLS_HEADING, controls_section
 from tailmiss.report.ladder import LADDER_HEADING, ladder_section
-from tailmiss.report.llm import OBJECTIVES_HEADING, llm_section, objectives_section
+from tailmiss.report.llm import DEFERRED_WHY as LLM_DEFERRED_WHY
+from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING, llm_section, maze_section, objectives_section
 from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
 from tailmiss.report.simulation import simulation_section
 from tailmiss.report.theory import theory_section
-from tailmiss.results import CONTROL_FAMILIES, PROTOCOL_FAMILIES, Context, sweep_result
+from tailmiss.results import CONTROL_FAMILIES, LADDERS, PROTOCOL_FAMILIES, SWEEPS, Context, sweep_result
 
 __all__ = [
     "theory_section",
@@ -39,7 +40,10 @@ __all__ = [
     "write_report",
     "replace_section",
     "llm_families",
+    "report_figures",
     "SECTIONS",
+    "QUICK_DEFERRED",
+    "DEFERRED_WHY",
     "SECTION_FIGURES",
 ]
 
@@ -51,22 +55,52 @@ computed by this repository's code at generation time. Figures referenced live i
 """
 
 
-def render_report(ctx: Context, figdir: str = "figures/") -> str:
+def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, ...] = ()) -> str:
     """The whole report: theory, simulation, small transformer, ladder, protocol and controls sections.
 
+    Each section named in ``deferred`` (of :data:`SECTIONS`; ``tailmiss repro --quick`` defers
+    :data:`QUICK_DEFERRED`) keeps its heading and says that the first look leaves it out, and its sweeps are
+    neither run nor read; ``write_report(..., only=NAME)`` later writes it in place.
     In quick mode each section that names quick presets (a ``## `` section: anywhere in it; a ``### `` one: in
     its own text) gets one line after its heading saying so and naming the full presets.
     """
+    from tailmiss.report.text import deferred as deferred_text
+
+    for name in deferred:
+        check_choice("deferred section", name, SECTIONS)
+    command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
+    parts = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
+    parts.append(llm_section(ctx, tuple(n for n in deferred if n in ("objectives", "maze"))))
+    for name, heading, write in (
+        ("ladder", LADDER_HEADING, ladder_section),
+        ("protocol", PROTOCOL_HEADING, protocol_section),
+        ("controls", CONTROLS_HEADING, controls_section),
+    ):
+        if name in deferred:
+            full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in _SECTION_LLM[name])
+            parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
+        else:
+            parts.append(write(ctx))
+    text = "\n".join(parts)
+    return _quick_notes(text) if ctx.quick else text
+
+
+def _quick_notes(text: str) -> str:
+    """``text`` with one line after each heading whose section names quick presets (a ``## `` section: anywhere in
+    it; a ``### `` one: in its own text), saying so and naming the full presets. Such lines already in ``text`` are
+    written anew (a section replaced by ``write_report(..., only=...)`` changes what its parent names)."""
     import re
 
     from tailmiss.results.llm import full_preset
 
-    command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
-    sections = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    text = "\n".join([*sections, llm_section(ctx), ladder_section(ctx), protocol_section(ctx), controls_section(ctx)])
-    if not ctx.quick:
-        return text
     lines = text.split("\n")
+    old = [
+        i
+        for i in range(2, len(lines))
+        if lines[i].startswith("*Quick version") and not lines[i - 1] and lines[i - 2].startswith(("## ", "### "))
+    ]
+    for i in reversed(old):
+        del lines[i - 1 : i + 1]
     heads = [i for i, line in enumerate(lines) if line.startswith(("## ", "### "))]
     notes = {}
     for i in heads:
@@ -85,29 +119,57 @@ def render_report(ctx: Context, figdir: str = "figures/") -> str:
     return "\n".join(lines)
 
 
-SECTIONS = ("ladder", "objectives", "protocol", "controls")
-"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report."""
+SECTIONS = ("ladder", "objectives", "maze", "protocol", "controls")
+"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report, and that a report
+can defer (``render_report(..., deferred=...)``)."""
+QUICK_DEFERRED = ("objectives", "maze", "protocol", "controls")
+"""The sections the first look (``tailmiss repro --quick``) leaves to ``tailmiss repro --quick --only NAME``: it shows
+each pillar (theory, simulator, transformer, bridge, ladder) once, at the smallest size that still shows its
+finding."""
+DEFERRED_WHY = {
+    **LLM_DEFERRED_WHY,
+    "ladder": "The ladder takes the transformer apart one ingredient at a time, on its own SFT models.",
+    "protocol": "Its findings rest on 10 seeds of 80 steps (the dip's shape and what one seed can show); the quick "
+    "version trains 8 steps with one to three seeds, where GRPO's pass@256 hardly moves with N.",
+    "controls": "Its rule pairs each control with GRPO and F-GRPO seed by seed over 5 seeds of 80 steps; the quick "
+    "version trains 8 steps with one seed per control, where the rule cannot tell any difference.",
+}
+"""Why the first look leaves each deferrable section out."""
 _SECTION_LLM = {
-    "ladder": ("ladder", "ladder-budget", "ladder-hard"),
+    "nsweep": ("nsweep",),
     "objectives": ("objectives",),
+    "maze": ("maze",),
+    "ladder": ("ladder", "ladder-budget", "ladder-hard"),
     "protocol": PROTOCOL_FAMILIES,
     "controls": CONTROL_FAMILIES,
 }
 SECTION_FIGURES = {
     "ladder": ("ladder", "frontier"),
     "objectives": ("llm-objectives",),
+    "maze": ("maze",),
     "protocol": ("protocol", "noise"),
     "controls": ("controls", "gamma", "passk", "tradeoff"),
 }
 """The figures of each section of :data:`SECTIONS` (what ``tailmiss repro --only NAME`` renders)."""
 
 
-def llm_families(only: str | None = None) -> tuple[str, ...]:
-    """The LLM sweep and ladder families the report (or its section ``only``) reads."""
+def llm_families(only: str | None = None, deferred: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The LLM sweep and ladder families the report (or its section ``only``) reads, without those only its
+    ``deferred`` sections read."""
     if only is not None:
         return _SECTION_LLM[only]
-    families = ("nsweep", "objectives", "maze", *_SECTION_LLM["ladder"], *_SECTION_LLM["protocol"])
-    return tuple(dict.fromkeys((*families, *_SECTION_LLM["controls"])))
+    kept = [f for name, fams in _SECTION_LLM.items() if name not in deferred for f in fams]
+    return tuple(dict.fromkeys(kept))
+
+
+def report_figures(only: str | None = None, deferred: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The figures of the report (or of its section ``only``), without those of its ``deferred`` sections."""
+    from tailmiss.figures import FIGURES
+
+    if only is not None:
+        return SECTION_FIGURES[only]
+    left = {f for name in deferred for f in SECTION_FIGURES[name]}
+    return tuple(f for f in FIGURES if f not in left)
 
 
 def replace_section(text: str, heading: str, body: str) -> str:
@@ -133,12 +195,13 @@ def replace_section(text: str, heading: str, body: str) -> str:
     return text[:start] + body.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
 
 
-def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Path:
+def write_report(path: str | Path, ctx: Context, only: str | None = None, deferred: tuple[str, ...] = ()) -> Path:
     """Render and atomically write the report.
 
-    ``only = "ladder"`` (or ``"objectives"``, ``"protocol"``, ``"controls"``) regenerates just that section
+    ``only = "ladder"`` (or another name of :data:`SECTIONS`) regenerates just that section
     inside the existing report at ``path`` (its other sections are left as
-    they were generated).
+    they were generated); otherwise the whole report is written, its ``deferred`` sections left out
+    (:func:`render_report`).
     """
     path = Path(path)
     if only is not None:
@@ -151,11 +214,14 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None) -> Pat
             text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
         elif only == "controls":
             text = replace_section(path.read_text(), CONTROLS_HEADING, controls_section(ctx))
+        elif only == "maze":
+            text = replace_section(path.read_text(), MAZE_HEADING, maze_section(sweep_result("maze", ctx)))
         else:
             body = objectives_section(sweep_result("objectives", ctx))
             text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
+        text = _quick_notes(text) if ctx.quick else text
     else:
-        text = render_report(ctx, figdir=str(path.parent / "figures") + "/")
+        text = render_report(ctx, figdir=str(path.parent / "figures") + "/", deferred=deferred)
     with atomic_write(path) as fh:
         fh.write(text)
     return path
