@@ -340,13 +340,21 @@ def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_pat
 
 
 def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
-    """The bridge figure's data names its parts and carries the verdict the report prints (nothing re-judged)."""
+    """The bridge figure's data names its parts and carries the verdict the report prints (nothing re-judged); the
+    quick bridge runs the default simulator rate only, the full one every rate of the sensitivity check."""
+    from dataclasses import replace
+
     from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
     from tailmiss.experiments.sweep import SweepResult
+    from tailmiss.report.bridge import bridge_section
     from tailmiss.results import BridgeData, bridge_data
     from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict
 
     data = bridge_data(quick_ctx)
+    assert data.others == () and data.main.sim_lr == DEFAULT_SIM_LR
+    assert "Only the simulator rate 0.01 was run here" in quick_report and "| sim lr |" not in quick_report
+    data = bridge_data(replace(quick_ctx, quick=False))
+    assert "| sim lr |" in bridge_section(data)
     assert isinstance(data, BridgeData)
     assert isinstance(data.sweep, SweepResult) and isinstance(data.main, BridgeResult)
     assert data.main.sim_lr == DEFAULT_SIM_LR
@@ -356,9 +364,9 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
     assert data.agrees == data.verdict.agrees
     assert repr(data.others_verdicts) == repr(tuple(bridge_verdict(b.summary) for b in data.others))
     assert set(data.per_prompt.columns) == {"prompt", "group_size", "gamma", "tail_miss", "tau", "tau0"}
-    assert "**no**" in quick_report or "yes" in quick_report
     verdict_line = [line for line in quick_report.splitlines() if "Regimes agree" in line]
-    assert len(verdict_line) == 1 and verdict_line[0].endswith(f"{'yes' if data.agrees else '**no**'}.")
+    quick_agrees = bridge_data(quick_ctx).agrees
+    assert len(verdict_line) == 1 and f"zone equal): {'yes' if quick_agrees else '**no**'}." in verdict_line[0]
 
 
 def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):

@@ -16,7 +16,7 @@ from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict, per_pr
 from tailmiss.results.context import Context
 from tailmiss.results.llm import resolve_family, sweep_result
 
-__all__ = ["BridgeData", "bridge_data", "bridge_jobs"]
+__all__ = ["BridgeData", "bridge_data", "bridge_jobs", "bridge_lrs"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,17 @@ class BridgeData:
         return self.verdict.agrees
 
 
+def bridge_lrs(ctx: Context) -> tuple[float, ...]:
+    """The simulator learning rates the bridge runs at: every rate of
+    :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, in quick mode only the default one (the first look shows
+    the comparison; the other rates check that its verdict does not hang on the one free setting)."""
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS
+
+    return (DEFAULT_SIM_LR,) if ctx.quick else tuple(SENSITIVITY_LRS)
+
+
 def bridge_data(ctx: Context, sweep=None) -> BridgeData:
-    """The bridge of the group-size sweep at every rate of :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, run
-    or loaded, with its verdicts.
+    """The bridge of the group-size sweep at every rate of :func:`bridge_lrs`, run or loaded, with its verdicts.
 
     Parameters
     ----------
@@ -66,12 +74,12 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     sweep : SweepResult, optional
         The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
     """
-    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, run_bridge
     from tailmiss.experiments.pool import phase
 
     result = sweep_result("nsweep", ctx) if sweep is None else sweep
     bridges = {}
-    for lr in SENSITIVITY_LRS:
+    for lr in bridge_lrs(ctx):
         with phase("bridge", sim_lr=lr):
             bridges[lr] = run_bridge(result, ctx.llm_cache, sim_lr=lr, options=ctx.options)
     main = bridges[DEFAULT_SIM_LR]
@@ -105,8 +113,7 @@ def _bridge_job(ctx: Context, sim_lr: float, options) -> None:
 def bridge_jobs(ctx: Context) -> list:
     """:func:`bridge_data`'s work as jobs of the LLM runs' process pool (:func:`tailmiss.experiments.pool.train_all`):
     the group-size sweep's result once its runs are done, then the bridge at each learning rate of
-    :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS`, each on one thread, beside the other runs."""
-    from tailmiss.experiments.bridge import SENSITIVITY_LRS
+    :func:`bridge_lrs`, each on one thread, beside the other runs."""
     from tailmiss.experiments.pool import Job
     from tailmiss.options import RunOptions
 
@@ -123,5 +130,5 @@ def bridge_jobs(ctx: Context) -> list:
     )
     return [first] + [
         Job(f"bridge lr {lr:g}", _bridge_job, (sent, lr), (first.key,), f"bridge lr {lr:g}", doing="simulating")
-        for lr in SENSITIVITY_LRS
+        for lr in bridge_lrs(ctx)
     ]
