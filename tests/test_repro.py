@@ -352,9 +352,10 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
 
     data = bridge_data(quick_ctx)
     assert data.others == () and data.main.sim_lr == DEFAULT_SIM_LR
+    assert data.unchecked == tuple(lr for lr in SENSITIVITY_LRS if lr != DEFAULT_SIM_LR)
     assert "Only the simulator rate 0.01 was run here" in quick_report and "| sim lr |" not in quick_report
     data = bridge_data(replace(quick_ctx, quick=False))
-    assert "| sim lr |" in bridge_section(data)
+    assert "| sim lr |" in bridge_section(data) and data.unchecked == ()
     assert isinstance(data, BridgeData)
     assert isinstance(data.sweep, SweepResult) and isinstance(data.main, BridgeResult)
     assert data.main.sim_lr == DEFAULT_SIM_LR

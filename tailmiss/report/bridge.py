@@ -46,12 +46,12 @@ def _focal_text(v: BridgeVerdict) -> str:
 def _sensitivity(data: BridgeData) -> str:
     """The verdict at every checked simulator learning rate (when only the default was run: where the others are)."""
     if not data.others:
-        from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS
-
-        rest = " and ".join(f"{lr:g}" for lr in SENSITIVITY_LRS if lr != DEFAULT_SIM_LR)
+        rest = " and ".join(f"{lr:g}" for lr in data.unchecked)
         return (
             f" Only the simulator rate {data.main.sim_lr:g} was run here; the full report (`tailmiss repro`) checks "
-            f"that the verdict holds at {rest} too."
+            f"the verdict at {rest} too."
+            if rest
+            else ""
         )
     rows = [
         [

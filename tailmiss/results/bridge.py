@@ -30,7 +30,8 @@ class BridgeData:
     main : BridgeResult
         The bridge at :data:`tailmiss.experiments.bridge.DEFAULT_SIM_LR` (F-GRPO App. J's learning rate).
     others : tuple of BridgeResult
-        The bridge at the other learning rates of :data:`tailmiss.experiments.bridge.SENSITIVITY_LRS`, in that order.
+        The bridge at the other learning rates of :func:`bridge_lrs`, in the order of
+        :data:`tailmiss.experiments.bridge.SENSITIVITY_LRS`.
     per_prompt : DataFrame
         The transformer's prompts at the default rate, seed means per prompt, N and γ: Lemma 3.1's
         ``tail_miss`` beside the rare-set mass ``tau`` and its SFT value ``tau0``.
@@ -40,6 +41,9 @@ class BridgeData:
         The verdict of :attr:`main` (:func:`~tailmiss.results.claims.bridge.bridge_verdict`).
     others_verdicts : tuple of BridgeVerdict
         The verdict at each of :attr:`others`.
+    unchecked : tuple of float
+        The rates of :data:`~tailmiss.experiments.bridge.SENSITIVITY_LRS` not run here (quick mode runs the default
+        rate only).
     """
 
     sweep: object
@@ -49,6 +53,7 @@ class BridgeData:
     per_prompt_spearman: float
     verdict: BridgeVerdict
     others_verdicts: tuple
+    unchecked: tuple = ()
 
     @property
     def agrees(self) -> bool:
@@ -74,7 +79,7 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
     sweep : SweepResult, optional
         The group-size sweep when the caller already holds it (``sweep_result("nsweep", ctx)`` otherwise).
     """
-    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, run_bridge
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, run_bridge
     from tailmiss.experiments.pool import phase
 
     result = sweep_result("nsweep", ctx) if sweep is None else sweep
@@ -94,6 +99,7 @@ def bridge_data(ctx: Context, sweep=None) -> BridgeData:
         per_prompt_spearman=per_prompt_spearman(per_prompt),
         verdict=bridge_verdict(main.summary),
         others_verdicts=tuple(bridge_verdict(b.summary) for b in others),
+        unchecked=tuple(lr for lr in SENSITIVITY_LRS if lr not in bridges),
     )
 
 
