@@ -23,6 +23,7 @@ Modules at the package root, each small and imported by several layers (which is
 - ``_progress.py``: the one progress bar of every long loop.
 - ``io.py``: atomic files and folders and strict TOML, so nothing half-written lands on disk in any layer.
 - ``store.py``: the one result store (checksums, provenance, the code fingerprint that keys every cache).
+- ``_fingerprint.py``: what that fingerprint reads: a unit's import closure and a digest of what its code does.
 - ``options.py``: RunOptions, how work runs (device, processes, threads, progress, log, cache reuse), one value
   passed to every runner.
 - ``__main__.py``: ``python -m tailmiss``, the same command line as ``tailmiss``.

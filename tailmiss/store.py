@@ -17,11 +17,12 @@ unit's fingerprint with the running code's: a cache hit needs the same config
 *and* the same code, unless the caller passes ``reuse_stale`` (the CLI's
 ``--reuse-stale``), which reuses it with a warning that names the difference.
 
-The fingerprint hashes the package's own sources that can change a unit's
-numbers (:data:`SCOPES`), not the git revision: a commit that only edits the
-README or a figure's colours keeps every cached simulation valid, while an
-uncommitted edit to the simulator invalidates it. The git revision is recorded
-beside it for the reader.
+The fingerprint hashes what the package's own sources that can change a unit's
+numbers do (:data:`SCOPES`, :mod:`tailmiss._fingerprint`), not the git revision
+nor how the code is written: a commit that only edits the README, a figure's
+colours, a docstring or the layout of the trainer's files keeps every cached
+unit valid, while an uncommitted edit to the simulator's arithmetic invalidates
+the simulations. The git revision is recorded beside it for the reader.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tailmiss._checks import check_choice
+from tailmiss._fingerprint import import_closure, source_digest
 from tailmiss.io import recover, result_dir
 
 __all__ = [
     "SCOPES",
+    "NO_NUMBERS",
     "CorruptUnit",
     "code_fingerprint",
     "git_revision",
@@ -55,58 +58,63 @@ __all__ = [
 
 _PACKAGE = Path(__file__).resolve().parent
 
-_COMMON = (
-    "__init__.py",
+SCOPES: dict[str, tuple[str, ...]] = {
+    "sim": ("sim",),
+    "llm": ("llm",),
+    "sweep": ("llm", "experiments/sweep.py"),
+    "bridge": ("sim", "llm", "experiments/sweep.py", "experiments/bridge.py"),
+}
+"""Each kind of unit's entry modules (package paths; a folder stands for every module in it): its fingerprint covers
+them and every package module they import (:func:`tailmiss._fingerprint.import_closure`), less :data:`NO_NUMBERS`. A
+simulation's is the simulator's; an LLM run's the trainer's alone (a run's numbers follow from its config and the
+trainer, whichever sweep asked for it); a sweep result's, its runs' and the code that collects them; the bridge's,
+both. Analysis, figures and the report are imported by none of them: rewording or moving them keeps every unit."""
+NO_NUMBERS: tuple[str, ...] = (
     "io.py",
     "store.py",
+    "_fingerprint.py",
     "_checks.py",
-    "_device.py",
-    "_dist.py",
-    "_hash.py",
-    "objectives",
-    "analytic",
+    "_progress.py",
+    "options.py",
+    "sim/presets.py",
+    "sim/memory.py",
+    "experiments/presets.py",
+    "experiments/pool.py",
 )
-SCOPES: dict[str, tuple[str, ...]] = {
-    "sim": (*_COMMON, "sim"),
-    "llm": (*_COMMON, "llm"),
-    "sweep": (*_COMMON, "llm", "experiments"),
-    "bridge": (*_COMMON, "sim", "llm", "experiments"),
-}
-"""Package paths whose sources make each kind of unit's fingerprint: a simulation's (the simulator), an LLM run's
-(the trainer alone: a run's numbers follow from its config and the trainer, whichever sweep asked for it), a sweep
-result's (its runs and the code that collects them) and the bridge's. Analysis, figures and the report are in no
-scope: rewording or moving them keeps every cached unit."""
+"""Modules in the closures that cannot change a unit's numbers: atomic files, this store, argument checks (they only
+refuse), progress bars, run options (how work runs; threads and device are recorded beside the fingerprint),
+presets (a unit's config is part of its key, so a preset names other units), the memory estimate and the process
+pool (a run draws the same numbers alone or in any pool)."""
 
 
 class CorruptUnit(ValueError):
     """A stored unit is incomplete, unreadable or fails its checksums."""
 
 
+def _paths(parts) -> list[Path]:
+    paths = []
+    for part in parts:
+        path = _PACKAGE / part
+        if not path.exists():  # a renamed module must not silently leave the fingerprint
+            raise RuntimeError(f"code fingerprint names {part!r}, which is not in {_PACKAGE}")
+        paths.append(path)
+    return paths
+
+
 def _scope_files(scope: str) -> list[Path]:
     check_choice("scope", scope, SCOPES)
-    files: set[Path] = set()
-    for part in SCOPES[scope]:
-        path = _PACKAGE / part
-        if path.is_dir():
-            files.update(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
-        elif path.is_file():
-            files.add(path)
-        else:  # a renamed module must not silently leave the fingerprint
-            raise RuntimeError(f"code fingerprint scope {scope!r} names {part!r}, which is not in {_PACKAGE}")
-    return sorted(files)
+    return import_closure(_PACKAGE, _paths(SCOPES[scope]), _paths(NO_NUMBERS))
 
 
 @functools.cache
 def code_fingerprint(scope: str = "bridge") -> str:
-    """SHA-256 (hex, 16 digits) of the package sources of ``scope`` (:data:`SCOPES`), names included.
+    """SHA-256 (hex, 16 digits) of what the package sources of ``scope`` (:data:`SCOPES`) do.
 
-    Computed once per process: the code of a running process does not change.
+    :func:`tailmiss._fingerprint.source_digest` of the scope's files: docstrings, comments, formatting, file names
+    and the place of a definition inside the scope do not count. Computed once per process: the code of a running
+    process does not change.
     """
-    digest = hashlib.sha256()
-    for path in _scope_files(scope):
-        digest.update(path.relative_to(_PACKAGE).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return source_digest(_scope_files(scope))
 
 
 @functools.cache

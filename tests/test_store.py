@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -69,41 +70,129 @@ def test_a_damaged_unit_is_detected(tmp_path, damage):
         store.open_unit(path, ("data.csv", "meta.json"), "test unit")
 
 
-def test_the_fingerprint_follows_the_sources_of_its_scope(tmp_path, monkeypatch):
-    pkg = tmp_path / "pkg"
-    for part in {p for parts in store.SCOPES.values() for p in parts}:  # every path a scope names
+def _fake_package(pkg: Path) -> None:
+    """A package with every path :data:`store.SCOPES` and :data:`store.NO_NUMBERS` name, a simulator and a trainer
+    sharing one objectives module, and a report module nobody in a scope imports."""
+    for part in {p for parts in store.SCOPES.values() for p in parts} | set(store.NO_NUMBERS):
         (pkg / part).parent.mkdir(parents=True, exist_ok=True)
         if part.endswith(".py"):
             (pkg / part).write_text("")
         else:
-            (pkg / part).mkdir()
-    (pkg / "sim" / "engine.py").write_text("x = 1\n")
-    (pkg / "llm" / "train.py").write_text("y = 1\n")
-    (pkg / "objectives" / "advantages.py").write_text("z = 1\n")
+            (pkg / part).mkdir(exist_ok=True)
+    for folder in ("objectives", "report"):
+        (pkg / folder).mkdir(exist_ok=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "objectives" / "advantages.py").write_text('def z(x):\n    """Doc."""\n    return x * 2\n')
+    (pkg / "sim" / "engine.py").write_text("from tailmiss.objectives.advantages import z\n\nX = z(1)\n")
+    (pkg / "llm" / "train.py").write_text(
+        "import math\n\nfrom tailmiss.objectives import advantages\n\n\n"
+        "def step(x):\n    # one step\n    return advantages.z(x) + helper(x)\n\n\n"
+        "def helper(x):\n    return math.exp(x)\n"
+    )
+    (pkg / "report" / "text.py").write_text('VERDICT = "yes"\n')
+
+
+def test_the_fingerprint_follows_what_the_sources_of_its_scope_do(tmp_path, monkeypatch):
+    """A scope is the import closure of its entry modules; its digest changes with what the code does, not with
+    docstrings, comments, formatting, file names or where a definition lives inside the scope."""
+    pkg = tmp_path / "pkg"
+    _fake_package(pkg)
     monkeypatch.setattr(store, "_PACKAGE", pkg)
 
     def fingerprint(scope):
         store.code_fingerprint.cache_clear()
         return store.code_fingerprint(scope)
 
+    def edit(rel, old, new):
+        path = pkg / rel
+        assert old in path.read_text(), (rel, old)
+        path.write_text(path.read_text().replace(old, new))
+
     try:
         sim0, llm0 = fingerprint("sim"), fingerprint("llm")
-        (pkg / "llm" / "train.py").write_text("y = 2\n")
-        assert fingerprint("sim") == sim0  # another scope's edit keeps simulations valid
-        assert fingerprint("llm") != llm0
-        (pkg / "objectives" / "advantages.py").write_text("z = 2\n")  # shared code changes both
-        assert fingerprint("sim") != sim0
-        (pkg / "sim" / "engine.py").rename(pkg / "sim" / "engine2.py")
-        sim1 = fingerprint("sim")
-        (pkg / "sim" / "engine2.py").rename(pkg / "sim" / "engine.py")
-        assert fingerprint("sim") != sim1  # names are part of the fingerprint
-        (pkg / "io.py").unlink()  # a module a scope names is gone (renamed): refused, not silently left out
+        assert (pkg / "report" / "text.py") not in store._scope_files("bridge")
+        edit("report/text.py", '"yes"', '"**no**"')  # a verdict reworded: nobody's numbers
+        edit("llm/train.py", "# one step", "# one step of the trainer")
+        edit("objectives/advantages.py", '"""Doc."""', '"""The doubled advantage (F-GRPO Eq. 3)."""')
+        edit("llm/train.py", "return math.exp(x)", "return   math.exp( x )")
+        assert (fingerprint("sim"), fingerprint("llm")) == (sim0, llm0)
+        # move a function to a new module of the trainer and import it from there: the same code
+        edit(
+            "llm/train.py",
+            "\n\ndef helper(x):\n    return   math.exp( x )\n",
+            "\nfrom tailmiss.llm.util import helper\n",
+        )
+        (pkg / "llm" / "util.py").write_text("import math\n\n\ndef helper(x):\n    return math.exp(x)\n")
+        (pkg / "sim" / "engine.py").rename(pkg / "sim" / "core.py")  # a file moved
+        assert (fingerprint("sim"), fingerprint("llm")) == (sim0, llm0)
+        edit("llm/util.py", "math.exp(x)", "math.exp(-x)")  # the trainer's arithmetic
+        llm1 = fingerprint("llm")
+        assert llm1 != llm0 and fingerprint("sim") == sim0  # another scope's edit keeps simulations valid
+        edit("objectives/advantages.py", "x * 2", "x * 3")  # shared code changes both
+        assert fingerprint("sim") != sim0 and fingerprint("llm") != llm1
+        sim2, llm2 = fingerprint("sim"), fingerprint("llm")
+        edit(
+            "llm/util.py",
+            "    return math.exp(-x)",
+            "    from tailmiss.report.text import VERDICT\n\n    return math.exp(-x)",
+        )
+        llm3 = fingerprint("llm")  # a lazy import brings the report module into the trainer's scope
+        assert (pkg / "report" / "text.py") in store._scope_files("llm") and llm3 != llm2
+        edit("report/text.py", '"**no**"', '"yes"')
+        assert fingerprint("llm") != llm3 and fingerprint("sim") == sim2
+        (pkg / "io.py").unlink()  # a module the store names is gone (renamed): refused, not silently left out
         with pytest.raises(RuntimeError, match="'io.py'"):
             fingerprint("sim")
     finally:
         store.code_fingerprint.cache_clear()
     with pytest.raises(ValueError, match="scope"):
         store.code_fingerprint("nope")
+
+
+def test_the_real_packages_cache_keys_follow_its_numbers(tmp_path, monkeypatch):
+    """On a copy of this package: rewording a verdict, moving a report function, re-documenting and reformatting
+    the trainer, or renaming a module of the objectives keeps every cached unit; editing a loss kernel stales every
+    unit that trains with it; editing the simulator's sampler stales the simulations and the bridge only."""
+    import shutil
+
+    pkg = tmp_path / "tailmiss"
+    shutil.copytree(store._PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(store, "_PACKAGE", pkg)
+
+    def keys():
+        store.code_fingerprint.cache_clear()
+        return {scope: store.code_fingerprint(scope) for scope in store.SCOPES}
+
+    def edit(rel, old, new):
+        path = pkg / rel
+        text = path.read_text()
+        assert old in text, (rel, old)
+        path.write_text(text.replace(old, new))
+
+    try:
+        before = keys()
+        edit("report/protocol.py", '"cannot tell"', '"the seeds cannot tell"')
+        moved = (pkg / "report" / "llm.py").read_text()
+        start = moved.index("def verdict_word(")
+        end = moved.index("\n\n\ndef ", start)
+        (pkg / "report" / "text.py").write_text((pkg / "report" / "text.py").read_text() + "\n\n" + moved[start:end])
+        (pkg / "report" / "llm.py").write_text(moved[:start] + moved[end + 3 :])
+        rl = (pkg / "llm" / "rl_update.py").read_text()
+        doc_end = rl.index('"""', 3)
+        rl = rl[:doc_end] + " Reworded." + rl[doc_end:]  # the module docstring
+        (pkg / "llm" / "rl_update.py").write_text(rl.replace("\n    ", "\n        "))  # every indent doubled
+        (pkg / "objectives" / "aggregations.py").rename(pkg / "objectives" / "aggregation_rules.py")
+        for rel in ("objectives/__init__.py", "objectives/token_losses.py"):
+            edit(rel, "tailmiss.objectives.aggregations import", "tailmiss.objectives.aggregation_rules import")
+        assert keys() == before
+        edit("objectives/token_losses.py", "ratio.clamp(max=cfg.clip_high)", "ratio.clamp(max=2 * cfg.clip_high)")
+        after = keys()
+        assert all(after[s] != before[s] for s in ("llm", "sweep", "bridge"))
+        edit("sim/sampler.py", "torch.float64", "torch.float32")
+        changed = {s for s, v in keys().items() if v != after[s]}
+        assert changed == {"sim", "bridge"}
+    finally:
+        store.code_fingerprint.cache_clear()
 
 
 def test_stale_reason_names_both_codes(monkeypatch):
@@ -344,10 +433,17 @@ def test_bad_run_selections_are_refused(runs):
 
 
 def test_no_scope_covers_analysis_figures_report_or_cli():
-    """Where an analysis, figure or report file lives never decides what the cache keeps: no scope names those
-    packages, and an LLM run's scope (the trainer) excludes the experiments that only choose which runs to train."""
-    parts = {p for scope in store.SCOPES.values() for p in scope}
-    assert not parts & {"results", "figures", "report", "cli", "options.py"}
-    assert "experiments" not in store.SCOPES["llm"] and "experiments" in store.SCOPES["sweep"]
-    files = {p.relative_to(store._PACKAGE).parts[0] for p in store._scope_files("bridge")}
-    assert files.isdisjoint({"results", "figures", "report", "cli"})
+    """Where an analysis, figure or report file lives never decides what the cache keeps: no scope's import closure
+    reaches those packages, and an LLM run's scope (the trainer) excludes the experiments that only choose which runs
+    to train."""
+    outside = {"results", "figures", "report", "cli", "diagnose", "integrations", "options.py", "store.py", "io.py"}
+    for scope in store.SCOPES:
+        files = {p.relative_to(store._PACKAGE).parts[0] for p in store._scope_files(scope)}
+        assert files.isdisjoint(outside), scope
+    llm = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("llm")}
+    assert not any(f.startswith(("experiments/", "sim/")) for f in llm)
+    assert "analytic/significance.py" not in llm and "objectives/token_losses.py" in llm
+    sim = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("sim")}
+    assert not any(f.startswith(("experiments/", "llm/")) for f in sim) and "sim/presets.py" not in sim
+    sweep = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("sweep")}
+    assert {"experiments/sweep.py", "experiments/sweep_config.py"} <= sweep and "experiments/presets.py" not in sweep

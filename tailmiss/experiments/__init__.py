@@ -19,7 +19,8 @@ bridge
     transformer's runs.
 
 Every runner takes one :class:`~tailmiss.options.RunOptions`. A sweep result's cache
-fingerprint covers this package and the trainer (:data:`tailmiss.store.SCOPES`).
+fingerprint covers the code that collects it and the trainer, not the presets nor the pool
+(:data:`tailmiss.store.SCOPES`, :data:`tailmiss.store.NO_NUMBERS`).
 
 The names below are imported on first use (:func:`__getattr__`): a pool worker or ``tailmiss llm train``
 that needs the presets or one cached run then loads neither the bridge's simulator nor pandas.
