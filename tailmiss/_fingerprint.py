@@ -51,37 +51,72 @@ def _dotted(package: Path, path: Path) -> str:
     return ".".join([_ROOT, *parts])
 
 
-def _imported(package: Path, path: Path) -> frozenset[str]:
-    """Every package module that ``path`` imports (the parent packages included: importing runs them)."""
+def _imported(package: Path, path: Path) -> tuple[list[Path], list[Path]]:
+    """The package modules ``path`` imports by name (followed further) and their parent packages (run by the
+    import, so hashed, but their own imports are not followed: ``from tailmiss.results.claims.theory import x`` runs
+    ``tailmiss/results/__init__.py`` without depending on what that file imports). A name that a package's
+    ``__init__`` re-exports (``from tailmiss.results import Context``) leads to the module it comes from."""
     here = _dotted(package, path)
     pkg = here if path.name == "__init__.py" else here.rpartition(".")[0]
-    return frozenset(m for m in _imports(pkg, path.read_text()) if _module_file(package, m) is not None)
+    named = []
+    for module, names in _imports(pkg, path.read_text()):
+        init = _module_file(package, module)
+        reexports = _reexports(module, init.read_text()) if init is not None and init.name == "__init__.py" else {}
+        for name in names or ("",):
+            if name and _module_file(package, f"{module}.{name}") is not None:
+                named.append(f"{module}.{name}")  # ``from pkg import submodule``
+            elif name in reexports:
+                named += [module + ".", reexports[name]]  # the package runs; the name comes from its source
+            else:
+                named.append(module)  # ``import a.b``, or a name the module defines itself
+    targets = [f for f in (_module_file(package, m) for m in named if not m.endswith(".")) if f is not None]
+    parents = []
+    for name in named:
+        parts = name.rstrip(".").split(".")
+        top = len(parts) + 1 if name.endswith(".") else len(parts)
+        parents += [_module_file(package, ".".join(parts[:i])) for i in range(1, top)]
+    return targets, [f for f in parents if f is not None]
 
 
 @functools.lru_cache(maxsize=1024)
-def _imports(pkg: str, source: str) -> frozenset[str]:
-    """The dotted names a module of package ``pkg`` with this ``source`` imports, and their parents."""
-    found: set[str] = set()
+def _reexports(module: str, source: str) -> dict[str, str]:
+    """``name -> module`` of each package module a package's ``__init__`` imports a name from at its top level."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith(_ROOT)):
+            source_module = node.module
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - node.level + 1]
+                source_module = ".".join([*base, node.module])
+            for alias in node.names:
+                out[alias.asname or alias.name] = source_module
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _imports(pkg: str, source: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(module, names)`` of every import of a module of package ``pkg`` with this ``source`` (``import a.b``:
+    ``("a.b", ())``), lazy ones inside functions included."""
+    found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            found += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{a.name}" for a in node.names)  # ``from pkg import submodule``
-    out = set()
-    for name in found:
-        parts = name.split(".")
-        out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-    return frozenset(out)
+            found.append((module, tuple(a.name for a in node.names)))
+    return tuple(found)
 
 
 def import_closure(package: Path, roots: Iterable[Path], excluded: Iterable[Path] = ()) -> list[Path]:
     """The files of ``roots`` and of every package module they import, at any depth, less ``excluded``.
+
+    A module imported by name is followed (its own imports join the closure); a parent package that the import only
+    runs (``tailmiss/results/__init__.py`` for ``tailmiss.results.claims.theory``) is in the closure, its imports
+    are not followed unless a module imports a name from it.
 
     Parameters
     ----------
@@ -96,14 +131,17 @@ def import_closure(package: Path, roots: Iterable[Path], excluded: Iterable[Path
     todo: list[Path] = []
     for root in roots:
         todo += sorted(root.rglob("*.py")) if root.is_dir() else [root]
-    seen: set[Path] = set()
+    followed: set[Path] = set()
+    run: set[Path] = set()
     while todo:
         path = todo.pop()
-        if path in seen or path in excluded or "__pycache__" in path.parts:
+        if path in followed or path in excluded or "__pycache__" in path.parts:
             continue
-        seen.add(path)
-        todo += [_module_file(package, m) for m in _imported(package, path)]
-    return sorted(seen)
+        followed.add(path)
+        targets, parents = _imported(package, path)
+        todo += targets
+        run.update(p for p in parents if p not in excluded)
+    return sorted(followed | run)
 
 
 class _Normalise(ast.NodeTransformer):

@@ -215,7 +215,8 @@ def test_write_report(quick_ctx, tmp_path, quick_report):
     text = path.read_text(encoding="utf-8")
     assert theory_section() in text
     assert f"`{tmp_path / 'sub' / 'figures'}/`" in text
-    assert [p.name for p in path.parent.iterdir()] == ["paper_repro.md"]
+    # the report and its stamps, nothing half-written beside them
+    assert sorted(p.name for p in path.parent.iterdir()) == ["paper_repro.md", "paper_repro.stamps.json"]
 
 
 # --- small-transformer section (quick LLM presets) ---------------------------------------------

@@ -33,6 +33,13 @@ def repro_cmd(
             "objectives, maze, protocol and controls say how to add them (--quick --only NAME)."
         ),
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            help="Train and simulate nothing: compare the report's and its figures' stamps with the current code and "
+            "presets, list what is stale and why, exit 1 if anything is."
+        ),
+    ] = False,
     jobs: JobsOpt = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours.
@@ -42,15 +49,19 @@ def repro_cmd(
     """
     from tailmiss._checks import check_choice
     from tailmiss.experiments.pool import phase
-    from tailmiss.figures import make
+    from tailmiss.figures import FIGURES, make
     from tailmiss.options import RunOptions
     from tailmiss.report import QUICK_DEFERRED, SECTIONS, llm_families, report_figures, write_report
+    from tailmiss.report.stamps import figure_stamp, write_stamps
     from tailmiss.results import Context, train_llm
     from tailmiss.results.bridge import bridge_jobs
     from tailmiss.results.sim import simulation_jobs
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
+    if check:
+        _check(out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md")))
+        return
     if every_section and not quick:
         raise ValueError("--every-section goes with --quick (the full report always has every section)")
     deferred = QUICK_DEFERRED if quick and only is None and not every_section else ()
@@ -77,8 +88,26 @@ def repro_cmd(
         write_report(out, ctx, only=only, deferred=deferred)
     if figures:
         fig_dir = out.parent / "figures"
+        names = list(report_figures(only, deferred))
         with phase("figures"):
-            written = make(list(report_figures(only, deferred)), fig_dir, ctx)
+            written = make(names, fig_dir, ctx)
+        stamps = {n: figure_stamp(FIGURES[n], ctx, [p for p in written if p.stem == n]) for n in names}
+        write_stamps(out, {}, figures=stamps)
         for path in written:
             typer.echo(f"wrote {path}")
     typer.echo(f"wrote {out}")
+
+
+def _check(report: Path) -> None:
+    """``tailmiss repro --check``: one line per stale section or figure, exit 1 if any."""
+    from tailmiss.figures import FIGURES
+    from tailmiss.report import report_figures
+    from tailmiss.report.stamps import check_stamps
+
+    stale = check_stamps(report, FIGURES, lambda deferred: report_figures(None, deferred))
+    for item in stale:
+        typer.echo(str(item))
+    if stale:
+        typer.echo(f"{report}: {len(stale)} stale; regenerate with tailmiss repro (or --only NAME)")
+        raise typer.Exit(1)
+    typer.echo(f"{report}: every section and figure is current")

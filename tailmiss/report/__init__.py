@@ -25,6 +25,14 @@ from tailmiss.report.llm import DEFERRED_WHY as LLM_DEFERRED_WHY
 from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING, llm_section, maze_section, objectives_section
 from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
 from tailmiss.report.simulation import simulation_section
+from tailmiss.report.stamps import (
+    enclosing_heading,
+    known_section,
+    read_stamps,
+    section_stamp,
+    stamp_report,
+    write_stamps,
+)
 from tailmiss.report.theory import theory_section
 from tailmiss.results import CONTROL_FAMILIES, LADDERS, PROTOCOL_FAMILIES, SWEEPS, Context, sweep_result
 
@@ -201,7 +209,8 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
     ``only = "ladder"`` (or another name of :data:`SECTIONS`) regenerates just that section
     inside the existing report at ``path`` (its other sections are left as
     they were generated); otherwise the whole report is written, its ``deferred`` sections left out
-    (:func:`render_report`).
+    (:func:`render_report`). Each ``## `` section written ends with its stamp line, and ``<report>.stamps.json``
+    records the stamps (:mod:`tailmiss.report.stamps`).
     """
     path = Path(path)
     if only is not None:
@@ -220,8 +229,33 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
             body = objectives_section(sweep_result("objectives", ctx))
             text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
         text = _quick_notes(text) if ctx.quick else text
+        text, stamps, deferred = _restamp(path, text, ctx, only)
     else:
         text = render_report(ctx, figdir=str(path.parent / "figures") + "/", deferred=deferred)
+        stamps = {h: section_stamp(h, ctx, deferred) for h in _headings(text) if known_section(h)}
+        text = stamp_report(text, stamps)
     with atomic_write(path) as fh:
         fh.write(text)
+    write_stamps(path, stamps, quick=ctx.quick, deferred=deferred)
     return path
+
+
+def _headings(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.startswith("## ")]
+
+
+def _restamp(path: Path, text: str, ctx: Context, only: str) -> tuple[str, dict, tuple[str, ...]]:
+    """After ``only`` was written into the report at ``path``: its ``## `` section's stamp (new when the whole
+    section was rewritten, or when the rest of it was made by the same code; else the old one, so that the check
+    still calls it stale), and the sections still deferred."""
+    record = read_stamps(path)
+    deferred = tuple(d for d in record.get("deferred", ()) if d != only)
+    heading = {"ladder": LADDER_HEADING, "protocol": PROTOCOL_HEADING, "controls": CONTROLS_HEADING}.get(only)
+    parent = enclosing_heading(text, heading or {"maze": MAZE_HEADING, "objectives": OBJECTIVES_HEADING}[only])
+    if not known_section(parent):  # a report of other sections (a test's, a notebook's): nothing to stamp
+        return text, {}, deferred
+    new = section_stamp(parent, ctx, deferred)
+    old = record.get("sections", {}).get(parent)
+    stamp = new if heading is not None or (old is not None and old["code"] == new["code"]) else old
+    stamps = {parent: stamp} if stamp is not None else {}
+    return stamp_report(text, stamps), stamps, deferred

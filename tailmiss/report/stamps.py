@@ -1,0 +1,305 @@
+"""Stamps: what made each section of ``paper_repro.md`` and each figure beside it, and ``tailmiss repro --check``.
+
+A stamp records the code fingerprint of the producing code (the import closure of the section's report module or
+the figure's modules, digested as :mod:`tailmiss._fingerprint` does for the result store), a digest of every file in
+it, the presets the section or figure reads with their seeds and a digest of each preset's config, the package
+version and the date. Each ``## `` section of the report ends with one visible line naming its code, presets, seeds,
+version and date; the whole record sits beside the report in ``<report>.stamps.json`` (the figures' with the SHA-256
+of each written file). :func:`check_stamps` recomputes every stamp from the current code and presets, trains and
+simulates nothing, and lists the stale sections and figures with the files and presets that changed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tailmiss.io import atomic_write
+from tailmiss.report.controls import CONTROLS_HEADING
+from tailmiss.report.ladder import LADDER_HEADING
+from tailmiss.report.protocol import PROTOCOL_HEADING
+from tailmiss.results import CONTROL_FAMILIES, PROTOCOL_FAMILIES, Context
+
+__all__ = [
+    "STAMP_LINE",
+    "stamps_path",
+    "read_stamps",
+    "write_stamps",
+    "section_stamp",
+    "figure_stamp",
+    "stamp_report",
+    "enclosing_heading",
+    "known_section",
+    "check_stamps",
+    "Stale",
+]
+
+STAMP_LINE = "*Made by*"
+"""How the visible stamp line at the end of each ``## `` section starts."""
+
+# heading prefix -> (report module, LLM families, reads the simulation presets, the deferrable section it is)
+_SECTIONS = {
+    "## Theory": ("report/theory.py", (), False, None),
+    "## Simulation": ("report/simulation.py", (), True, None),
+    "## Small transformer": ("report/llm.py", ("nsweep", "objectives", "maze"), False, None),
+    LADDER_HEADING: ("report/ladder.py", ("ladder", "ladder-budget", "ladder-hard"), False, "ladder"),
+    PROTOCOL_HEADING: ("report/protocol.py", PROTOCOL_FAMILIES, False, "protocol"),
+    CONTROLS_HEADING: ("report/controls.py", CONTROL_FAMILIES, False, "controls"),
+}
+_DEFERRED_PARTS = {"objectives": ("objectives",), "maze": ("maze",)}
+"""The ``### `` parts of a section that the first look can defer, and their families."""
+
+
+def stamps_path(report: str | Path) -> Path:
+    """Where the stamps of ``report`` live: ``paper_repro.md`` -> ``paper_repro.stamps.json`` beside it."""
+    report = Path(report)
+    return report.with_name(report.stem + ".stamps.json")
+
+
+def _package() -> Path:
+    from tailmiss import store
+
+    return store._PACKAGE
+
+
+def _code(roots: list[Path]) -> dict:
+    """The fingerprint of the import closure of ``roots`` and a digest of each of its files."""
+    from tailmiss import store
+    from tailmiss._fingerprint import _normalised, import_closure, source_digest
+
+    package = _package()
+    files = import_closure(package, roots, [package / p for p in store.NO_NUMBERS])
+    per_file = {}
+    for path in files:
+        digest = hashlib.sha256("\0".join(sorted(set(_normalised(path.read_text())))).encode())
+        per_file[path.relative_to(package).as_posix()] = digest.hexdigest()[:16]
+    return {"code": source_digest(files), "files": per_file}
+
+
+def _presets(families, simulated: bool, ctx: Context) -> dict:
+    """``name -> {"seeds": [...], "config": digest}`` of every preset read (quick variants in quick mode)."""
+    from tailmiss.results.llm import resolve_family
+    from tailmiss.results.sim import SIMULATED
+    from tailmiss.sim.presets import preset, quick_name
+
+    configs = [resolve_family(f, ctx) for f in families]
+    if simulated:
+        configs += [preset(quick_name(n) if ctx.quick else n) for n in SIMULATED]
+    return {
+        c.name: {
+            "seeds": [int(s) for s in getattr(c, "seeds", ())],
+            "config": hashlib.sha256(repr(c).encode()).hexdigest()[:16],
+        }
+        for c in configs
+    }
+
+
+def _today() -> str:
+    from tailmiss import __version__
+
+    return f"tailmiss {__version__} on {datetime.datetime.now(datetime.timezone.utc).date().isoformat()}"
+
+
+def known_section(heading: str) -> bool:
+    """Whether :func:`section_stamp` knows what makes the ``## `` section ``heading``."""
+    return any(heading.startswith(p) for p in _SECTIONS)
+
+
+def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) -> dict:
+    """The stamp of the report section whose ``## `` heading starts with one of the known prefixes.
+
+    A section the first look defers (``deferred``) reads none of its presets (only its note is written).
+    """
+    prefix = next((p for p in _SECTIONS if heading.startswith(p)), None)
+    if prefix is None:
+        raise ValueError(f"no stamp rule for the section {heading!r}")
+    module, families, simulated, name = _SECTIONS[prefix]
+    skip = set(families) if name in deferred else {f for d in deferred for f in _DEFERRED_PARTS.get(d, ())}
+    return {
+        **_code([_package() / module]),
+        "presets": _presets([f for f in families if f not in skip], simulated, ctx),
+        "made": _today(),
+    }
+
+
+def figure_stamp(spec, ctx: Context, paths: list[Path]) -> dict:
+    """The stamp of one rendered figure (a :class:`~tailmiss.figures.registry.FigureSpec`) and its ``paths``."""
+    roots = sorted({Path(inspect.getsourcefile(f)).resolve() for f in (spec.data, spec.plot)})
+    return {
+        **_code(roots),
+        "presets": _presets(spec.llm, spec.simulated, ctx),
+        "made": _today(),
+        "sha256": {p.suffix[1:]: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths},
+    }
+
+
+def _seeds(seeds: list[int]) -> str:
+    if not seeds:
+        return "no seeds"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def _line(stamp: dict) -> str:
+    presets = "; ".join(f"`{n}` ({_seeds(p['seeds'])})" for n, p in sorted(stamp["presets"].items()))
+    return (
+        f"{STAMP_LINE} {stamp['made']}, code `{stamp['code']}`"
+        + (f", presets {presets}" if presets else "")
+        + "; `tailmiss repro --check` compares it with the current code."
+    )
+
+
+def _sections(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, heading)`` line ranges of each ``## `` section of ``text``."""
+    lines = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    return [(i, heads[k + 1] if k + 1 < len(heads) else len(lines), lines[i]) for k, i in enumerate(heads)]
+
+
+def stamp_report(text: str, stamps: dict) -> str:
+    """``text`` with the visible stamp line of each ``## `` section of ``stamps`` (heading -> stamp) at its end, an
+    older one replaced; the other sections are left as they are."""
+    lines = text.split("\n")
+    for start, end, heading in reversed(_sections(text)):
+        if heading not in stamps:
+            continue
+        body = [line for line in lines[start:end] if not line.startswith(STAMP_LINE)]
+        while body and not body[-1]:
+            body.pop()
+        lines[start:end] = [*body, "", _line(stamps[heading]), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def enclosing_heading(text: str, heading: str) -> str:
+    """The ``## `` heading of the section holding the line that starts with ``heading`` (itself for a ``## ``)."""
+    for start, end, head in _sections(text):
+        if any(line.startswith(heading) for line in text.split("\n")[start:end]):
+            return head
+    raise ValueError(f"no section holds {heading!r}")
+
+
+def read_stamps(report: str | Path) -> dict:
+    """The stamps file of ``report`` as written by :func:`write_stamps` (empty when there is none)."""
+    path = stamps_path(report)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_stamps(
+    report: Path, sections: dict, figures: dict | None = None, quick: bool | None = None, deferred=None
+) -> Path:
+    """Merge ``sections`` and ``figures`` (name -> stamp) into ``<report>.stamps.json``, atomically; ``quick`` and
+    ``deferred`` (the sections the report leaves out) replace the recorded ones when given."""
+    path = stamps_path(report)
+    old = read_stamps(report)
+    record = {
+        "quick": bool(quick) if quick is not None else old.get("quick", False),
+        "deferred": list(deferred) if deferred is not None else old.get("deferred", []),
+        "sections": {**old.get("sections", {}), **sections},
+        "figures": {**old.get("figures", {}), **(figures or {})},
+    }
+    with atomic_write(path) as fh:
+        fh.write(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+@dataclass(frozen=True)
+class Stale:
+    """One stale section or figure: what it is and why."""
+
+    kind: str
+    name: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"stale {self.kind} {self.name!r}: {self.why}"
+
+
+def _diff(old: dict, new: dict) -> str | None:
+    """Why ``old`` (a stored stamp) no longer matches ``new`` (the current one), or None."""
+    why = []
+    if old.get("code") != new["code"]:
+        files = sorted(
+            f
+            for f in set(old.get("files", {})) | set(new["files"])
+            if old.get("files", {}).get(f) != new["files"].get(f)
+        )
+        why.append("code changed in " + (", ".join(files) if files else "(no file listed)"))
+    presets = sorted(
+        n
+        for n in set(old.get("presets", {})) | set(new["presets"])
+        if old.get("presets", {}).get(n) != new["presets"].get(n)
+    )
+    if presets:
+        why.append("presets changed: " + ", ".join(presets))
+    return "; ".join(why) or None
+
+
+def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context | None = None) -> list[Stale]:
+    """Every stale section of ``report`` and every stale figure in its ``figures/`` folder, against the current code.
+
+    Nothing is trained or simulated: the current stamps are computed from the sources and the presets.
+
+    Parameters
+    ----------
+    report : path
+        The report (``paper_repro.md``); its stamps are read from :func:`stamps_path`.
+    figures : mapping, optional
+        Name -> :class:`~tailmiss.figures.registry.FigureSpec` (the registry): the report's figures
+        (:func:`tailmiss.report.report_figures`, less its deferred sections') must be stamped and current; every
+        stamped figure's files are checked in any case.
+    expected : callable, optional
+        ``deferred -> names`` of the figures a report that defers ``deferred`` has
+        (:func:`tailmiss.report.report_figures`); by default every figure of ``figures``.
+    ctx : Context, optional
+        Where the presets come from, when the report was written with sweeps of its own (``Context.llm_sweeps``);
+        by default the presets, quick or full as the stamps record.
+    """
+    report = Path(report)
+    path = stamps_path(report)
+    if not report.is_file():
+        raise ValueError(f"{str(report)!r} does not exist: write the report first (tailmiss repro)")
+    if not path.is_file():
+        return [Stale("report", str(report), f"no stamps ({path.name} is missing): made before stamps")]
+    record = json.loads(path.read_text())
+    ctx = ctx if ctx is not None else Context(quick=record.get("quick", False))
+    deferred = tuple(record.get("deferred", ()))
+    stored = record.get("sections", {})
+    text = report.read_text()
+    stale = []
+    for start, end, heading in _sections(text):
+        lines = text.split("\n")[start:end]
+        if heading not in stored:
+            stale.append(Stale("section", heading, "not stamped"))
+            continue
+        if not any(line == _line(stored[heading]) for line in lines):
+            stale.append(Stale("section", heading, "its stamp line differs from the stamps file (edited by hand?)"))
+            continue
+        why = _diff(stored[heading], section_stamp(heading, ctx, deferred))
+        if why:
+            stale.append(Stale("section", heading, why))
+    fig_dir = report.parent / "figures"
+    wanted = expected(deferred) if expected is not None else list(figures or {})
+    expected = [n for n in wanted if n in (figures or {})]
+    names = dict.fromkeys([*record.get("figures", {}), *expected])
+    for name in names:
+        old = record.get("figures", {}).get(name)
+        spec = (figures or {}).get(name)
+        if old is None:
+            stale.append(Stale("figure", name, "not stamped"))
+            continue
+        for ext, sha in old.get("sha256", {}).items():
+            file = fig_dir / f"{name}.{ext}"
+            if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != sha:
+                stale.append(Stale("figure", name, f"{file.name} is missing or differs from the one stamped"))
+                break
+        else:
+            if spec is not None:
+                why = _diff(old, figure_stamp(spec, ctx, []))
+                if why:
+                    stale.append(Stale("figure", name, why))
+    return stale

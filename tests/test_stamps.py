@@ -1,0 +1,155 @@
+"""Stamps of the report and its figures, and ``tailmiss repro --check`` (:mod:`tailmiss.report.stamps`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import tiny_llm_sweeps
+from typer.testing import CliRunner
+
+from tailmiss import store
+from tailmiss.cli import app
+from tailmiss.options import RunOptions
+from tailmiss.report import QUICK_DEFERRED, write_report
+from tailmiss.report.stamps import STAMP_LINE, check_stamps, read_stamps, section_stamp, stamps_path, write_stamps
+from tailmiss.results import Context
+
+THEORY = "## Theory (closed forms)"
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory) -> Context:
+    cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
+    cache.mkdir(exist_ok=True)
+    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of the package that the stamps read instead of the installed one (edit it to change "the code")."""
+    pkg = tmp_path / "pkg" / "tailmiss"
+    shutil.copytree(store._PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(store, "_PACKAGE", pkg)
+    yield pkg
+    store.code_fingerprint.cache_clear()
+
+
+def _edit(pkg, rel, old, new):
+    path = pkg / rel
+    assert old in path.read_text(), (rel, old)
+    path.write_text(path.read_text().replace(old, new))
+
+
+def _stale(report, ctx):
+    return {s.name.split(" (")[0].split(":")[0]: s.why for s in check_stamps(report, ctx=ctx)}
+
+
+def test_each_section_is_stamped_and_the_check_names_what_changed(ctx, tmp_path, package_copy):
+    """Each ``## `` section ends with its stamp line and the stamps file holds its code, files and presets; the
+    check passes on the report as written, names the sections whose code changed with the changed file (a loss kernel
+    stales the transformer's sections, not the closed forms'; a reworded verdict its own section only) and a
+    stamp line edited by hand."""
+    report = tmp_path / "paper_repro.md"
+    write_report(report, ctx)
+    text = report.read_text()
+    record = read_stamps(report)
+    headings = [line for line in text.split("\n") if line.startswith("## ")]
+    assert set(record["sections"]) == set(headings) and record["quick"] is True and record["deferred"] == []
+    for heading in headings:
+        section = text[text.index(heading) :]
+        nxt = section.find("\n## ", 1)
+        section = section if nxt < 0 else section[:nxt]
+        last = section.rstrip("\n").split("\n")[-1]
+        assert last.startswith(STAMP_LINE) and record["sections"][heading]["code"] in last, heading
+    small = next(h for h in headings if h.startswith("## Small transformer"))
+    assert set(record["sections"][small]["presets"]) == {
+        ctx.llm_sweeps[f].name for f in ("nsweep", "objectives", "maze")
+    }
+    assert "objectives/token_losses.py" in record["sections"][small]["files"]
+    assert "objectives/token_losses.py" not in record["sections"][THEORY]["files"]
+    assert check_stamps(report, ctx=ctx) == []
+
+    _edit(package_copy, "objectives/token_losses.py", "ratio.clamp(max=cfg.clip_high)", "ratio.clamp(max=3.0)")
+    stale = _stale(report, ctx)
+    assert "## Small transformer" in stale and "objectives/token_losses.py" in stale["## Small transformer"]
+    assert "## Theory" not in stale
+    _edit(package_copy, "objectives/token_losses.py", "ratio.clamp(max=3.0)", "ratio.clamp(max=cfg.clip_high)")
+    assert check_stamps(report, ctx=ctx) == []
+    _edit(package_copy, "report/protocol.py", '"cannot tell"', '"the seeds cannot tell"')
+    stale = _stale(report, ctx)
+    assert list(stale) == ["## The paper's protocol"] and "report/protocol.py" in stale["## The paper's protocol"]
+    _edit(package_copy, "report/protocol.py", '"the seeds cannot tell"', '"cannot tell"')
+
+    report.write_text(text.replace(record["sections"][THEORY]["code"], "0" * 16, 1))
+    assert "edited by hand" in _stale(report, ctx)["## Theory"]
+    stamps_path(report).unlink()
+    (only,) = check_stamps(report, ctx=ctx)
+    assert "no stamps" in only.why
+
+
+def test_the_first_look_and_a_section_added_later_stay_current(ctx, tmp_path):
+    """A deferred section is stamped as the note it is; ``only=NAME`` fills it in, the record stops deferring it and
+    the report is still current; a ``### `` section written into an otherwise stale section leaves it stale."""
+    report = tmp_path / "paper_repro.md"
+    write_report(report, ctx, deferred=QUICK_DEFERRED)
+    assert read_stamps(report)["deferred"] == list(QUICK_DEFERRED) and check_stamps(report, ctx=ctx) == []
+    write_report(report, ctx, only="maze")
+    record = read_stamps(report)
+    assert "maze" not in record["deferred"] and check_stamps(report, ctx=ctx) == []
+    small = next(h for h in record["sections"] if h.startswith("## Small transformer"))
+    assert ctx.llm_sweeps["maze"].name in record["sections"][small]["presets"]
+    write_report(report, ctx, only="controls")
+    assert "controls" not in read_stamps(report)["deferred"] and check_stamps(report, ctx=ctx) == []
+
+    record["sections"][small]["code"] = "0" * 16  # as if the rest of the section had been made by older code
+    stamps_path(report).write_text(json.dumps(record))
+    report.write_text(report.read_text().replace(read_stamps(report)["sections"][small]["code"], "0" * 16))
+    write_report(report, ctx, only="objectives")
+    assert read_stamps(report)["sections"][small]["code"] == "0" * 16  # kept: still stale
+    assert any(s.name == small and "code changed" in s.why for s in check_stamps(report, ctx=ctx))
+
+
+def test_figure_stamps_hold_the_files_and_the_code(ctx, tmp_path):
+    from tailmiss.figures import FIGURES, make
+    from tailmiss.report.stamps import figure_stamp
+
+    report = tmp_path / "paper_repro.md"
+    report.write_text(f"# r\n\n{THEORY}\n\nx\n")
+    write_stamps(report, {THEORY: section_stamp(THEORY, ctx)}, quick=True, deferred=())
+    report.write_text(report.read_text().replace("x\n", "x\n\n" + _stamp_line(report)))
+    written = make(["fig3"], tmp_path / "figures", ctx)
+    write_stamps(report, {}, figures={"fig3": figure_stamp(FIGURES["fig3"], ctx, written)})
+    assert set(read_stamps(report)["figures"]["fig3"]["sha256"]) == {"png", "pdf"}
+    assert check_stamps(report, FIGURES, lambda deferred: ["fig3"], ctx) == []
+    missing = check_stamps(report, FIGURES, lambda deferred: ["fig3", "fig4"], ctx)
+    assert [(s.name, s.why) for s in missing] == [("fig4", "not stamped")]
+    (tmp_path / "figures" / "fig3.png").write_bytes(b"not the figure")
+    (stale,) = check_stamps(report, FIGURES, lambda deferred: ["fig3"], ctx)
+    assert stale.name == "fig3" and "fig3.png" in stale.why
+
+
+def _stamp_line(report) -> str:
+    from tailmiss.report.stamps import _line
+
+    return _line(read_stamps(report)["sections"][THEORY]) + "\n"
+
+
+def test_repro_check_on_the_command_line(ctx, tmp_path):
+    """``tailmiss repro --check``: exit 0 with one line when current, exit 1 naming each stale part, exit 2 with one
+    line when there is no report."""
+    runner = CliRunner()
+    report = tmp_path / "paper_repro.md"
+    report.write_text(f"# r\n\n{THEORY}\n\nx\n")
+    write_stamps(report, {THEORY: section_stamp(THEORY, ctx)}, quick=True, deferred=QUICK_DEFERRED)
+    report.write_text(report.read_text().replace("x\n", "x\n\n" + _stamp_line(report)))
+    # the theory section alone, and none of the first look's figures: those are named as not stamped
+    result = runner.invoke(app, ["repro", "--check", "--out", str(report)])
+    assert result.exit_code == 1 and "stale figure 'fig3': not stamped" in result.output
+    assert THEORY not in result.output
+    report.write_text(report.read_text().replace(read_stamps(report)["sections"][THEORY]["code"], "f" * 16))
+    result = runner.invoke(app, ["repro", "--check", "--out", str(report)])
+    assert result.exit_code == 1 and f"stale section '{THEORY}'" in result.output
+    result = runner.invoke(app, ["repro", "--check", "--out", str(tmp_path / "none.md")])
+    assert result.exit_code == 2 and "does not exist" in result.output and "Traceback" not in result.output
