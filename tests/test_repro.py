@@ -165,7 +165,14 @@ def test_quick_report_fig2_variants(quick_report):
             "γ = 1 lifts M_ret, mostly in zone II",
         ):
             _row(quick_report, label, claim)
-        _row(quick_report, label, f"N = {max(preset('fgrpo-fig2-quick').group_sizes)} keeps M_ret ≈ 1 throughout")
+        row = _row(
+            quick_report, label, f"N = {max(preset('fgrpo-fig2-quick').group_sizes)} alone keeps M_ret ≈ 1 throughout"
+        )
+        assert re.search(r"Keeps it: (yes|\*\*no\*\*); alone: (yes|\*\*no\*\*)", row), row
+        assert re.search(
+            r"\(rule: positive inside and larger than outside\): (yes|\*\*no\*\*)",
+            _row(quick_report, label, "γ = 1 lifts M_ret, mostly in zone II"),
+        )
 
 
 def test_quick_report_brorl_rows(quick_report):
@@ -177,6 +184,10 @@ def test_quick_report_brorl_rows(quick_report):
         row = _row(quick_report, "BroRL Fig. 3", claim)
         for n in preset("brorl-fig3-quick").group_sizes:
             assert f"{n}: " in row, (claim, n)
+        assert row.rstrip(" |").endswith(("yes", "**no**")) or "Q_pos *falls*" in row, row
+    concave = _row(quick_report, "BroRL §4.1", "gains are monotone but concave in N")
+    assert re.search(r"never grows\): (yes|\*\*no\*\*)", concave), concave
+    _row(quick_report, "BroRL §4.1", "small N is slow and noisy and sometimes regresses")
 
 
 def test_quick_logprob_q_pos_rises(quick_report):
@@ -257,10 +268,11 @@ def test_quick_report_llm_section(quick_report):
         assert row.count("DAPO") == 2, row  # DAPO and DAPO with dynamic sampling
     for claim in ("DAPO differs from GRPO", "DAPO+DS differs from GRPO"):
         row = _row(objectives, claim).rstrip(" |")
-        # a verdict either way: counted run by run, or every run equal to its GRPO twin to the last digit
+        # a verdict from the paired rule, or every run equal to its GRPO twin to the last digit
         assert (
-            re.search(r"runs differ from their GRPO twin .*: (yes|\*\*no\*\*)$", row) or "equals its GRPO twin" in row
-        )
+            re.search(r"two-sided t-test at α = 0.05: (yes: beyond|\*\*no\*\*: every|cannot tell)", row)
+            or "equals its GRPO twin" in row
+        ), row
     maze = _section(section, "### Maze")
     assert _row(maze, "SFT")
     assert re.search(r"better at \d/2", _row(maze, "F-GRPO γ = 0.5 beats GRPO at every N on pass@1 (Table 4)"))

@@ -49,7 +49,7 @@ def _shape_rows(result, gamma: float = 0.0) -> list[list]:
                 f"{r['spearman']:+.2f}" if np.isfinite(r["spearman"]) else "flat",
                 r["worst_n"],
                 " ".join(r["zones"]),
-                yes(la.has_zone3(r)),
+                yes(la.has_large_n_regime(r)),
                 f"{d['worst_n']} / {yes(d['recovers'])}",
                 f"{h['worst_n']} / {yes(h['recovers'])}",
             ]
@@ -65,7 +65,7 @@ _SHAPE_HEADER = [
     "Spearman(M_ret, N)",
     "worst N",
     "zones",
-    "zone III",
+    "large-N regime",
     "ΔNLL_rare worst N / recovers",
     "rare hit@256 worst N / recovers",
 ]
@@ -148,37 +148,44 @@ def _best_line(best: la.BestSimulator) -> str:
     )
     if not best.checked:
         return text + " (The hard-task ladder does not hold both rungs, so the check on another task is missing.)"
-    agree = best.zone3_sim == best.zone3_llm
+    agree = best.regime_sim == best.regime_llm
     return text + (
         f" On the hard task, which it was not chosen on: M_ret by N = {', '.join(map(str, best.group_sizes))} is "
         f"{', '.join(f'{v:.3f}' for v in best.sim_values)} (simulator) vs "
         f"{', '.join(f'{v:.3f}' for v in best.llm_values)} (transformer); Spearman "
         f"{best.spearman_hard:+.2f}; zones {' '.join(best.zones_sim)} vs {' '.join(best.zones_llm)} "
-        f"(agree at {best.zone_agreement:.0%} of N); zone III: simulator {yes(best.zone3_sim)}, transformer "
-        f"{yes(best.zone3_llm)}: {'agree' if agree else '**disagree**'}."
+        f"(agree at {best.zone_agreement:.0%} of N); large-N regime: simulator {yes(best.regime_sim)}, transformer "
+        f"{yes(best.regime_llm)}: {'agree' if agree else '**disagree**'}."
     )
 
 
 def verdict_text(v: la.IngredientVerdict) -> str:
-    """An ingredient's verdict in words: its effect on zone III and, if so, the reversed trend in N."""
+    """An ingredient's verdict in words: its effect on the large-N regime and, if so, the reversed trend in N."""
     if v.effect == "none":
-        text = f"does not affect zone III ({'present' if v.source_zone3 else 'absent'} in both)"
+        text = f"does not affect the large-N regime ({'present' if v.source_regime else 'absent'} in both)"
     else:
-        text = f"{v.effect} zone III"
+        text = f"{v.effect} the large-N regime"
     if v.reverses_trend:
         ra, rb = v.source_curve["spearman"], v.target_curve["spearman"]
         text += f"; reverses the trend in N (Spearman {ra:+.2f} → {rb:+.2f})"
     return text
 
 
+def _budget(lad) -> str:
+    """The rollout budget of an equal-budget ladder as run: N × steps per prompt slot, and where rounding the steps
+    to a whole number makes it unequal."""
+    goal = lad.rl.steps * lad.reference_n
+    spent = {n: n * lad.steps_for(n) for n in lad.group_sizes}
+    off = [f"{v:,} at N = {n} ({v / goal - 1:+.0%})" for n, v in spent.items() if v != goal]
+    return f"an equal rollout budget ({lad.rl.steps} × {lad.reference_n} / N steps, rounded: N × steps = {goal:,}" + (
+        f" except {', '.join(off)})" if off else " at every N)"
+    )
+
+
 def _describe(lad) -> str:
     rl = lad.rl
     rungs = ", ".join(f"`{r.name}`" for r in lad.rungs)
-    budget = (
-        f"{rl.steps} steps at every N"
-        if lad.budget == "steps"
-        else f"an equal rollout budget ({rl.steps} × {lad.reference_n} / N steps)"
-    )
+    budget = f"{rl.steps} steps at every N" if lad.budget == "steps" else _budget(lad)
     return (
         f"`{lad.name}`: task `{lad.sft.task.name}` (SFT `{lad.sft.name}`), rungs {rungs}; N = "
         f"{', '.join(map(str, lad.group_sizes))}; γ = {', '.join(f'{g:g}' for g in lad.gammas)}; "
@@ -199,10 +206,11 @@ def _intro(mode: str) -> str:
         "on it follows `tailmiss.sim` in law, with Adam and with SGD), `factorized` (one softmax per answer "
         "position and prompt: parameters shared across answers, no network), `transformer` (shared across answers "
         "and prompts); each with Adam (AdamW, no weight decay) and plain SGD. Learning rates were set once per rung "
-        "so that Q_pos on the pool moves by a similar amount at N = 8 (never from an N-shape). *Zone III* is a "
-        "large-N regime where retained mass is high again: some N above the concentration zone "
-        f"(M_ret < {ZONE_THRESHOLD:g}), or a "
-        "significant recovery (M_ret at the largest N above its minimum by > 0.05 and > twice the seed spread). "
+        "so that Q_pos on the pool moves by a similar amount at N = 8 (never from an N-shape). Zones keep F-GRPO "
+        f"Fig. 2's meaning (II: M_ret < {ZONE_THRESHOLD:g}; III: not II, above some zone-II N; I: the rest). The "
+        "*large-N regime* is where retained mass is high again at large N: zone III, or a significant dip and "
+        "recovery (M_ret's worst N strictly inside the sweep and M_ret at the largest N above it by > 0.05 and > "
+        "twice the seed spread) on a curve that never enters zone II. "
         f"Table rungs hold the prompts they were built on only, so their held-out rows are 1 by construction; {mode}. "
         "Reproduce with `tailmiss llm sweep --preset ladder` (and `ladder-budget`, `ladder-hard`), then "
         "`tailmiss figures make ladder frontier`.\n"
@@ -286,10 +294,11 @@ def _claims_text(main, verdicts) -> str:
     base = shape[shape["gamma"] == 0]
     label = {True: [], False: []}
     for _, r in base.iterrows():
-        label[la.has_zone3(r)].append(f"`{r['rung']}` ({_where(r['set'])})")
+        label[la.has_large_n_regime(r)].append(f"`{r['rung']}` ({_where(r['set'])})")
     dips = [
         f"`{r['rung']}` ({_where(r['set'])}, worst N = {r['worst_n']})" for _, r in base.iterrows() if r["recovers"]
     ]
+    proper = [f"`{r['rung']}` ({_where(r['set'])})" for _, r in base.iterrows() if "III" in (r.get("zones") or ())]
     changes = [f"{v.ingredient} ({v.comparison}): {verdict_text(v)}" for v in verdicts if v.effect != "none"]
     trends = [f"{v.ingredient} ({v.comparison})" for v in verdicts if v.reverses_trend]
     matched = la.matched_table(main.history)
@@ -299,14 +308,17 @@ def _claims_text(main, verdicts) -> str:
     focal = _informative(main, focal) if not focal.empty else focal
     helps = focal.groupby(["rung", "set", "gamma"])["mean"].mean() if not focal.empty else None
     lines = [
-        "- F-GRPO Fig. 2's zone III (M_ret high again at large N, after zone II or a dip) at γ = 0: present on "
+        "- The large-N regime (F-GRPO Fig. 2's zone III, or a significant dip and recovery of M_ret) at γ = 0: "
+        "present on "
         + (", ".join(label[True]) if label[True] else "**no rung**")
         + "; absent on "
         + (", ".join(label[False]) if label[False] else "none")
+        + ". Zone III itself (M_ret back at or above the threshold above a zone-II N): "
+        + (", ".join(proper) if proper else "**on no rung**")
         + ".",
         "- A significant dip and recovery of M_ret over N (F-GRPO Table 2's non-monotone shape, worst N strictly "
         "inside the sweep): " + (", ".join(dips) if dips else "**on no rung**") + ".",
-        "- Ingredients that change whether zone III appears: "
+        "- Ingredients that change whether the large-N regime appears: "
         + ("; ".join(changes) if changes else "**none** of those tested")
         + (". Ingredients that reverse the direction of M_ret in N: " + "; ".join(trends) if trends else "")
         + ".",

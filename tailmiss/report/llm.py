@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.report.bridge import bridge_section
-from tailmiss.report.text import table, yes
+from tailmiss.report.text import table
 from tailmiss.results import Context, bridge_data, sweep_result
 from tailmiss.results.claims.llm import (
     METRICS,
@@ -56,7 +56,8 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> str:
         f"A {nsweep.meta['sft']['params']:,}-parameter transformer trained from scratch (`{nsweep.config.sft.name}`) "
         f"on task (a), the multi-solution digit task, then group-relative RL from it; {mode}. Held-out SFT "
         f"μ_pos {sft['mu_pos']:.3f}, off-format mass {sft['off_format']:.1e}. Task (a) metrics are exact (every "
-        "well-formed answer scored in float64 on the same held-out prompts for every run): pass@k = mean "
+        "well-formed answer scored on the same held-out prompts for every run: the model's forward pass, each "
+        "next-token law normalised and the answer's log-probability summed in float64): pass@k = mean "
         "1 − (1 − μ_pos(x))^k; *rare hit@256* = mean 1 − (1 − τ(x))^256, where τ(x) is the current mass of the "
         "prompt's rare-correct set (the correct answers of smallest SFT mass holding ≤ 10% of its SFT μ_pos), "
         "the analog of what pass@256 measures on math benchmarks. Entries are mean ± sd over seeds; a difference "
@@ -130,16 +131,40 @@ def objectives_section(objectives) -> str:
 
 
 def _dapo_rows(objectives) -> list[list[str]]:
-    """Does each DAPO variant differ from GRPO? Run by run (same seed and γ), on the final exact metrics."""
-    return [
-        [
-            f"{c.method.upper()} differs from GRPO",
-            f"{c.name}: {c.differ} of {c.runs} runs differ from their GRPO twin "
-            f"(same seed and γ); largest |Δ|: pass@1 {c.gap['exact_pass_at_1']:.4f}, rare hit@256 "
-            f"{c.gap['rare_pass_at_256']:.3f}, M_ret {c.gap['retained_mass']:.3f}: " + yes(c.differs),
-        ]
-        for c in dapo_claims(objectives)
-    ]
+    """Does each DAPO variant differ from GRPO? Run by run (same seed and γ), then paired by seed at each γ."""
+    rows = []
+    for c in dapo_claims(objectives):
+        seeds = max((d.seeds for _, d in c.diffs), default=0)
+        resolved = ", ".join(
+            f"γ = {g:g} {_METRIC_NAMES.get(d.metric, d.metric)} {d.mean:+.4f} ({d.outcome})" for g, d in c.resolved
+        )
+        if c.differ == 0:
+            word = "**no**: every run equals its GRPO twin to the last digit"
+        elif c.differs is None:
+            word = "cannot tell (one seed)"
+        elif c.differs:
+            word = f"yes: beyond the seed spread on {resolved}"
+        else:
+            word = "**no**: every difference is within the seed spread"
+        rows.append(
+            [
+                f"{c.method.upper()} differs from GRPO",
+                f"{c.name}: {c.differ} of {c.runs} runs differ from their GRPO twin (same seed and γ); largest |Δ|: "
+                f"pass@1 {c.gap['exact_pass_at_1']:.4f}, rare hit@256 {c.gap['rare_pass_at_256']:.3f}, M_ret "
+                f"{c.gap['retained_mass']:.3f}. Rule: the variant − GRPO difference of each metric at each γ, paired "
+                f"by seed over {seeds} seed(s), two-sided t-test at α = 0.05: {word}",
+            ]
+        )
+    return rows
+
+
+_METRIC_NAMES = {
+    "exact_pass_at_1": "pass@1",
+    "exact_pass_at_256": "pass@256",
+    "rare_pass_at_256": "rare hit@256",
+    "retained_mass": "M_ret",
+    "dnll_rare": "ΔNLL_rare",
+}
 
 
 # ---- words and numbers --------------------------------------------------------------------------------------------
@@ -250,8 +275,13 @@ def nsweep_rows(c: NsweepClaims) -> list[list[str]]:
                 "F-GRPO at N = 8 reaches GRPO N = 32's pass@256 with a quarter of the rollouts (70.3 vs 70.1)",
                 f"rare hit@256 {_fmt(f.focal)} vs {_fmt(f.grpo32)} with {f.grpo32_rollouts / f.focal_rollouts:.1f}× "
                 f"fewer rollouts ({int(f.focal_rollouts):,} vs {int(f.grpo32_rollouts):,}): "
-                + _compared(f.comparison).replace("**no**", "**no** (lower)")
-                + " (a tie also counts as reaching it)",
+                + (
+                    "cannot tell: N = 32 is GRPO's worst N here, so reaching it says nothing of a kept tail (the "
+                    "paper's N = 32 had partly recovered)"
+                    if f.vacuous
+                    else _compared(f.comparison).replace("**no**", "**no** (lower)")
+                    + " (a tie also counts as reaching it)"
+                ),
             ]
         )
     if c.dnll is not None:

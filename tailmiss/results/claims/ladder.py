@@ -19,7 +19,7 @@ __all__ = [
     "shape_table",
     "matched_table",
     "focal_table",
-    "has_zone3",
+    "has_large_n_regime",
     "ingredient_verdicts",
     "best_simulator",
 ]
@@ -108,15 +108,19 @@ def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFr
 # ---- verdicts: which ingredient creates or removes the large-N regime ---------------------------------
 
 
-def has_zone3(row) -> bool:
-    """Zone III on a curve (a :func:`shape_table` row): some N above the concentration zone (F-GRPO Fig. 2), or a
-    significant recovery."""
+def has_large_n_regime(row) -> bool:
+    """The large-N regime on a curve (a :func:`shape_table` row): F-GRPO Fig. 2's zone III (M_ret at or above
+    :data:`~tailmiss.analytic.regimes.ZONE_THRESHOLD` at some N above a zone-II N), or a significant dip and
+    recovery of M_ret (worst N strictly inside the sweep, the largest N above it by more than
+    :data:`~tailmiss.analytic.regimes.RECOVERY_MARGIN` and twice the seed spread). Zone III itself is only the
+    first: ``"III" in row["zones"]``."""
     return bool(row["recovers"] or "III" in (row.get("zones") or ()))
 
 
 @dataclass(frozen=True)
 class IngredientVerdict:
-    """One controlled comparison of the ladder: does moving from ``source`` to ``target`` create zone III?
+    """One controlled comparison of the ladder: does moving from ``source`` to ``target`` create the
+    large-N regime?
 
     Attributes
     ----------
@@ -127,7 +131,7 @@ class IngredientVerdict:
     source_curve, target_curve : pandas.Series
         The two :func:`shape_table` rows (M_ret by N, GRPO, γ = 0).
     effect : str
-        ``"creates"``, ``"removes"`` or ``"none"`` (zone III, :func:`has_zone3`).
+        ``"creates"``, ``"removes"`` or ``"none"`` (the large-N regime, :func:`has_large_n_regime`).
     reverses_trend : bool
         Both Spearman correlations with N are at least 0.5 in size and of opposite signs.
     """
@@ -142,12 +146,12 @@ class IngredientVerdict:
     reverses_trend: bool
 
     @property
-    def source_zone3(self) -> bool:
-        return has_zone3(self.source_curve)
+    def source_regime(self) -> bool:
+        return has_large_n_regime(self.source_curve)
 
     @property
-    def target_zone3(self) -> bool:
-        return has_zone3(self.target_curve)
+    def target_regime(self) -> bool:
+        return has_large_n_regime(self.target_curve)
 
 
 def _row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0):
@@ -158,7 +162,7 @@ def _row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0
 def _compare(ingredient: str, what: str, a, b, a_label: str, b_label: str) -> IngredientVerdict | None:
     if a is None or b is None:
         return None
-    za, zb = has_zone3(a), has_zone3(b)
+    za, zb = has_large_n_regime(a), has_large_n_regime(b)
     effect = "none" if za == zb else ("creates" if zb else "removes")
     ra, rb = a["spearman"], b["spearman"]
     reverses = bool(
@@ -179,7 +183,7 @@ def ingredient_verdicts(
     * compute matching: equal steps → equal rollouts per rung.
 
     Each says whether moving from the first to the second *creates*, *removes* or
-    does not affect zone III (:func:`has_zone3`).
+    does not affect the large-N regime (:func:`has_large_n_regime`).
     """
     shape = shape_table(main.final)
     rungs = {r.name: r for r in main.ladder.rungs}
@@ -251,8 +255,9 @@ class BestSimulator:
     zones_sim: tuple | None = None
     zones_llm: tuple | None = None
     zone_agreement: float | None = None
-    zone3_sim: bool | None = None
-    zone3_llm: bool | None = None
+    regime_sim: bool | None = None
+    regime_llm: bool | None = None
+    """Whether each curve on the hard task shows the large-N regime (:func:`has_large_n_regime`)."""
 
     @property
     def checked(self) -> bool:
@@ -267,7 +272,7 @@ def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> BestS
     on the training pool with rung ``target`` (a transformer rung); then, on
     ``hard``, the chosen rung's curve is compared with ``target``'s there: rank
     correlation, the share of N whose zone agrees and whether both or neither
-    show zone III.
+    show the large-N regime.
     """
 
     def aligned_spearman(a: pd.Series, b: pd.Series) -> float:
@@ -296,6 +301,6 @@ def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> BestS
         zones_sim=tuple(zs),
         zones_llm=tuple(zl),
         zone_agreement=zone_agreement(zs, zl),
-        zone3_sim=has_zone3(_row(hshape, chosen)),
-        zone3_llm=has_zone3(_row(hshape, target)),
+        regime_sim=has_large_n_regime(_row(hshape, chosen)),
+        regime_llm=has_large_n_regime(_row(hshape, target)),
     )

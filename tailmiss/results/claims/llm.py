@@ -106,6 +106,9 @@ class FocalReach:
     grpo32_rollouts: float
     """Rollouts of each run (seed means)."""
     comparison: Comparison
+    vacuous: bool = False
+    """GRPO's rare hit@256 is worst at N = 32 here: reaching it is no sign of a kept tail (in the paper N = 32 had
+    partly recovered), so the claim cannot be judged."""
 
 
 @dataclass(frozen=True)
@@ -174,12 +177,12 @@ def nsweep_claims(result: SweepResult) -> NsweepClaims:
         rare_best_n=best,
         rare_worst_n=worst,
         dip=True if shape else (None if partly else False),
-        focal_reach=_focal_reach(m, f8) if f8 is not None and 32 in ns else None,
+        focal_reach=_focal_reach(m, f8, vacuous=worst == 32) if f8 is not None and 32 in ns else None,
         dnll=_dnll_order(m, f8) if {2, 8, 32} <= set(ns) else None,
     )
 
 
-def _focal_reach(m: pd.DataFrame, f8: pd.Series) -> FocalReach:
+def _focal_reach(m: pd.DataFrame, f8: pd.Series, vacuous: bool = False) -> FocalReach:
     g32 = run_row(m, "grpo", 0.0, 32)
     return FocalReach(
         focal=_stat(f8, "rare_pass_at_256"),
@@ -187,6 +190,7 @@ def _focal_reach(m: pd.DataFrame, f8: pd.Series) -> FocalReach:
         focal_rollouts=float(f8["rollouts"]),
         grpo32_rollouts=float(g32["rollouts"]),
         comparison=_compare(f8, g32, "rare_pass_at_256"),
+        vacuous=vacuous,
     )
 
 
@@ -271,7 +275,8 @@ def objectives_claims(result: SweepResult) -> ObjectivesClaims:
 
 @dataclass(frozen=True)
 class DapoClaim:
-    """Does a DAPO variant differ from GRPO? Run by run (same seed and γ), on the final exact metrics."""
+    """Does a DAPO variant differ from GRPO? Run by run (same seed and γ), on the final exact metrics, and paired by
+    seed (:func:`tailmiss.results.claims.paired.paired_diff`: two-sided t-test at α = 0.05) at each γ."""
 
     method: str
     name: str
@@ -281,14 +286,30 @@ class DapoClaim:
     """Of those, runs whose final metrics differ from their twin's in any digit."""
     gap: pd.Series
     """Largest |Δ| over the twins, per metric."""
+    diffs: tuple = ()
+    """``(γ, PairedDiff)``: the variant − GRPO difference (:class:`~tailmiss.results.claims.paired.PairedDiff`) per γ
+    and metric."""
 
     @property
-    def differs(self) -> bool:
-        return self.differ > 0
+    def resolved(self) -> tuple:
+        """The ``(γ, PairedDiff)`` beyond the seed spread (``higher`` or ``lower``)."""
+        return tuple((g, d) for g, d in self.diffs if d.outcome in ("higher", "lower"))
+
+    @property
+    def differs(self) -> bool | None:
+        """Yes when a paired difference is resolved; no when every run equals its twin or every difference is within
+        the seed spread; None (cannot tell) with one seed."""
+        if self.differ == 0:
+            return False
+        if self.resolved:
+            return True
+        return None if all(d.outcome is None for _, d in self.diffs) else False
 
 
 def dapo_claims(objectives: SweepResult) -> list[DapoClaim]:
     """One :class:`DapoClaim` per DAPO variant of an objective sweep (F-GRPO Table 1) that has GRPO twins."""
+    from tailmiss.results.claims.paired import paired_diff
+
     final = objectives.final
     cols = [c for c in METRICS if c in final]
     keys = ["gamma", "group_size", "seed"]
@@ -301,7 +322,13 @@ def dapo_claims(objectives: SweepResult) -> list[DapoClaim]:
             continue
         equal = [bool((runs.loc[k] == grpo.loc[k]).all()) for k in twins]
         gap = (runs.loc[twins] - grpo.loc[twins]).abs().max()
-        claims.append(DapoClaim(method, name, len(equal), len(equal) - sum(equal), gap))
+        pairs = pd.concat([runs.loc[twins].assign(label=method), grpo.loc[twins].assign(label="grpo")]).reset_index()
+        diffs = tuple(
+            (float(gamma), paired_diff(sub, method, "grpo", metric))
+            for (gamma, _), sub in pairs.groupby(["gamma", "group_size"])
+            for metric in cols
+        )
+        claims.append(DapoClaim(method, name, len(equal), len(equal) - sum(equal), gap, diffs))
     return claims
 
 

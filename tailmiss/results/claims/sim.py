@@ -10,7 +10,12 @@ import pandas as pd
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.results.sim import SimulatedMeans
 
-__all__ = ["Fig2Claims", "fig2_claims", "BrorlClaims", "brorl_claims"]
+__all__ = ["Fig2Claims", "fig2_claims", "BrorlClaims", "brorl_claims", "KEEPS", "VANISHED"]
+
+KEEPS = 0.99
+"""M_ret "≈ 1 throughout" (F-GRPO Fig. 2): its smallest value over the run's steps is at least this."""
+VANISHED = 1e-6
+"""A worst drop has "vanished" (BroRL Fig. 3) when its final size is below this (the initial p_i are ~1e-5)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,23 @@ class Fig2Claims:
     """Final γ = 0 M_ret at the smallest and the largest N."""
     nonmonotone: bool
     """M_ret dips into zone II and both ends lie more than 0.3 above the dip."""
+    keepers: tuple = ()
+    """The N whose γ = 0 M_ret stays at or above :data:`KEEPS` at every step."""
+
+    @property
+    def largest_keeps(self) -> bool:
+        """The largest N keeps M_ret ≈ 1 throughout."""
+        return self.nmax in self.keepers
+
+    @property
+    def alone(self) -> bool:
+        """The largest N is the only N that keeps M_ret ≈ 1 throughout (the paper's "alone")."""
+        return self.keepers == (self.nmax,)
+
+    @property
+    def lifts_in_zone(self) -> bool:
+        """γ = 1 lifts M_ret, more inside zone II than outside it."""
+        return bool(self.lift_in > 0 and self.lift_in > self.lift_out)
 
 
 def fig2_claims(means: SimulatedMeans) -> Fig2Claims:
@@ -50,6 +72,7 @@ def fig2_claims(means: SimulatedMeans) -> Fig2Claims:
     argmin = int(g0["retained_mass"].idxmin())
     nmax = int(g0.index.max())
     largest = frame[(frame["group_size"] == nmax) & (frame["gamma"] == 0)]
+    lows = frame[frame["gamma"] == 0].groupby("group_size")["retained_mass"].min()
     lift_in = lift_out = float("nan")
     if 1.0 in final.index.get_level_values("gamma"):
         lift = final.xs(1.0, level="gamma")["retained_mass"] - g0["retained_mass"]
@@ -71,6 +94,7 @@ def fig2_claims(means: SimulatedMeans) -> Fig2Claims:
         lift_out=lift_out,
         ends=ends,
         nonmonotone=min_mret < ZONE_THRESHOLD and min(ends) > min_mret + 0.3,
+        keepers=tuple(int(n) for n, low in lows.items() if low >= KEEPS),
     )
 
 
@@ -86,6 +110,32 @@ class BrorlClaims:
     """Final fraction of correct actions whose probability rose."""
     gains_increase: bool
     """ΔQ_pos strictly increases with N."""
+
+    @property
+    def falls_at(self) -> tuple:
+        """The N whose Q_pos ends below its start."""
+        return tuple(int(n) for n, g in zip(self.group_sizes, self.gains) if g < 0)
+
+    @property
+    def slopes(self) -> np.ndarray:
+        """ΔQ_pos gained per doubling of N between neighbouring N."""
+        return np.diff(self.gains) / np.diff(np.log2(self.group_sizes.astype(float)))
+
+    @property
+    def concave(self) -> bool:
+        """ "Gains monotone but concave in N" (BroRL §4.1): increasing, with a gain per doubling that never grows."""
+        return bool(self.gains_increase and np.all(np.diff(self.slopes) <= 0))
+
+    @property
+    def drops_vanish(self) -> bool:
+        """The worst drop at the largest N is below :data:`VANISHED` in size and smaller than at the smallest N."""
+        w = np.abs(np.minimum(self.worst_drop, 0.0))
+        return bool(w[-1] < VANISHED and w[-1] < w[0])
+
+    @property
+    def improved_increase(self) -> bool:
+        """The share of improved correct actions rises with N."""
+        return bool(np.all(np.diff(self.improved) > 0))
 
 
 def brorl_claims(means: SimulatedMeans) -> BrorlClaims:
