@@ -305,3 +305,25 @@ def test_run_cached_reruns_on_unreadable_config(tmp_path):
     result = sim_runner.run_cached(config, tmp_path, RunOptions(progress=False))
     assert result.config == config
     assert SimResult.load(tmp_path / config.name).config == config
+
+
+@pytest.mark.parametrize("name", ["ladder", "frontier"])
+def test_ladder_figures_title_fits_and_legend_names_every_curve(name, quick_ctx):
+    """The title is a short line plus a note wrapped to the figure's width (it neither overflows nor squeezes the
+    panels), and the legend holds the labels of every panel (the held-out curves live on the transformer's only)."""
+    import matplotlib.pyplot as plt
+
+    spec = FIGURES[name]
+    fig = spec.plot(spec.data(quick_ctx))
+    try:
+        width = fig.get_size_inches()[0]
+        lines = fig._suptitle.get_text().split("\n")
+        assert not lines[0].startswith("Ladder ") and all(len(line) <= max(40, int(width * 15)) for line in lines[1:])
+        (legend,) = fig.legends
+        labels = {t.get_text() for t in legend.get_texts()}
+        panel_labels = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+        assert labels == panel_labels
+        if name == "ladder":
+            assert any(label.startswith("held-out") for label in labels)
+    finally:
+        plt.close(fig)

@@ -28,6 +28,22 @@ def ladder_data(ctx: Context):
     return ladder_result(ctx)
 
 
+def _frame_legend_title(fig, axes, title: str, note: str, ncol: int) -> None:
+    """The figure's legend (every panel's labels, once: the held-out curves live on the transformer's panels only),
+    a short title and its note wrapped to the figure's width, above the panels without squeezing them."""
+    import textwrap
+
+    seen: dict = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    width = fig.get_size_inches()[0]
+    chars = max(40, int(width * 15))
+    lines = [title, *textwrap.wrap(note, chars)]
+    fig.suptitle("\n".join(lines), fontsize=9)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), max(2, ncol)))
+
+
 def _grid(frame: pd.DataFrame, width: float, height: float):
     """One panel per rung: a row per model (table, factorized, transformer), its rungs side by side."""
     import matplotlib.pyplot as plt
@@ -37,7 +53,12 @@ def _grid(frame: pd.DataFrame, width: float, height: float):
     per_model = {m: list(rungs.loc[rungs["model"] == m, "rung"]) for m in models}
     cols = max(len(v) for v in per_model.values())
     fig, axes = plt.subplots(
-        len(models), cols, figsize=(width * cols, height * len(models)), squeeze=False, sharey=True
+        len(models),
+        cols,
+        figsize=(max(width * cols, 6.0), height * len(models) + 1.2),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
     )
     cells = {}
     for i, m in enumerate(models):
@@ -85,16 +106,16 @@ def _ladder_plot(result):
         ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
         ax.set_xlabel("group size N")
         ax.set_ylabel("M_ret (final)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), bbox_to_anchor=(0.5, 1.0))
     seeds = int(frame["num_seeds"].iloc[0])
-    fig.suptitle(
-        f"Ladder {frame['ladder'].iloc[0]}: retained correct mass vs N per rung ({seeds} seed{'s' * (seeds > 1)}, "
-        "mean ± sd; grey line = zone II threshold; table and factorized policies share nothing across prompts, "
-        "so only the transformer has held-out curves)",
-        y=1.04,
+    _frame_legend_title(
+        fig,
+        axes,
+        f"{frame['ladder'].iloc[0]}: final M_ret vs N per rung",
+        f"{seeds} seed{'s' * (seeds > 1)}, mean ± sd; grey line = zone II threshold (M_ret {ZONE_THRESHOLD:g}); "
+        "faint curves = held-out prompts (only the transformer shares parameters across prompts, so only its "
+        "held-out prompts move)",
+        ncol=4,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
@@ -125,14 +146,13 @@ def _frontier_plot(result):
         ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
         ax.set_xlabel("Q_pos on the training pool")
         ax.set_ylabel("M_ret on the training pool")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 8), bbox_to_anchor=(0.5, 1.0))
-    fig.suptitle(
-        f"Ladder {frame['ladder'].iloc[0]}: retention/accuracy frontier along training (GRPO, seed means; "
-        "table = the simulator's policy; grey line = start)",
-        y=1.04,
+    _frame_legend_title(
+        fig,
+        axes,
+        f"{frame['ladder'].iloc[0]}: retention/accuracy frontier along training",
+        "GRPO, seed means on the training pool; table = the simulator's policy; grey line = the start's Q_pos",
+        ncol=8,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
