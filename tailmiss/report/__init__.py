@@ -8,7 +8,9 @@ obtained through :mod:`tailmiss.results`. One module per section:
 transformer's sweeps), :mod:`~tailmiss.report.bridge`,
 :mod:`~tailmiss.report.ladder`, :mod:`~tailmiss.report.protocol` (the
 paper's protocol and its noise) and :mod:`~tailmiss.report.controls` (Table 3's
-controls, γ sensitivity, pass@k curves and Fig. 1(b,c)); this module puts them together and writes the
+controls, γ sensitivity, pass@k curves and Fig. 1(b,c)); :mod:`~tailmiss.report.ledger` opens the report with one
+row per claim of both papers, judged by the sections' own rules; :mod:`~tailmiss.report.stamps` ends each section
+with what made it and checks it against the current code. This module puts them together and writes the
 file. A test checks that the committed report's theory section equals a fresh one.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from tailmiss._checks import check_choice
 from tailmiss.io import atomic_write
+from tailmiss.report import ledger
 from tailmiss.report.bridge import bridge_section
 from tailmiss.report.controls import CONTROLS_HEADING, controls_section
 from tailmiss.report.ladder import LADDER_HEADING, ladder_section
@@ -64,7 +67,8 @@ computed by this repository's code at generation time. Figures referenced live i
 
 
 def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, ...] = ()) -> str:
-    """The whole report: theory, simulation, small transformer, ladder, protocol and controls sections.
+    """The whole report: the claims ledger, then the theory, simulation, small transformer, ladder, protocol and
+    controls sections.
 
     Each section named in ``deferred`` (of :data:`SECTIONS`; ``tailmiss repro --quick`` defers
     :data:`QUICK_DEFERRED`) keeps its heading and says that the first look leaves it out, and its sweeps are
@@ -72,25 +76,54 @@ def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, .
     In quick mode each section that names quick presets (a ``## `` section: anywhere in it; a ``### `` one: in
     its own text) gets one line after its heading saying so and naming the full presets.
     """
+    return _render(ctx, figdir, deferred)[0]
+
+
+_DEFERRED_CLAIMS = {
+    "objectives": ("t1-pass256", "t1-pass1", "t1-dapo"),
+    "maze": ("t4-pass1", "t4-pass256"),
+    "protocol": ("t2-protocol", "appQ"),
+    "controls": ("t3-lowlr", "t3-ds", "t3-best", "t67-usual", "t67-two", "t1214", "fig1bc"),
+    "ladder": (),
+}
+"""The ledger's claims that only a deferrable section judges."""
+
+
+def _ledger_text(rows: list, deferred: tuple[str, ...], quick: bool) -> str:
+    flag = " --quick" if quick else ""
+    waiting = {k: f"tailmiss repro{flag} --only {name}" for name in deferred for k in _DEFERRED_CLAIMS[name]}
+    return ledger.ledger_section(rows, waiting)
+
+
+def _render(ctx: Context, figdir: str, deferred: tuple[str, ...]) -> tuple[str, list]:
+    """The report's text and the ledger's rows (``(key, ours, verdict, section)``)."""
     from tailmiss.report.text import deferred as deferred_text
 
     for name in deferred:
         check_choice("deferred section", name, SECTIONS)
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
-    parts = [HEADER.format(command=command, figdir=figdir), theory_section(), simulation_section(ctx)]
-    parts.append(llm_section(ctx, tuple(n for n in deferred if n in ("objectives", "maze"))))
-    for name, heading, write in (
-        ("ladder", LADDER_HEADING, ladder_section),
-        ("protocol", PROTOCOL_HEADING, protocol_section),
-        ("controls", CONTROLS_HEADING, controls_section),
-    ):
-        if name in deferred:
-            full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in _SECTION_LLM[name])
-            parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
-        else:
-            parts.append(write(ctx))
-    text = "\n".join(parts)
-    return _quick_notes(text) if ctx.quick else text
+    rows = [(k, ours, ledger.verdict_word(v), ledger.THEORY) for k, ours, v in ledger.theory_records()]
+    parts = [theory_section()]
+    with ledger.collecting() as recorded:
+        with ledger.section(ledger.SIM):
+            parts.append(simulation_section(ctx))
+        with ledger.section(ledger.LLM):
+            parts.append(llm_section(ctx, tuple(n for n in deferred if n in ("objectives", "maze"))))
+        for name, heading, write, where in (
+            ("ladder", LADDER_HEADING, ladder_section, ledger.LADDER),
+            ("protocol", PROTOCOL_HEADING, protocol_section, ledger.PROTOCOL),
+            ("controls", CONTROLS_HEADING, controls_section, ledger.CONTROLS),
+        ):
+            if name in deferred:
+                full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in _SECTION_LLM[name])
+                parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
+            else:
+                with ledger.section(where):
+                    parts.append(write(ctx))
+    rows += recorded
+    head = [HEADER.format(command=command, figdir=figdir), _ledger_text(rows, deferred, ctx.quick)]
+    text = "\n".join(head + parts)
+    return (_quick_notes(text) if ctx.quick else text), rows
 
 
 def _quick_notes(text: str) -> str:
@@ -217,26 +250,34 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         check_choice("only", only, SECTIONS)
         if not path.is_file():
             raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
-        if only == "ladder":
-            text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
-        elif only == "protocol":
-            text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
-        elif only == "controls":
-            text = replace_section(path.read_text(), CONTROLS_HEADING, controls_section(ctx))
-        elif only == "maze":
-            text = replace_section(path.read_text(), MAZE_HEADING, maze_section(sweep_result("maze", ctx)))
-        else:
-            body = objectives_section(sweep_result("objectives", ctx))
-            text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
+        where = {"ladder": ledger.LADDER, "protocol": ledger.PROTOCOL, "controls": ledger.CONTROLS}
+        with ledger.collecting() as recorded, ledger.section(where.get(only, ledger.LLM)):
+            if only == "ladder":
+                text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
+            elif only == "protocol":
+                text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
+            elif only == "controls":
+                text = replace_section(path.read_text(), CONTROLS_HEADING, controls_section(ctx))
+            elif only == "maze":
+                text = replace_section(path.read_text(), MAZE_HEADING, maze_section(sweep_result("maze", ctx)))
+            else:
+                body = objectives_section(sweep_result("objectives", ctx))
+                text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
         text = _quick_notes(text) if ctx.quick else text
         text, stamps, deferred = _restamp(path, text, ctx, only)
+        rows = [*(tuple(r) for r in read_stamps(path).get("ledger", [])), *recorded]
+        if ledger.LEDGER_HEADING in text:
+            text = replace_section(text, ledger.LEDGER_HEADING, _ledger_text(rows, deferred, ctx.quick))
+            heading = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
+            stamps[heading] = section_stamp(heading, ctx, deferred)
+            text = stamp_report(text, {heading: stamps[heading]})
     else:
-        text = render_report(ctx, figdir=str(path.parent / "figures") + "/", deferred=deferred)
+        text, rows = _render(ctx, str(path.parent / "figures") + "/", deferred)
         stamps = {h: section_stamp(h, ctx, deferred) for h in _headings(text) if known_section(h)}
         text = stamp_report(text, stamps)
     with atomic_write(path) as fh:
         fh.write(text)
-    write_stamps(path, stamps, quick=ctx.quick, deferred=deferred)
+    write_stamps(path, stamps, quick=ctx.quick, deferred=deferred, ledger=rows)
     return path
 
 

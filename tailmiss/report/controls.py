@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tailmiss.analytic import lr_matched_scale
+from tailmiss.report import ledger
 from tailmiss.report.text import table
 from tailmiss.results import Context, controls_data
 from tailmiss.results.claims import controls as cc
@@ -192,8 +193,39 @@ def _seeds(claims: cc.ControlsClaims) -> int:
     return int(claims.controls["seeds"].min())
 
 
+def _record(claims: cc.ControlsClaims) -> None:
+    """Table 3's sentences, Tables 6-7, 12-14 and Fig. 1(b,c), for the claims ledger."""
+    words = {"yes": True, "no": False, "not resolved": None, "cannot tell": None}
+    for key, s in zip(("t3-lowlr", "t3-ds", "t3-best"), claims.sentences):
+        parts = "; ".join(f"{d.a} − {d.b} {_NAMES[d.metric]} {d.mean:+.4f}" for d, _ in s.parts)
+        ledger.record(key, parts, words[s.verdict])
+    picks = claims.choices
+    halves = sum(c.selected == 0.5 for c in picks)
+    ledger.record("t67-usual", f"§7.1's rule picks γ = 0.5 for {halves} of {len(picks)} methods", claims.gamma_usual)
+    if claims.gamma_two:
+        costs = [d["pass1"].outcome for d in claims.gamma_two.values()]
+        text = "; ".join(f"{n}: pass@1 {d['pass1'].mean:+.4f}, pass@256 {d['pass256'].mean:+.4f}"
+                         for n, d in claims.gamma_two.items())  # fmt: skip
+        verdict = None if all(o is None for o in costs) else sum(o == "lower" for o in costs) * 2 >= len(costs)
+        ledger.record("t67-two", f"γ = 2 − γ = 0.5: {text}", verdict)
+    exact = [c for c in claims.crossings if c.scoring == "exact" and c.base.startswith("GRPO")]
+    if exact:
+        c = exact[0]
+        grows = None if c.resolved_k is None else (c.cross_k is None and c.resolved == "higher")
+        ledger.record(
+            "t1214",
+            f"{c.focal} − {c.base}, exact pass@k: {c.diffs[0].mean:+.4f} at k = 1, {c.diffs[-1].mean:+.4f} at k = 256"
+            + ("" if c.cross_k is None else f"; sign change at k = {c.cross_k}"),
+            grows,
+        )
+    s = claims.tradeoff_sentence
+    parts = "; ".join(f"{_NAMES[d.metric]} {d.mean:+.4f}" for d, _ in s.parts)
+    ledger.record("fig1bc", f"F-GRPO N = 8 − GRPO N = 8: {parts}", words[s.verdict])
+
+
 def controls_text(claims: cc.ControlsClaims) -> str:
     """The section's body from computed claims."""
+    _record(claims)
     names = claims.names
     presets = ", ".join(f"`{names[f]}`" for f in names)
     t_crit = "t₀.₉₇₅,ₙ₋₁" if _seeds(claims) > 1 else "(one seed: no test)"

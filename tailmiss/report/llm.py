@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tailmiss.report import ledger
 from tailmiss.report.bridge import bridge_section
 from tailmiss.report.text import table
 from tailmiss.results import Context, bridge_data, sweep_result
@@ -67,7 +68,9 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> str:
     header, rows = nsweep_table(nsweep)
     parts.append(f"### Group-size sweep `{nsweep.config.name}` (Table 2 analog; figure `llm-nsweep.png`)\n")
     parts.append(table(header, rows) + "\n")
-    parts.append(table(["Table 2 claim", "ours"], nsweep_rows(nsweep_claims(nsweep))) + "\n")
+    nclaims = nsweep_claims(nsweep)
+    _record_nsweep(nclaims)
+    parts.append(table(["Table 2 claim", "ours"], nsweep_rows(nclaims)) + "\n")
     for family, heading, write in (
         ("objectives", f"{OBJECTIVES_HEADING} (Table 1 analog)", objectives_section),
         ("maze", f"{MAZE_HEADING} (Table 4 / Fig. 6 analog)", maze_section),
@@ -76,7 +79,15 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> str:
             parts.append(write(others[family]))
         else:
             parts.append(deferred_text(heading, family, f"`{SWEEPS[family][0]}`", DEFERRED_WHY[family]))
-    parts.append(bridge_section(bridge_data(ctx, nsweep)))
+    bridge = bridge_data(ctx, nsweep)
+    ledger.record(
+        "fig2-zones",
+        f"the simulator started from each prompt's SFT distribution against the transformer: zones agree at "
+        f"{bridge.verdict.zone_agreement:.0%} of N, M_ret rank ρ {bridge.verdict.spearman_retained_mass:+.2f}; "
+        f"regimes agree: {'yes' if bridge.agrees else 'no'}",
+        not bridge.agrees,
+    )
+    parts.append(bridge_section(bridge))
     compute = [compute_row(r) for r in (nsweep, *others.values())]
     parts.append(
         "### Compute\n\n" + table(["sweep", "RL runs", "rollouts", "tokens", "training time", "device"], compute) + "\n"
@@ -98,6 +109,11 @@ MAZE_HEADING = "### Maze"
 def maze_section(maze) -> str:
     """Markdown for the maze sweep (F-GRPO Table 4 / Fig. 6 analog): sampled pass@k by N, GRPO against F-GRPO."""
     header, rows = maze_table(maze)
+    for c in maze_claims(maze):
+        key = {1: "t4-pass1", 256: "t4-pass256"}.get(c.k)
+        if key is not None:
+            deltas = ", ".join(f"{n}: {100 * d:+.1f}" for n, d in c.deltas)
+            ledger.record(key, f"Δpass@{c.k} (points) by N {deltas}", "partly" if c.verdict is None else c.verdict)
     cfg = maze.config
     return (
         f"{MAZE_HEADING} `{cfg.name}` (Table 4 / Fig. 6 analog; figure `maze.png`)\n\n"
@@ -118,7 +134,9 @@ OBJECTIVES_HEADING = "### Objectives"
 def objectives_section(objectives) -> str:
     """Markdown for the objective sweep (F-GRPO Table 1 analog), DAPO with and without dynamic sampling included."""
     header, rows = objectives_table(objectives)
-    claims = objectives_rows(objectives_claims(objectives))
+    oclaims = objectives_claims(objectives)
+    _record_objectives(objectives, oclaims)
+    claims = objectives_rows(oclaims)
     said = {row[0] for row in claims}
     claims += [row for row in _dapo_rows(objectives) if row[0] not in said]
     return (
@@ -165,6 +183,44 @@ _METRIC_NAMES = {
     "retained_mass": "M_ret",
     "dnll_rare": "ΔNLL_rare",
 }
+
+
+def _record_nsweep(c: NsweepClaims) -> None:
+    """F-GRPO Table 2's verdicts on the group-size sweep, for the claims ledger."""
+    ledger.record("t2-pass1", "pass@1 by N " + ", ".join(f"{n}: {v:.3f}" for n, v in zip(c.group_sizes, c.pass1)),
+                  "partly" if c.pass1_rises is None else c.pass1_rises)  # fmt: skip
+    ledger.record("t2-dip", "rare hit@256 by N " + ", ".join(f"{n}: {v:.3f}" for n, v in zip(c.group_sizes, c.rare))
+                  + f" (exact pass@256 {c.pass256_range[0]:.3f}–{c.pass256_range[1]:.3f})",
+                  "partly" if c.dip is None else c.dip)  # fmt: skip
+    if c.focal_reach is not None:
+        f = c.focal_reach
+        reach = None if f.vacuous else f.comparison.verdict is not False
+        ledger.record("t2-reach", f"rare hit@256 {f.focal.mean:.3f} vs {f.grpo32.mean:.3f}"
+                      + (" (N = 32 is GRPO's worst: vacuous)" if f.vacuous else ""), reach)  # fmt: skip
+    else:
+        ledger.record("t2-reach", "the sweep has no F-GRPO N = 8 or no GRPO N = 32", None)
+    if c.dnll is not None:
+        d = c.dnll
+        ledger.record("t2-dnll", f"N=2 {d.n2.mean:.2f}, N=32 {d.n32.mean:.2f}, N=8 {d.n8.mean:.2f}", d.ordered)
+    else:
+        ledger.record("t2-dnll", "the sweep lacks GRPO at N = 2, 8 or 32", None)
+
+
+def _record_objectives(objectives, c: ObjectivesClaims) -> None:
+    """F-GRPO Table 1's verdicts on the objective sweep, for the claims ledger."""
+    covers = [p.covers.verdict for p in c.methods]
+    lifts = ", ".join(f"{p.method.upper()} {p.base_rare.mean:.3f} → {p.focal_rare.mean:.3f}" for p in c.methods)
+    ledger.record("t1-pass256", f"rare hit@256, γ = 0 → {c.gamma:g}: {lifts}",
+                  True if all(v is True for v in covers) else ("partly" if any(covers) else False))  # fmt: skip
+    keeps = [p.keeps for p in c.methods]
+    ledger.record("t1-pass1", f"pass@1 kept in {sum(keeps)} of {len(keeps)} methods",
+                  True if all(keeps) else ("partly" if any(keeps) else False))  # fmt: skip
+    dapo = next((d for d in dapo_claims(objectives) if d.method == "dapo"), None)
+    if "dapo" in c.same_as_grpo:
+        ledger.record("t1-dapo", "every DAPO run equals its GRPO twin to the last digit", False)
+    elif dapo is not None:
+        ledger.record("t1-dapo", f"{dapo.differ} of {dapo.runs} runs differ; {len(dapo.resolved)} paired "
+                      "differences beyond the seed spread", dapo.differs)  # fmt: skip
 
 
 # ---- words and numbers --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tailmiss.report import ledger
 from tailmiss.report.text import table
 from tailmiss.results import Context, protocol_data
 from tailmiss.results.claims import noise as nc
@@ -182,8 +183,26 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
     return " ".join(lines)
 
 
+def _record(claims: pc.ProtocolClaims) -> None:
+    """Table 2's dip under the paper's protocol and App. Q's test, for the claims ledger."""
+    v = claims.verdicts["selection"]
+    g = _grpo(claims.tables["selection"])
+    curve = ", ".join(f"{int(n)}: {p:.3f}" for n, p in zip(g["group_size"], g["pass256"]))
+    ledger.record("t2-protocol", f"GRPO pass@256 by N {curve} (worst N = {v.pass256_shape.worst_n})", bool(v.dip))
+    same = claims.noise.same_config
+    if len(same):
+        calls = ", ".join(f"{r['significant']:.0%} of {r['pairs']}" for _, r in same.iterrows())
+        ledger.record(
+            "appQ",
+            f"same config, different seeds called significant in {calls} pairs: the test covers sampling answers, "
+            "not training another seed",
+            "partly",
+        )
+
+
 def protocol_text(claims: pc.ProtocolClaims) -> str:
     """The section's body from computed claims."""
+    _record(claims)
     names, same = claims.names, claims.noise.same_config
     seeds_paper = int(claims.tables["selection"]["seeds"].max())
     parts = [

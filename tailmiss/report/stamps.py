@@ -21,6 +21,7 @@ from pathlib import Path
 from tailmiss.io import atomic_write
 from tailmiss.report.controls import CONTROLS_HEADING
 from tailmiss.report.ladder import LADDER_HEADING
+from tailmiss.report.ledger import LEDGER_HEADING
 from tailmiss.report.protocol import PROTOCOL_HEADING
 from tailmiss.results import CONTROL_FAMILIES, PROTOCOL_FAMILIES, Context
 
@@ -47,6 +48,7 @@ _SECTIONS = {
     "## Simulation": ("report/simulation.py", (), True, None),
     "## Small transformer": ("report/llm.py", ("nsweep", "objectives", "maze"), False, None),
     LADDER_HEADING: ("report/ladder.py", ("ladder", "ladder-budget", "ladder-hard"), False, "ladder"),
+    LEDGER_HEADING: ("report/ledger.py", (), False, None),
     PROTOCOL_HEADING: ("report/protocol.py", PROTOCOL_FAMILIES, False, "protocol"),
     CONTROLS_HEADING: ("report/controls.py", CONTROL_FAMILIES, False, "controls"),
 }
@@ -190,10 +192,11 @@ def read_stamps(report: str | Path) -> dict:
 
 
 def write_stamps(
-    report: Path, sections: dict, figures: dict | None = None, quick: bool | None = None, deferred=None
+    report: Path, sections: dict, figures: dict | None = None, quick: bool | None = None, deferred=None, ledger=None
 ) -> Path:
-    """Merge ``sections`` and ``figures`` (name -> stamp) into ``<report>.stamps.json``, atomically; ``quick`` and
-    ``deferred`` (the sections the report leaves out) replace the recorded ones when given."""
+    """Merge ``sections`` and ``figures`` (name -> stamp) into ``<report>.stamps.json``, atomically; ``quick``,
+    ``deferred`` (the sections the report leaves out) and ``ledger`` (the claims ledger's rows, which a later
+    ``--only`` rebuilds it from) replace the recorded ones when given."""
     path = stamps_path(report)
     old = read_stamps(report)
     record = {
@@ -201,6 +204,7 @@ def write_stamps(
         "deferred": list(deferred) if deferred is not None else old.get("deferred", []),
         "sections": {**old.get("sections", {}), **sections},
         "figures": {**old.get("figures", {}), **(figures or {})},
+        "ledger": [list(r) for r in ledger] if ledger is not None else old.get("ledger", []),
     }
     with atomic_write(path) as fh:
         fh.write(json.dumps(record, indent=1, sort_keys=True) + "\n")

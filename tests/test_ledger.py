@@ -1,0 +1,98 @@
+"""The claims ledger at the top of the report (:mod:`tailmiss.report.ledger`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import tiny_llm_sweeps
+
+from tailmiss.options import RunOptions
+from tailmiss.report import QUICK_DEFERRED, render_report, write_report
+from tailmiss.report import ledger as lg
+from tailmiss.results import Context
+
+VERDICTS = ("reproduced", "**refuted**", "partly", "not resolved")
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory) -> Context:
+    cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
+    cache.mkdir(exist_ok=True)
+    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
+
+
+def _ledger_rows(text: str) -> dict:
+    """Claim sentence -> (source, ours, verdict, section) of the ledger table in ``text``."""
+    body = text[text.index(lg.LEDGER_HEADING) : text.index("\n## ", text.index(lg.LEDGER_HEADING) + 1)]
+    rows = {}
+    for line in body.splitlines():
+        if not line.startswith("| ") or line.startswith("| source"):
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+        rows[cells[1]] = (cells[0], cells[2], cells[3], cells[4])
+    return rows
+
+
+def test_the_catalogue_names_every_claim_of_both_papers_once():
+    keys = [c.key for c in lg.CATALOGUE]
+    assert len(keys) == len(set(keys))
+    sources = " ".join(c.source for c in lg.CATALOGUE)
+    for item in ("Lemma 3.1", "Prop. 3.2", "Lemma H.1", "App. N", "App. Q", "BroRL Thm. 1", "BroRL Cor. 3"):
+        assert item in sources, item
+    for fig in ("1(a)", "1(b,c)", "2", "3", "4", "5", "6", "7"):
+        assert re.search(rf"F-GRPO Fig\. {re.escape(fig)}(?![\w(])", sources), fig
+    tables = {int(n) for m in re.findall(r"Tables? (\d+(?:-\d+)?)", sources) for n in _span(m)}
+    assert tables >= set(range(1, 15)), sorted(set(range(1, 15)) - tables)
+    assert "BroRL Fig. 3" in sources and any("concave" in c.sentence for c in lg.CATALOGUE)
+
+
+def _span(text: str) -> range:
+    lo, _, hi = text.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def test_record_refuses_unknown_claims_and_is_silent_outside_a_report():
+    lg.record("fig2-rises", "x", True)  # outside collecting(): nothing happens
+    with lg.collecting() as rows, lg.section(lg.SIM):
+        lg.record("fig2-rises", "x", True)
+        lg.record("fig2-alone", "y", "partly")
+        with pytest.raises(ValueError, match="unknown ledger claim"):
+            lg.record("nope", "z", True)
+    assert rows == [("fig2-rises", "x", "reproduced", lg.SIM), ("fig2-alone", "y", "partly", lg.SIM)]
+
+
+def test_the_report_opens_with_the_ledger_and_it_agrees_with_the_sections(ctx):
+    """Every claim is one row; a judged row's verdict is the one its section prints (same rule, same numbers)."""
+    text = render_report(ctx)
+    assert text.index(lg.LEDGER_HEADING) < text.index("## Theory")
+    rows = _ledger_rows(text)
+    assert len(rows) == len(lg.CATALOGUE) and set(rows) == {c.sentence for c in lg.CATALOGUE}
+    judged = {s: r for s, r in rows.items() if r[2] in VERDICTS}
+    untestable = {s for s, r in rows.items() if r[2].startswith("not testable at this scale")}
+    assert {c.sentence for c in lg.CATALOGUE if c.untestable} == untestable
+    assert len(judged) + len(untestable) + 1 == len(rows)  # and Table 5, a setting
+    alone = rows["N = 131,072 alone keeps M_ret ≈ 1 throughout"][2]
+    section_row = next(line for line in text.splitlines() if "Fig. 2, log-prob + Adam | N = " in line)
+    assert ("alone: yes" in section_row) == (alone == "reproduced")
+    assert ("Keeps it: yes; alone: **no**" in section_row) == (alone == "partly")
+    dapo = rows["DAPO differs from GRPO"][2]
+    objectives = text[text.index("### Objectives") :]
+    dapo_row = next(line for line in objectives.splitlines() if line.startswith("| DAPO differs from GRPO"))
+    assert ("**no**" in dapo_row) == (dapo == "**refuted**") and ("cannot tell" in dapo_row) == (dapo == "not resolved")
+
+
+def test_the_first_look_names_the_command_for_each_deferred_claim_and_only_fills_it_in(ctx, tmp_path):
+    report = tmp_path / "paper_repro.md"
+    write_report(report, ctx, deferred=QUICK_DEFERRED)
+    rows = _ledger_rows(report.read_text())
+    waiting = {s: r for s, r in rows.items() if r[2].startswith("not in this report")}
+    assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] == (
+        "not in this report: `tailmiss repro --quick --only controls` adds it"
+    )
+    assert len(waiting) == 14
+    write_report(report, ctx, only="controls")
+    rows = _ledger_rows(report.read_text())
+    assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] in VERDICTS
+    assert sum(r[2].startswith("not in this report") for r in rows.values()) == 14 - 7
+    assert rows["pass@1 rises with N"][2] in VERDICTS  # the other sections' rows are kept from the stamps file
