@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["import_closure", "source_digest"]
+__all__ = ["import_closure", "source_digest", "file_digest"]
 
 _ROOT = "tailmiss"
 
@@ -189,3 +189,9 @@ def source_digest(files: Iterable[Path]) -> str:
     for statement in sorted({s for path in files for s in _normalised(path.read_text())}):
         digest.update(statement.encode() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 (hex, 16 digits) of one file's distinct normalised statements: :func:`source_digest` of that file
+    alone, so that a report can say which files of a scope changed."""
+    return source_digest([path])

@@ -71,14 +71,11 @@ def _package() -> Path:
 def _code(roots: list[Path]) -> dict:
     """The fingerprint of the import closure of ``roots`` and a digest of each of its files."""
     from tailmiss import store
-    from tailmiss._fingerprint import _normalised, import_closure, source_digest
+    from tailmiss._fingerprint import file_digest, import_closure, source_digest
 
     package = _package()
     files = import_closure(package, roots, [package / p for p in store.NO_NUMBERS])
-    per_file = {}
-    for path in files:
-        digest = hashlib.sha256("\0".join(sorted(set(_normalised(path.read_text())))).encode())
-        per_file[path.relative_to(package).as_posix()] = digest.hexdigest()[:16]
+    per_file = {path.relative_to(package).as_posix(): file_digest(path) for path in files}
     return {"code": source_digest(files), "files": per_file}
 
 
