@@ -38,6 +38,7 @@ from tailmiss.report.stamps import (
 )
 from tailmiss.report.theory import theory_section
 from tailmiss.results import CONTROL_FAMILIES, LADDERS, PROTOCOL_FAMILIES, SWEEPS, Context, sweep_result
+from tailmiss.results.claims import theory_claims
 
 __all__ = [
     "theory_section",
@@ -79,6 +80,15 @@ def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, .
     return _render(ctx, figdir, deferred)[0]
 
 
+_PARTS = {
+    "ladder": (LADDER_HEADING, lambda ctx: ladder_section(ctx), ledger.LADDER),
+    "protocol": (PROTOCOL_HEADING, lambda ctx: protocol_section(ctx), ledger.PROTOCOL),
+    "controls": (CONTROLS_HEADING, lambda ctx: controls_section(ctx), ledger.CONTROLS),
+    "maze": (MAZE_HEADING, lambda ctx: maze_section(sweep_result("maze", ctx)), ledger.LLM),
+    "objectives": (OBJECTIVES_HEADING, lambda ctx: objectives_section(sweep_result("objectives", ctx)), ledger.LLM),
+}
+"""Each name of :data:`SECTIONS`: its heading, what writes it, and the ledger section its verdicts belong to."""
+
 _DEFERRED_CLAIMS = {
     "objectives": ("t1-pass256", "t1-pass1", "t1-dapo"),
     "maze": ("t4-pass1", "t4-pass256"),
@@ -102,18 +112,16 @@ def _render(ctx: Context, figdir: str, deferred: tuple[str, ...]) -> tuple[str, 
     for name in deferred:
         check_choice("deferred section", name, SECTIONS)
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
-    rows = [(k, ours, ledger.verdict_word(v), ledger.THEORY) for k, ours, v in ledger.theory_records()]
-    parts = [theory_section()]
+    theory = theory_claims()
+    rows = [(k, ours, ledger.verdict_word(v), ledger.THEORY) for k, ours, v in ledger.theory_records(theory)]
+    parts = [theory_section(theory)]
     with ledger.collecting() as recorded:
         with ledger.section(ledger.SIM):
             parts.append(simulation_section(ctx))
         with ledger.section(ledger.LLM):
             parts.append(llm_section(ctx, tuple(n for n in deferred if n in ("objectives", "maze"))))
-        for name, heading, write, where in (
-            ("ladder", LADDER_HEADING, ladder_section, ledger.LADDER),
-            ("protocol", PROTOCOL_HEADING, protocol_section, ledger.PROTOCOL),
-            ("controls", CONTROLS_HEADING, controls_section, ledger.CONTROLS),
-        ):
+        for name in ("ladder", "protocol", "controls"):
+            heading, write, where = _PARTS[name]
             if name in deferred:
                 full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in _SECTION_LLM[name])
                 parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
@@ -250,27 +258,18 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         check_choice("only", only, SECTIONS)
         if not path.is_file():
             raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
-        where = {"ladder": ledger.LADDER, "protocol": ledger.PROTOCOL, "controls": ledger.CONTROLS}
-        with ledger.collecting() as recorded, ledger.section(where.get(only, ledger.LLM)):
-            if only == "ladder":
-                text = replace_section(path.read_text(), LADDER_HEADING, ladder_section(ctx))
-            elif only == "protocol":
-                text = replace_section(path.read_text(), PROTOCOL_HEADING, protocol_section(ctx))
-            elif only == "controls":
-                text = replace_section(path.read_text(), CONTROLS_HEADING, controls_section(ctx))
-            elif only == "maze":
-                text = replace_section(path.read_text(), MAZE_HEADING, maze_section(sweep_result("maze", ctx)))
-            else:
-                body = objectives_section(sweep_result("objectives", ctx))
-                text = replace_section(path.read_text(), OBJECTIVES_HEADING, body)
+        heading, write, where = _PARTS[only]
+        record = read_stamps(path)
+        with ledger.collecting() as recorded, ledger.section(where):
+            text = replace_section(path.read_text(), heading, write(ctx))
         text = _quick_notes(text) if ctx.quick else text
-        text, stamps, deferred = _restamp(path, text, ctx, only)
-        rows = [*(tuple(r) for r in read_stamps(path).get("ledger", [])), *recorded]
+        text, stamps, deferred = _restamp(record, text, ctx, only)
+        rows = [*(tuple(r) for r in record.get("ledger", [])), *recorded]
         if ledger.LEDGER_HEADING in text:
             text = replace_section(text, ledger.LEDGER_HEADING, _ledger_text(rows, deferred, ctx.quick))
-            heading = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
-            stamps[heading] = section_stamp(heading, ctx, deferred)
-            text = stamp_report(text, {heading: stamps[heading]})
+            top = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
+            stamps[top] = section_stamp(top, ctx, deferred)
+            text = stamp_report(text, {top: stamps[top]})
     else:
         text, rows = _render(ctx, str(path.parent / "figures") + "/", deferred)
         stamps = {h: section_stamp(h, ctx, deferred) for h in _headings(text) if known_section(h)}
@@ -285,18 +284,18 @@ def _headings(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.startswith("## ")]
 
 
-def _restamp(path: Path, text: str, ctx: Context, only: str) -> tuple[str, dict, tuple[str, ...]]:
-    """After ``only`` was written into the report at ``path``: its ``## `` section's stamp (new when the whole
-    section was rewritten, or when the rest of it was made by the same code; else the old one, so that the check
-    still calls it stale), and the sections still deferred."""
-    record = read_stamps(path)
+def _restamp(record: dict, text: str, ctx: Context, only: str) -> tuple[str, dict, tuple[str, ...]]:
+    """After ``only`` was written into the report whose stamps file holds ``record``: its ``## `` section's stamp
+    (new when the whole section was rewritten, or when the rest of it was made by the same code; else the old one, so
+    that the check still calls it stale), and the sections still deferred."""
     deferred = tuple(d for d in record.get("deferred", ()) if d != only)
-    heading = {"ladder": LADDER_HEADING, "protocol": PROTOCOL_HEADING, "controls": CONTROLS_HEADING}.get(only)
-    parent = enclosing_heading(text, heading or {"maze": MAZE_HEADING, "objectives": OBJECTIVES_HEADING}[only])
+    heading = _PARTS[only][0]
+    parent = enclosing_heading(text, heading)
     if not known_section(parent):  # a report of other sections (a test's, a notebook's): nothing to stamp
         return text, {}, deferred
     new = section_stamp(parent, ctx, deferred)
     old = record.get("sections", {}).get(parent)
-    stamp = new if heading is not None or (old is not None and old["code"] == new["code"]) else old
+    whole = heading.startswith("## ")
+    stamp = new if whole or (old is not None and old["code"] == new["code"]) else old
     stamps = {parent: stamp} if stamp is not None else {}
     return stamp_report(text, stamps), stamps, deferred

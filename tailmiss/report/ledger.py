@@ -210,15 +210,16 @@ def section(heading: str):
         _section = outer
 
 
-def theory_records(mc_groups: int = 200_000) -> list:
+def theory_records(claims=None, mc_groups: int = 200_000) -> list:
     """The closed-form claims' rows (deterministic): Lemma 3.1 against a Monte Carlo of ``mc_groups`` groups, the
-    theory section's claims, Lemma H.1 on a random policy and BroRL's mass balance on the worked example."""
+    theory section's claims (``claims``, :func:`~tailmiss.results.claims.theory_claims` when not given), Lemma H.1 on
+    a random policy and BroRL's mass balance on the worked example."""
     import numpy as np
 
     from tailmiss import analytic
     from tailmiss.results.claims import theory_claims
 
-    c = theory_claims()
+    c = theory_claims() if claims is None else claims
     mu, tau, n = 0.5, 0.005, 8
     regions = np.random.default_rng(0).multinomial(n, [tau, mu - tau, 1 - mu], size=mc_groups)
     hits = (regions[:, 0] == 0) & (regions[:, 1] > 0) & (regions[:, 2] > 0)

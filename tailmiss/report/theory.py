@@ -89,8 +89,9 @@ def _update_rows(c: TheoryClaims) -> list[list[str]]:
     return rows
 
 
-def theory_section() -> str:
-    """Markdown for the closed-form claims (deterministic; checked against the committed report)."""
-    c = theory_claims()
+def theory_section(claims: TheoryClaims | None = None) -> str:
+    """Markdown for the closed-form claims (deterministic; checked against the committed report); ``claims`` when the
+    caller already holds them (:func:`~tailmiss.results.claims.theory_claims`)."""
+    c = theory_claims() if claims is None else claims
     rows = _lemma_rows(c) + _update_rows(c)
     return "## Theory (closed forms)\n\n" + table(["paper item", "paper", "ours", "command"], rows) + "\n"
