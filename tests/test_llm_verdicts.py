@@ -1,6 +1,7 @@
 """Verdicts of the small-transformer claims that must not claim more than their numbers: F-GRPO Table 1's "DAPO
-differs from GRPO" (run by run, then paired by seed: :func:`dapo_claims`) and Table 2's "F-GRPO N = 8 reaches GRPO
-N = 32" (cannot be judged where N = 32 is GRPO's worst N: :func:`nsweep_claims`)."""
+differs from GRPO" (run by run, then paired by seed: :func:`dapo_claims`), Table 2's "F-GRPO N = 8 reaches GRPO
+N = 32" (cannot be judged where N = 32 is GRPO's worst N: :func:`nsweep_claims`) and Table 4's "F-GRPO beats GRPO
+at every N" on the maze (paired by seed at each N; one seed cannot tell: :func:`maze_claims`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from tailmiss.results.claims.llm import METRICS, dapo_claims, nsweep_claims
+from tailmiss.results.claims.llm import METRICS, dapo_claims, maze_claims, nsweep_claims
 
 
 def _final(dapo_shift, seeds=(0, 1, 2, 3), noise=None):
@@ -132,3 +133,43 @@ def test_brorl_regression_concavity_drops_and_improvement_rules():
     assert concave.concave and concave.falls_at == ()
     kept = BrorlClaims(n, concave.gains, -np.array([1e-4, 5e-5, 1e-5, 1e-6, 2e-6]), ours.improved, True)
     assert not kept.drops_vanish
+
+
+def _maze(shift_by_n: dict, seeds=(0, 1, 2), wobble: dict | None = None):
+    """A maze sweep: GRPO γ = 0 and 0.5 at each N; γ = 0.5 = γ = 0 + ``shift_by_n[N]`` (+ ``wobble[N]`` × ±1 by
+    seed) on sampled pass@1 and pass@256."""
+    rows = []
+    for n, shift in shift_by_n.items():
+        for seed in seeds:
+            base = 0.5 + 0.01 * seed
+            noise = (wobble or {}).get(n, 0.001) * (-1) ** seed
+            rows.append({"method": "grpo", "gamma": 0.0, "group_size": n, "seed": seed, "pass_at_1": base})
+            rows.append(
+                {"method": "grpo", "gamma": 0.5, "group_size": n, "seed": seed, "pass_at_1": base + shift + noise}
+            )
+    final = pd.DataFrame(rows).assign(pass_at_256=lambda f: f["pass_at_1"] + 0.4)
+    keys = ["method", "gamma", "group_size"]
+
+    def seed_mean():
+        means = final.groupby(keys, as_index=False)[["pass_at_1", "pass_at_256"]].mean()
+        return means.assign(label=[f"{m} {g:g} {n}" for m, g, n in means[keys].itertuples(index=False)])
+
+    return SimpleNamespace(final=final, seed_mean=seed_mean)
+
+
+def test_the_maze_claim_is_paired_by_seed_at_each_n_and_one_seed_cannot_tell():
+    # one seed: a positive difference at every N is still "cannot tell"
+    one = maze_claims(_maze({4: 0.05, 8: 0.05}, seeds=(0,)))
+    assert [c.k for c in one] == [1, 256] and all(c.verdict is None and c.seeds == 1 for c in one)
+    assert (
+        one[0].deltas == ((4, pytest.approx(0.05, abs=0.002)), (8, pytest.approx(0.05, abs=0.002))) and one[0].wins == 0
+    )
+    # three seeds, higher beyond the spread at every N: yes
+    (yes, _) = maze_claims(_maze({4: 0.05, 8: 0.05, 16: 0.05}))
+    assert yes.verdict is True and yes.wins == 3 and yes.seeds == 3
+    # lower beyond the spread at one N: no
+    (no, _) = maze_claims(_maze({4: 0.05, 8: -0.05, 16: 0.05}))
+    assert no.verdict is False and no.wins == 2
+    # a difference within its seed spread at one N (a tie): not resolved
+    (tie, _) = maze_claims(_maze({4: 0.05, 8: 0.002, 16: 0.05}, wobble={8: 0.05}))
+    assert tie.verdict is None and [d.outcome for _, d in tie.diffs] == ["higher", "tie", "higher"]

@@ -10,7 +10,8 @@ transformer's sweeps), :mod:`~tailmiss.report.bridge`,
 paper's protocol and its noise) and :mod:`~tailmiss.report.controls` (Table 3's
 controls, γ sensitivity, pass@k curves and Fig. 1(b,c)); :mod:`~tailmiss.report.ledger` opens the report with one
 row per claim of both papers, judged by the sections' own rules; :mod:`~tailmiss.report.stamps` ends each section
-with what made it and checks it against the current code. This module puts them together and writes the
+with what made it and checks it against the current code; :mod:`~tailmiss.report.sections` says which sweeps each
+part reads, for both. This module puts them together and writes the
 file. A test checks that the committed report's theory section equals a fresh one.
 """
 
@@ -27,6 +28,7 @@ from tailmiss.report.ladder import LADDER_HEADING, ladder_section
 from tailmiss.report.llm import DEFERRED_WHY as LLM_DEFERRED_WHY
 from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING, llm_section, maze_section, objectives_section
 from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
+from tailmiss.report.sections import SECTION_LLM, families_of
 from tailmiss.report.simulation import simulation_section
 from tailmiss.report.stamps import (
     enclosing_heading,
@@ -37,7 +39,7 @@ from tailmiss.report.stamps import (
     write_stamps,
 )
 from tailmiss.report.theory import theory_section
-from tailmiss.results import CONTROL_FAMILIES, LADDERS, PROTOCOL_FAMILIES, SWEEPS, Context, sweep_result
+from tailmiss.results import LADDERS, SWEEPS, Context, sweep_result
 from tailmiss.results.claims import theory_claims
 
 __all__ = [
@@ -123,7 +125,7 @@ def _render(ctx: Context, figdir: str, deferred: tuple[str, ...]) -> tuple[str, 
         for name in ("ladder", "protocol", "controls"):
             heading, write, where = _PARTS[name]
             if name in deferred:
-                full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in _SECTION_LLM[name])
+                full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in SECTION_LLM[name])
                 parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
             else:
                 with ledger.section(where):
@@ -184,14 +186,6 @@ DEFERRED_WHY = {
     "version trains 8 steps with one seed per control, where the rule cannot tell any difference.",
 }
 """Why the first look leaves each deferrable section out."""
-_SECTION_LLM = {
-    "nsweep": ("nsweep",),
-    "objectives": ("objectives",),
-    "maze": ("maze",),
-    "ladder": ("ladder", "ladder-budget", "ladder-hard"),
-    "protocol": PROTOCOL_FAMILIES,
-    "controls": CONTROL_FAMILIES,
-}
 SECTION_FIGURES = {
     "ladder": ("ladder", "frontier"),
     "objectives": ("llm-objectives",),
@@ -206,9 +200,8 @@ def llm_families(only: str | None = None, deferred: tuple[str, ...] = ()) -> tup
     """The LLM sweep and ladder families the report (or its section ``only``) reads, without those only its
     ``deferred`` sections read."""
     if only is not None:
-        return _SECTION_LLM[only]
-    kept = [f for name, fams in _SECTION_LLM.items() if name not in deferred for f in fams]
-    return tuple(dict.fromkeys(kept))
+        return SECTION_LLM[only]
+    return families_of(name for name in SECTION_LLM if name not in deferred)
 
 
 def report_figures(only: str | None = None, deferred: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -332,9 +332,16 @@ def _claims_text(main, verdicts) -> str:
     ]
     if helps is not None:
         positive = int((helps > 0).sum())
+        se = 2 * focal["sd"] / np.sqrt(max(len(main.ladder.seeds), 1))
+        keys = ["rung", "set", "gamma"]
+        most = (focal.assign(up=focal["mean"] > se).groupby(keys)["up"].mean() > 0.5).sum()
+        down = focal[focal["mean"] < -se].drop_duplicates(keys)
+        where = ", ".join(f"`{r.rung}` ({_where(r.set)}, γ = {r.gamma:g})" for r in down.itertuples())
         lines.append(
-            f"- The focal weight raises mean M_ret over N on {positive} of {len(helps)} rung × prompts × γ cells "
-            "(F-GRPO: γ = 1 lifts M_ret, mostly in zone II). Under SGD it also shrinks the step (g ≤ 1 multiplies the "
-            "gradient), under Adam much less (Adam divides the scale out), so SGD rows mix the two effects."
+            f"- The focal weight raises mean M_ret over N on {positive} of {len(helps)} rung × prompts × γ cells, "
+            f"beyond 2 se at most N on {int(most)} of them (F-GRPO: γ = 1 lifts M_ret, mostly in zone II); it lowers "
+            "M_ret beyond 2 se at some N on " + (f"{len(down)}: {where}" if len(down) else "none") + ". Under SGD it "
+            "also shrinks the step (g ≤ 1 multiplies the gradient), under Adam much less (Adam divides the scale "
+            "out), so SGD rows mix the two effects."
         )
     return "\n".join(lines)

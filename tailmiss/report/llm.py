@@ -113,7 +113,8 @@ def maze_section(maze) -> str:
         key = {1: "t4-pass1", 256: "t4-pass256"}.get(c.k)
         if key is not None:
             deltas = ", ".join(f"{n}: {100 * d:+.1f}" for n, d in c.deltas)
-            ledger.record(key, f"Δpass@{c.k} (points) by N {deltas}", "partly" if c.verdict is None else c.verdict)
+            seeds = "one seed" if c.seeds < 2 else f"{c.seeds} seeds"
+            ledger.record(key, f"Δpass@{c.k} (points) by N {deltas} ({seeds})", c.verdict)
     cfg = maze.config
     return (
         f"{MAZE_HEADING} `{cfg.name}` (Table 4 / Fig. 6 analog; figure `maze.png`)\n\n"
@@ -383,6 +384,21 @@ def objectives_rows(c: ObjectivesClaims) -> list[list[str]]:
     ]
 
 
+def _maze_rule(c, mazes: int) -> str:
+    """The paired rule's outcome per N and the verdict of one maze claim."""
+    if c.seeds < 2:
+        return (
+            "; rule: γ = 0.5 − GRPO paired by seed at each N, two-sided t-test at α = 0.05. One seed: "
+            "**cannot tell** (no seed spread to judge a difference by; a sampled pass@k on "
+            f"{mazes} mazes moves by {100 / mazes:.1f} points per maze)"
+        )
+    outcomes = ", ".join(f"{n}: {d.outcome}" for n, d in c.diffs)
+    return (
+        f"; rule: γ = 0.5 − GRPO paired by seed at each N over {c.seeds} seeds, two-sided t-test at α = 0.05 "
+        f"({outcomes}): " + ("cannot tell (a tie at some N)" if c.verdict is None else verdict_word(c.verdict))
+    )
+
+
 def maze_rows(result) -> list[list[str]]:
     """F-GRPO Table 4's claim beside ours, per k."""
     return [
@@ -390,8 +406,7 @@ def maze_rows(result) -> list[list[str]]:
             f"F-GRPO γ = 0.5 beats GRPO at every N on pass@{c.k} (Table 4)",
             f"Δpass@{c.k} (γ=0.5 − GRPO, points) by N: "
             + ", ".join(f"{n}: {100 * d:+.1f}" for n, d in c.deltas)
-            + f"; better at {c.wins}/{len(c.deltas)}: "
-            + verdict_word(c.verdict),
+            + _maze_rule(c, result.config.rl.eval_prompts),
         ]
         for c in maze_claims(result)
     ]

@@ -23,7 +23,8 @@ from tailmiss.report.controls import CONTROLS_HEADING
 from tailmiss.report.ladder import LADDER_HEADING
 from tailmiss.report.ledger import LEDGER_HEADING
 from tailmiss.report.protocol import PROTOCOL_HEADING
-from tailmiss.results import CONTROL_FAMILIES, PROTOCOL_FAMILIES, Context
+from tailmiss.report.sections import SECTION_LLM, TRANSFORMER_PARTS, families_of
+from tailmiss.results import Context
 
 __all__ = [
     "STAMP_LINE",
@@ -46,13 +47,13 @@ STAMP_LINE = "*Made by*"
 _SECTIONS = {
     "## Theory": ("report/theory.py", (), False, None),
     "## Simulation": ("report/simulation.py", (), True, None),
-    "## Small transformer": ("report/llm.py", ("nsweep", "objectives", "maze"), False, None),
-    LADDER_HEADING: ("report/ladder.py", ("ladder", "ladder-budget", "ladder-hard"), False, "ladder"),
+    "## Small transformer": ("report/llm.py", families_of(TRANSFORMER_PARTS), False, None),
+    LADDER_HEADING: ("report/ladder.py", SECTION_LLM["ladder"], False, "ladder"),
     LEDGER_HEADING: ("report/ledger.py", (), False, None),
-    PROTOCOL_HEADING: ("report/protocol.py", PROTOCOL_FAMILIES, False, "protocol"),
-    CONTROLS_HEADING: ("report/controls.py", CONTROL_FAMILIES, False, "controls"),
+    PROTOCOL_HEADING: ("report/protocol.py", SECTION_LLM["protocol"], False, "protocol"),
+    CONTROLS_HEADING: ("report/controls.py", SECTION_LLM["controls"], False, "controls"),
 }
-_DEFERRED_PARTS = {"objectives": ("objectives",), "maze": ("maze",)}
+_DEFERRED_PARTS = {part: SECTION_LLM[part] for part in TRANSFORMER_PARTS[1:]}
 """The ``### `` parts of a section that the first look can defer, and their families."""
 
 

@@ -337,31 +337,54 @@ def dapo_claims(objectives: SweepResult) -> list[DapoClaim]:
 
 @dataclass(frozen=True)
 class MazeClaim:
-    """F-GRPO γ = 0.5 against GRPO at every N on sampled pass@k (Table 4)."""
+    """F-GRPO γ = 0.5 against GRPO at every N on sampled pass@k (Table 4), paired by seed at each N
+    (:func:`tailmiss.results.claims.paired.paired_diff`: two-sided t-test at α = 0.05)."""
 
     k: int
     deltas: tuple[tuple[int, float], ...]
-    """``(N, pass@k(γ = 0.5) − pass@k(GRPO))`` by N."""
+    """``(N, pass@k(γ = 0.5) − pass@k(GRPO))`` by N, seed means."""
+    diffs: tuple = ()
+    """``(N, PairedDiff)``: the same differences judged by the paired rule (outcome ``None`` with one seed)."""
+
+    @property
+    def seeds(self) -> int:
+        return min((d.seeds for _, d in self.diffs), default=0)
 
     @property
     def wins(self) -> int:
-        return sum(d > 0 for _, d in self.deltas)
+        """The N where γ = 0.5 is higher beyond the seed spread."""
+        return sum(d.outcome == "higher" for _, d in self.diffs)
 
     @property
     def verdict(self) -> bool | None:
-        """Better at every N (True), at some (None), at none (False)."""
-        return True if self.wins == len(self.deltas) else (None if self.wins else False)
+        """Higher at every N (True); lower beyond the spread at some N (False); else None: a tie somewhere, or one
+        seed (no spread to judge a difference by: the sampled pass@k of one run also carries the noise of its 64
+        mazes)."""
+        outcomes = [d.outcome for _, d in self.diffs]
+        if not outcomes or any(o is None for o in outcomes):
+            return None
+        if any(o == "lower" for o in outcomes):
+            return False
+        return True if all(o == "higher" for o in outcomes) else None
 
 
 def maze_claims(result: SweepResult) -> list[MazeClaim]:
     """Table 4's claim, F-GRPO γ = 0.5 beats GRPO at every N, on pass@1 and pass@256 (those the sweep sampled)."""
+    from tailmiss.results.claims.paired import paired_diff
+
     m = seed_means(result)
     runs = m[m["method"] != "sft"]
     ns = sorted(int(n) for n in runs["group_size"].unique())
+    final = result.final
     out = []
     for k in (1, 256):
         col = f"pass_at_{k}"
         if col in m:
             deltas = tuple((n, float(run_row(m, "grpo", 0.5, n)[col] - run_row(m, "grpo", 0.0, n)[col])) for n in ns)
-            out.append(MazeClaim(k, deltas))
+            diffs = []
+            for n in ns:
+                sub = final[(final["method"] == "grpo") & (final["group_size"] == n)]
+                sub = sub[sub["gamma"].isin([0.0, 0.5])].assign(label=lambda f: f["gamma"].map({0.0: "g0", 0.5: "g05"}))
+                diffs.append((n, paired_diff(sub, "g05", "g0", col)))
+            out.append(MazeClaim(k, deltas, tuple(diffs)))
     return out
