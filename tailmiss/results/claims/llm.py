@@ -358,8 +358,8 @@ class MazeClaim:
     @property
     def verdict(self) -> bool | None:
         """Higher at every N (True); lower beyond the spread at some N (False); else None: a tie somewhere, or one
-        seed (no spread to judge a difference by: the sampled pass@k of one run also carries the noise of its 64
-        mazes)."""
+        seed (no spread to judge a difference by: the sampled pass@k of one run also carries the noise of its
+        held-out mazes)."""
         outcomes = [d.outcome for _, d in self.diffs]
         if not outcomes or any(o is None for o in outcomes):
             return None
