@@ -147,14 +147,7 @@ def _maze(shift_by_n: dict, seeds=(0, 1, 2), wobble: dict | None = None):
             rows.append(
                 {"method": "grpo", "gamma": 0.5, "group_size": n, "seed": seed, "pass_at_1": base + shift + noise}
             )
-    final = pd.DataFrame(rows).assign(pass_at_256=lambda f: f["pass_at_1"] + 0.4)
-    keys = ["method", "gamma", "group_size"]
-
-    def seed_mean():
-        means = final.groupby(keys, as_index=False)[["pass_at_1", "pass_at_256"]].mean()
-        return means.assign(label=[f"{m} {g:g} {n}" for m, g, n in means[keys].itertuples(index=False)])
-
-    return SimpleNamespace(final=final, seed_mean=seed_mean)
+    return SimpleNamespace(final=pd.DataFrame(rows).assign(pass_at_256=lambda f: f["pass_at_1"] + 0.4))
 
 
 def test_the_maze_claim_is_paired_by_seed_at_each_n_and_one_seed_cannot_tell():

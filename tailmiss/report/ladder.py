@@ -71,6 +71,11 @@ _SHAPE_HEADER = [
 ]
 
 
+def _two_se(focal, result):
+    """Twice the standard error of each focal-table row's mean ΔM_ret over the ladder's seeds."""
+    return 2 * focal["sd"] / np.sqrt(max(len(result.ladder.seeds), 1))
+
+
 def _focal_rows(result) -> list[list]:
     focal = la.focal_table(result.final)
     if focal.empty:
@@ -79,7 +84,7 @@ def _focal_rows(result) -> list[list]:
     rows = []
     for (rung, where, gamma), part in focal.groupby(["rung", "set", "gamma"], sort=False):
         part = part.sort_values("group_size")
-        sig = (part["mean"] > 2 * part["sd"] / np.sqrt(max(len(result.ladder.seeds), 1))) & (part["mean"] > 0)
+        sig = (part["mean"] > _two_se(part, result)) & (part["mean"] > 0)
         rows.append(
             [
                 f"`{rung}`",
@@ -332,7 +337,7 @@ def _claims_text(main, verdicts) -> str:
     ]
     if helps is not None:
         positive = int((helps > 0).sum())
-        se = 2 * focal["sd"] / np.sqrt(max(len(main.ladder.seeds), 1))
+        se = _two_se(focal, main)
         keys = ["rung", "set", "gamma"]
         most = (focal.assign(up=focal["mean"] > se).groupby(keys)["up"].mean() > 0.5).sum()
         down = focal[focal["mean"] < -se].drop_duplicates(keys)

@@ -341,10 +341,14 @@ class MazeClaim:
     (:func:`tailmiss.results.claims.paired.paired_diff`: two-sided t-test at α = 0.05)."""
 
     k: int
-    deltas: tuple[tuple[int, float], ...]
-    """``(N, pass@k(γ = 0.5) − pass@k(GRPO))`` by N, seed means."""
-    diffs: tuple = ()
-    """``(N, PairedDiff)``: the same differences judged by the paired rule (outcome ``None`` with one seed)."""
+    diffs: tuple
+    """``(N, PairedDiff)``: pass@k(γ = 0.5) − pass@k(GRPO) by N, judged by the paired rule (outcome ``None`` with one
+    seed)."""
+
+    @property
+    def deltas(self) -> tuple[tuple[int, float], ...]:
+        """``(N, mean difference over seeds)`` by N."""
+        return tuple((n, d.mean) for n, d in self.diffs)
 
     @property
     def seeds(self) -> int:
@@ -372,19 +376,14 @@ def maze_claims(result: SweepResult) -> list[MazeClaim]:
     """Table 4's claim, F-GRPO γ = 0.5 beats GRPO at every N, on pass@1 and pass@256 (those the sweep sampled)."""
     from tailmiss.results.claims.paired import paired_diff
 
-    m = seed_means(result)
-    runs = m[m["method"] != "sft"]
-    ns = sorted(int(n) for n in runs["group_size"].unique())
     final = result.final
-    out = []
-    for k in (1, 256):
-        col = f"pass_at_{k}"
-        if col in m:
-            deltas = tuple((n, float(run_row(m, "grpo", 0.5, n)[col] - run_row(m, "grpo", 0.0, n)[col])) for n in ns)
-            diffs = []
-            for n in ns:
-                sub = final[(final["method"] == "grpo") & (final["group_size"] == n)]
-                sub = sub[sub["gamma"].isin([0.0, 0.5])].assign(label=lambda f: f["gamma"].map({0.0: "g0", 0.5: "g05"}))
-                diffs.append((n, paired_diff(sub, "g05", "g0", col)))
-            out.append(MazeClaim(k, deltas, tuple(diffs)))
-    return out
+    runs = final[(final["method"] == "grpo") & final["gamma"].isin([0.0, 0.5])]
+    runs = runs.assign(label=runs["gamma"].map({0.0: "grpo", 0.5: "focal"}))
+    ns = sorted(int(n) for n in runs["group_size"].unique())
+    return [
+        MazeClaim(
+            k, tuple((n, paired_diff(runs[runs["group_size"] == n], "focal", "grpo", f"pass_at_{k}")) for n in ns)
+        )
+        for k in (1, 256)
+        if f"pass_at_{k}" in final
+    ]
