@@ -215,10 +215,13 @@ def check_result_dest(path: str | os.PathLike, files: tuple[str, ...], what: str
 
 
 def check_writable_folder(path: str | os.PathLike, what: str) -> Path:
-    """Check that ``path`` is, or can be created as, a folder this process can write; create nothing.
+    """Check that ``path`` is, or can be created as, a folder this process can write; leave nothing behind.
 
     ``ValueError`` starting with ``what`` otherwise (a file in the way, no
-    write permission on the nearest existing folder).
+    write permission on the nearest existing folder, or a folder that refuses
+    new entries whatever its permission bits say: a read-only or virtual file
+    system such as ``/proc``, where even root cannot write). The last is found
+    by making and removing an empty folder in the nearest existing one.
     """
     path = Path(path)
     probe = path.absolute()
@@ -229,6 +232,11 @@ def check_writable_folder(path: str | os.PathLike, what: str) -> Path:
         raise ValueError(f"{what}{inside} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{what}{inside} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tailmiss-probe-", dir=probe))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"{what}: the folder {str(probe)!r} is not writable ({reason})") from None
     return path
 
 

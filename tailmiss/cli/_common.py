@@ -69,6 +69,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Tail-miss in group-relative RL: closed forms, simulations and the F-GRPO paper's figures.",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from tailmiss import __version__
+
+        typer.echo(f"tailmiss {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", metavar="", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Tail-miss in group-relative RL: closed forms, simulations and the F-GRPO paper's figures."""
+
+
 analytic_app = typer.Typer(no_args_is_help=True, help="Closed forms of F-GRPO / BroRL.")
 sim_app = typer.Typer(no_args_is_help=True, help="Batched categorical-policy simulator.")
 figures_app = typer.Typer(no_args_is_help=True, help="Render the paper's figures.")
@@ -93,7 +115,8 @@ def print_table(title: str, columns: list[str], rows: list[list], as_json: bool)
     console.print(table)
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
+"""A flag: ``--json`` takes no value (an empty metavar, so the help shows none)."""
 ReuseStaleOpt = Annotated[
     bool,
     typer.Option("--reuse-stale", help="Reuse saved results made by other code (warns, naming the difference)."),
