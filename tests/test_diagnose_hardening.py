@@ -1,5 +1,6 @@
 """`tailmiss diagnose` at the edges: no torch on its path, unequal group sizes, steps out of range, a cut last line,
-repeated rollouts, result folders that never collide, plain numbers in messages, groups of one."""
+repeated rollouts, result folders that never collide, plain numbers in messages, groups of one, ids as text in every
+format, what a read dropped, steps logged twice without a rollout column, each stack's words for non-binary rewards."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from tailmiss import analytic
 from tailmiss.cli import app
 from tailmiss.diagnose import CutLineWarning, diagnose, group_counts, read_rollouts, side_text, success_flags
+from tailmiss.diagnose.rollout_log import RepeatedRowsWarning
 
 
 @pytest.fixture
@@ -287,3 +289,178 @@ def test_files_that_are_not_plain_take_the_line_reader(tmp_path):
     (tmp_path / "no-newline.jsonl").write_text(f"{good}\n{good}")
     chunk = _read._jsonl_by_arrow(tmp_path / "no-newline.jsonl", lambda columns: columns)
     assert chunk is not None and chunk.place.tolist() == [1, 2]
+
+
+# --- ids are text, in every format ------------------------------------------------------------------------
+
+LOOK_ALIKE = ["007", "7", "1e5", "100000", "1.0", "1"]  # ids a number parser would merge
+
+
+def _ids(log) -> dict[str, int]:
+    """Group size by prompt id (one step)."""
+    counts = group_counts(log)
+    return dict(zip(counts["prompt_id"].astype(str), counts["n"].tolist()))
+
+
+@pytest.mark.parametrize("rollout", [True, False])
+def test_csv_ids_are_read_as_written(tmp_path, rollout):
+    """CSV ids that look like numbers stay distinct: with a rollout column the log used to be refused as a resumed
+    run, without one the groups silently became 2N."""
+    head = "step,prompt_id,reward" + (",rollout" if rollout else "")
+    lines = [f"1,{pid},{r}" + (f",{k}" if rollout else "") for pid in LOOK_ALIKE for k, r in enumerate((1, 0, 0, 1))]
+    (tmp_path / "log.csv").write_text("\n".join([head, *lines]) + "\n")
+    log = read_rollouts(tmp_path / "log.csv")
+    assert _ids(log) == dict.fromkeys(LOOK_ALIKE, 4)
+    assert list(log.frame["prompt_id"].iloc[::4]) == LOOK_ALIKE
+    if rollout:
+        assert sorted(log.frame["rollout"].cat.categories) == ["0", "1", "2", "3"]
+
+
+def test_csv_rollout_ids_are_text_and_empty_ids_are_refused(tmp_path):
+    """Rollout ids are text too; only an empty field is a missing id ("NA", "nan" are ids)."""
+    rows = ["step,prompt_id,reward,rollout", "1,a,1,0", "1,a,0,00", "1,a,1,0.0", "1,NA,1,0", "1,nan,1,0"]
+    (tmp_path / "log.csv").write_text("\n".join(rows) + "\n")
+    assert _ids(read_rollouts(tmp_path / "log.csv")) == {"a": 3, "NA": 1, "nan": 1}  # none repeated, none empty
+    (tmp_path / "no-prompt.csv").write_text("step,prompt_id,reward\n1,007,1\n1,,0\n")
+    with pytest.raises(ValueError, match=r"no-prompt\.csv, row 2: column 'prompt_id' is empty"):
+        read_rollouts(tmp_path / "no-prompt.csv")
+    (tmp_path / "no-rollout.csv").write_text("step,prompt_id,reward,rollout\n1,a,1,0\n1,a,0,\n1,a,,\n")
+    with pytest.raises(ValueError, match=r"no-rollout\.csv, row 2: column 'rollout' is empty"):
+        read_rollouts(tmp_path / "no-rollout.csv")  # row 3 has no reward: dropped, its empty rollout is no error
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_jsonl_ids_keep_their_text_with_either_reader(tmp_path, monkeypatch, arrow):
+    """A JSON string is its text (pyarrow reads "2024-01-01 10:00:00" as a timestamp: such a file takes the line
+    reader); a JSON number is its plain text, "007" and 7 are two ids, "7" and 7 one, True and 1 two."""
+    pytest.importorskip("pyarrow")
+    from tailmiss.diagnose import _read
+
+    if not arrow:
+        monkeypatch.setattr(_read, "_jsonl_by_arrow", lambda path, pick: None)
+
+    def ids(name, values):
+        return _ids(read_rollouts(_jsonl(tmp_path / name, [{"step": 1, "prompt_id": v, "reward": 1} for v in values])))
+
+    times = ["2024-01-01 10:00:00", "2024-01-01T10:00:00", "2024-01-01T10:00:00Z"]
+    assert ids("times.jsonl", times) == dict.fromkeys(times, 1)
+    assert ids("strings.jsonl", [*LOOK_ALIKE, "NA", "10:00"]) == dict.fromkeys([*LOOK_ALIKE, "NA", "10:00"], 1)
+    assert ids("numbers.jsonl", [7, 7.0, 8.5, 100000, 1e5, 0]) == {"7": 2, "8.5": 1, "100000": 2, "0": 1}
+    assert ids("mixed.jsonl", ["007", 7, "7", True, 1]) == {"007": 1, "7": 2, "True": 1, "1": 1}
+    if arrow:  # which files the fast path took (pyarrow cannot read mixed types, the line reader did)
+        taken = {
+            f: _read._jsonl_by_arrow(tmp_path / f, lambda c: c) is not None for f in ("strings.jsonl", "numbers.jsonl")
+        }
+        assert taken == {"strings.jsonl": True, "numbers.jsonl": True}
+        assert _read._jsonl_by_arrow(tmp_path / "times.jsonl", lambda c: c) is None
+
+
+def test_parquet_ids_are_strings_as_stored_and_integers_as_digits(tmp_path):
+    pytest.importorskip("pyarrow")
+    pd.DataFrame({"step": [1] * 4, "prompt_id": ["007", "7", "1e5", "1.0"], "reward": [1.0, 0, 1, 0]}).to_parquet(
+        tmp_path / "text.parquet"
+    )
+    assert _ids(read_rollouts(tmp_path / "text.parquet")) == {"007": 1, "7": 1, "1e5": 1, "1.0": 1}
+    pd.DataFrame(
+        {"step": [1] * 3, "prompt_id": [7, 7, 100000], "reward": [1.0, 0, 1], "rollout": [0, 1, 0]}
+    ).to_parquet(tmp_path / "int.parquet")
+    log = read_rollouts(tmp_path / "int.parquet")
+    assert _ids(log) == {"7": 2, "100000": 1} and sorted(log.frame["rollout"].cat.categories) == ["0", "1"]
+
+
+# --- what a read dropped ------------------------------------------------------------------------------------
+
+
+def test_the_log_counts_the_rows_it_dropped_and_why(tmp_path):
+    rows = _rows({(1, "a"): [1, 0, 0, 1]}) + [{"step": 1, "prompt_id": "a", "reward": None}]
+    (tmp_path / "run").mkdir()
+    for name in ("1.jsonl", "2.jsonl"):  # two files, each with an unscored row and a cut last line
+        _jsonl(tmp_path / "run" / name, rows, tail='{"step": 2, "prompt_id": "a"')
+    with pytest.warns(CutLineWarning):
+        log = read_rollouts(tmp_path / "run")
+    assert (log.rows_read, log.rows_without_reward, log.cut_lines) == (10, 2, 2)
+    assert len(log.warnings) == 2 and all("the last, is cut off" in w for w in log.warnings)
+    clean = read_rollouts(_jsonl(tmp_path / "clean.jsonl", rows))
+    assert (clean.rows_read, clean.rows_without_reward, clean.cut_lines, clean.warnings) == (5, 1, 0, ())
+
+
+# --- steps logged twice, without a rollout column ------------------------------------------------------------
+
+
+def _quiet(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return read_rollouts(path)
+
+
+def test_a_step_logged_twice_without_rollout_ids_warns(tmp_path):
+    spec = {(s, p): [1, 0, 0, 1] if p == "a" else [0, 0, 0, 1] for s in (1, 2, 3, 4) for p in ("a", "b")}
+    rows = _rows(spec)
+    again = [dict(r, reward=1 - r["reward"]) for r in rows if r["step"] == 3]  # step 3 sampled and logged again
+    with pytest.warns(RepeatedRowsWarning, match=r"1 of 4 steps \(first: step 3\) hold every group at 2 times"):
+        log = read_rollouts(_jsonl(tmp_path / "twice.jsonl", rows + again))
+    (note,) = log.warnings
+    assert "log a 'rollout' column" in note and str(tmp_path / "twice.jsonl") in note
+    assert group_counts(log)["n"].tolist() == [4, 4, 4, 4, 8, 8, 4, 4]  # what the warning is about
+    # the whole log written twice, rewards that tell rollouts apart: every row repeats twice
+    shaped = _rows({(s, p): [0.1 * s, 0.35, 0.7, 0.0, 0.0] for s in (1, 2) for p in ("a", "b")})
+    with pytest.warns(RepeatedRowsWarning, match=r"repeats 2 times .* written 2 times"):
+        read_rollouts(_jsonl(tmp_path / "all-twice.jsonl", shaped + shaped))
+    assert _quiet(_jsonl(tmp_path / "shaped.jsonl", shaped)).warnings == ()
+    # a rollout column makes it unambiguous: refused, as before
+    with pytest.raises(ValueError, match="rows repeat"):
+        read_rollouts(_jsonl(tmp_path / "ids.jsonl", _rows(spec, rollout=True) + _rows(spec, rollout=True)[16:24]))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {(s, p): [1, 0, 0, 1] for s in (1, 2, 3) for p in "ab"},  # every group N = 4, every row twice
+        {(s, p): [1, 1, 1, 1] for s in (1, 2) for p in "ab"},  # uniform groups: every row N times
+        {(1, "a"): [1, 0, 0], (1, "b"): [1, 1, 0], (1, "c"): [1] + [0] * 7, (2, "d"): [1, 1] + [0] * 6},  # 3 and 8
+        {(1, "a"): [1, 0], (1, "b"): [1] * 8 + [0] * 56},  # 2 and 64 in one step
+        {(1, "a"): [1, 0, 0, 1], (2, "a"): [1, 0, 0, 0, 1, 0]},  # 4 and 6
+        {(s, "a"): [0.2, 0.9, 0.5, 0.0] for s in (1, 2)},  # shaped rewards, each row once
+    ],
+)
+def test_normal_logs_do_not_warn_of_repeats(tmp_path, spec):
+    log = _quiet(_jsonl(tmp_path / "log.jsonl", _rows(spec)))
+    assert log.warnings == ()
+
+
+# --- non-binary rewards: what to set, in the words of the user's stack -------------------------------------
+
+
+def test_non_binary_errors_say_what_to_set_in_each_stack(monkeypatch):
+    """diagnose: --threshold or a 'correct' column; verl (its plugin, through a stand-in verl module): the
+    +algorithm key, never a 'correct' column, which means nothing inside verl."""
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+
+    with pytest.raises(ValueError, match=r"found 0\.2, 0\.8: set --threshold .* or log a 'correct' column"):
+        success_flags([0.2, 0.8], threshold_name="--threshold")
+    core_algos = types.SimpleNamespace(register_adv_est=lambda name: lambda fn: fn)
+    for name, module in {
+        "verl": types.ModuleType("verl"),
+        "verl.trainer": types.ModuleType("verl.trainer"),
+        "verl.trainer.ppo": types.SimpleNamespace(core_algos=core_algos),
+        "verl.trainer.ppo.core_algos": core_algos,
+    }.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    import tailmiss.integrations
+
+    path = Path(tailmiss.integrations.__file__).with_name("verl.py")
+    spec = importlib.util.spec_from_file_location("tailmiss_verl_without_verl", path)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)  # not registered as tailmiss.integrations.verl
+    scores = torch.tensor([[0.0, 0.8], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    with pytest.raises(ValueError) as info:
+        plugin.focal_weights(scores, np.array(["u", "u", "v"]), {"fgrpo_gamma": 1.0})
+    message = str(info.value)
+    assert "found 0, 0.8, 1: add +algorithm.fgrpo_success_threshold=T to verl's command line" in message, message
+    assert "correct' column" not in message and "binary scores" in message
+    weights = plugin.focal_weights(scores, np.array(["u", "u", "v"]), {"fgrpo_success_threshold": 0.5})
+    assert weights.tolist() == [0.0, 0.0, 1.0]  # u: both correct (g = 0), v: none (g = 1)

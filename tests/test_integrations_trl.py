@@ -24,7 +24,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from tailmiss.integrations.trl import FGRPOConfig, FGRPOTrainer, TailMissCallback  # noqa: E402
+from tailmiss.integrations.trl import EarlierLogError, FGRPOConfig, FGRPOTrainer, TailMissCallback  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trl_fgrpo.py"
 _spec = importlib.util.spec_from_file_location("trl_fgrpo_example", EXAMPLE)
@@ -244,16 +244,82 @@ def test_a_resumed_run_logs_every_step_once(tmp_path, one_torch_thread):
 
 
 def test_the_log_is_cut_back_to_the_checkpoint_atomically(tmp_path):
-    from tailmiss.integrations.trl import _keep_steps_up_to
+    from tailmiss.integrations._rollout_file import keep_steps_up_to
 
     log = tmp_path / "log.jsonl"
     rows = [json.dumps({"step": s, "prompt_id": "p", "rollout": k, "reward": 1.0}) for s in (1, 2, 3) for k in (0, 1)]
     log.write_text("\n".join(rows) + '\n{"step": 4, "prompt_id": "p", "rol')  # a killed run's cut line
-    _keep_steps_up_to(log, 2)
+    keep_steps_up_to(log, 2)
     assert log.read_text() == "\n".join(rows[:4]) + "\n"
     assert [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]  # no temporary file left
-    _keep_steps_up_to(tmp_path / "new" / "log.jsonl", 0)
+    keep_steps_up_to(tmp_path / "new" / "log.jsonl", 0)
     assert (tmp_path / "new" / "log.jsonl").read_text() == ""
+
+
+def test_callback_logs_to_the_output_dir_unless_told_not_to(tmp_path, one_torch_thread, capsys):
+    """No log_path: <output_dir>/rollouts.jsonl, said in one line; log_path=False: no log, the metrics still."""
+    trainer = _trainer(FGRPOTrainer, tmp_path / "a", 0.5, 1, callbacks=[TailMissCallback()])
+    trainer.train()
+    log = tmp_path / "a" / "rollouts.jsonl"
+    assert len(log.read_text().splitlines()) == 32
+    assert f"TailMissCallback: per-rollout log {log} (tailmiss diagnose reads it)" in capsys.readouterr().out
+    trainer = _trainer(FGRPOTrainer, tmp_path / "b", 0.5, 1, callbacks=[TailMissCallback(log_path=False)])
+    trainer.train()
+    assert not (tmp_path / "b" / "rollouts.jsonl").exists() and len(_logged(trainer, "tailmiss/mu_hat_mean")) == 1
+    assert "per-rollout log" not in capsys.readouterr().out
+    for bad in (True, 3):
+        with pytest.raises(ValueError, match=rf"log_path must be a path, None .* or False .*, got {bad}"):
+            TailMissCallback(log_path=bad)
+    with pytest.raises(ValueError, match="overwrite must be true or false, got 1"):
+        TailMissCallback(overwrite=1)
+
+
+def test_a_fresh_run_refuses_an_earlier_runs_log(tmp_path, one_torch_thread):
+    """A fresh run into a folder whose log holds rows says so (it used to empty the log); overwrite=True empties it."""
+    log = tmp_path / "rollouts.jsonl"
+    _trainer(FGRPOTrainer, tmp_path, 0.5, 2, callbacks=[TailMissCallback(log)]).train()
+    before = log.read_text()
+    trainer = _trainer(FGRPOTrainer, tmp_path, 0.5, 1, callbacks=[TailMissCallback(log)])
+    with pytest.raises(EarlierLogError) as info:
+        trainer.train()
+    message = str(info.value)
+    assert isinstance(info.value, ValueError) and repr(str(log)) in message and "holds 64 rows" in message, message
+    assert "resume_from_checkpoint" in message and "overwrite=True" in message
+    assert log.read_text() == before  # untouched
+    _trainer(FGRPOTrainer, tmp_path, 0.5, 1, callbacks=[TailMissCallback(log, overwrite=True)]).train()
+    assert {json.loads(line)["step"] for line in log.read_text().splitlines()} == {1}
+
+
+def test_the_example_saves_resumes_and_refuses_a_rerun(tmp_path, one_torch_thread, capsys):
+    """examples/trl_fgrpo.py: --save-steps, a rerun into the same --out refused, --resume CHECKPOINT / latest,
+    --overwrite; the log holds every step once."""
+    out, log = tmp_path / "run", tmp_path / "run" / "rollouts.jsonl"
+
+    def rows_per_step():
+        steps = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+        return {s: steps.count(s) for s in sorted(set(steps))}
+
+    ex.main(["--out", str(out), "--steps", "4", "--save-steps", "2"])
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        ex.main(["--out", str(out), "--steps", "4"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "holds 128 rows" in err and "--resume [CHECKPOINT]" in err and "--overwrite" in err
+    ex.main(["--out", str(out), "--steps", "6", "--save-steps", "2", "--resume", str(out / "checkpoint-2")])
+    assert rows_per_step() == {s: 32 for s in range(1, 7)}  # a run killed after step 4, resumed from step 2
+    ex.main(["--out", str(out), "--steps", "7", "--resume"])  # the latest checkpoint: 6
+    assert rows_per_step() == {s: 32 for s in range(1, 8)}
+    ex.main(["--out", str(out), "--steps", "1", "--overwrite"])
+    assert rows_per_step() == {1: 32}
+    for argv, said in (
+        (["--resume"], "holds no checkpoint-<step> folder"),
+        (["--resume", str(tmp_path / "nowhere")], "no checkpoint folder"),
+        (["--save-steps", "0"], "--save-steps must be a whole number >= 1, got 0"),
+    ):
+        with pytest.raises(SystemExit):
+            ex.main(["--out", str(tmp_path / "empty"), "--steps", "1", *argv])
+        assert said in capsys.readouterr().err
 
 
 def test_callback_checks_rho_like_the_package():
@@ -319,8 +385,9 @@ def _graded_reward(prompts, completions, **kwargs) -> list[float]:
 
 def test_non_binary_rewards_need_a_threshold(tmp_path, one_torch_thread):
     trainer = _trainer(FGRPOTrainer, tmp_path / "a", 0.5, 1, reward=_graded_reward)
-    with pytest.raises(ValueError, match="success_threshold"):
+    with pytest.raises(ValueError, match=r"found 0\.25, 0\.75: set FGRPOConfig\(success_threshold=T\)") as info:
         trainer.train()
+    assert "success_reward_func" in str(info.value) and "correct' column" not in str(info.value)  # TRL's words
     trainer = _trainer(FGRPOTrainer, tmp_path / "b", 0.5, 2, reward=_graded_reward, success_threshold=0.5)
     trainer.train()
     assert _logged(trainer, "focal/weight_mean_all_groups").min() < 1.0

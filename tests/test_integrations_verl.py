@@ -110,8 +110,9 @@ def test_default_gamma_and_shaped_scores_need_a_threshold():
     torch.testing.assert_close(fgrpo, grpo * _focal(batch, 0.5)[:, None], rtol=0, atol=1e-7)
 
     shaped = {u: [s - 0.2 * (i == 0) for i, s in enumerate(v)] for u, v in GROUPS.items()}  # a length penalty
-    with pytest.raises(ValueError, match=r"fgrpo_success_threshold"):
+    with pytest.raises(ValueError, match=r"add \+algorithm\.fgrpo_success_threshold=T to verl's command line") as info:
         _advantages("fgrpo", OmegaConf.create({"fgrpo_gamma": 1.0}), _batch(shaped))
+    assert "correct' column" not in str(info.value)  # a diagnose log's way out means nothing inside verl
     config = OmegaConf.create({"fgrpo_gamma": 1.0, "fgrpo_success_threshold": 0.5})
     batch = _batch(shaped)
     fgrpo = _advantages("fgrpo", config, batch)

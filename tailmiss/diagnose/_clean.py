@@ -7,7 +7,7 @@ import pandas as pd
 
 from tailmiss._checks import MAX_EXACT_INT
 
-__all__ = ["shown", "clean", "Ids"]
+__all__ = ["shown", "id_text", "clean", "Ids"]
 
 
 def shown(value) -> str:
@@ -17,6 +17,15 @@ def shown(value) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
         return str(int(value))
     return repr(value)
+
+
+def id_text(value) -> str:
+    """An id as text: a string as written, a number as its plain text (``7`` and ``7.0``: ``"7"``; ``8.5``: ``"8.5"``).
+
+    CSV ids arrive as strings (``"007"`` and ``"7"`` stay two ids); JSON and parquet numbers arrive as numbers, and
+    a JSON reader may give ``7.0`` for ``7`` (pyarrow, in a column that also holds ``8.5``): both are ``"7"``.
+    """
+    return value if isinstance(value, str) else shown(value)
 
 
 def _as_numeric(values: pd.Series, name: str, where) -> np.ndarray:
@@ -66,7 +75,10 @@ def clean(frame: pd.DataFrame, place: np.ndarray, unit: str, source: str) -> pd.
     if "correct" in frame.columns:  # unscored rows may carry no flag either
         out["correct"] = _as_flags(frame["correct"][keep].reset_index(drop=True), lambda bad: where(_within(keep, bad)))
     if "rollout" in frame.columns:
-        out["rollout"] = frame["rollout"][keep].reset_index(drop=True)
+        rollout = frame["rollout"][keep].reset_index(drop=True)
+        if rollout.isna().any():  # unscored rows may carry no rollout id either
+            raise ValueError(f"{where(_within(keep, rollout.isna().to_numpy()))}: column 'rollout' is empty")
+        out["rollout"] = rollout
     return out
 
 
@@ -77,6 +89,10 @@ def _within(keep: np.ndarray, bad: np.ndarray) -> np.ndarray:
     return full
 
 
+_ONE_KIND = ("string", "integer", "floating", "mixed-integer-float", "boolean", "empty")
+"""What pandas infers for an object column whose equal values (as ``factorize`` compares them) have one text."""
+
+
 class Ids:
     """Interns string ids across chunks: each distinct id stored once, rows hold int32 codes."""
 
@@ -84,9 +100,11 @@ class Ids:
         self.index: dict[str, int] = {}
 
     def codes(self, values: pd.Series) -> np.ndarray:
+        """The int32 code of each id's text (:func:`id_text`), new texts added to the index."""
+        if values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in _ONE_KIND:
+            values = values.map(id_text)  # as text first: factorize would take True and 1 for one id
         local, uniques = pd.factorize(values)
-        # an id written as a number is its plain text, 7 for 7 and 7.0 alike (the readers may give either)
-        names = [u if isinstance(u, str) else shown(u) for u in uniques]
+        names = [id_text(u) for u in uniques]  # 7 and 7.0 (the JSON readers may give either) are both "7"
         lookup = np.array([self.index.setdefault(name, len(self.index)) for name in names], dtype=np.int32)
         return lookup[local]
 

@@ -7,13 +7,17 @@ per block; a block that fails is parsed line by line to name the line), so a 2 M
 read in seconds with memory for one block of dicts. A last line that does not parse, what a run
 killed in the middle of a write leaves, is skipped with a :class:`CutLineWarning` naming it;
 any other bad line is a ``ValueError`` naming it.
+
+Id columns (the caller names them) keep their text: CSV reads them as strings exactly as written
+(``007`` is not ``7``, ``1e5`` not ``100000``; only an empty field is missing), JSONL and parquet
+give strings as stored and numbers as numbers (turned into text when ids are interned).
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,11 @@ __all__ = ["SUFFIXES", "Chunk", "CutLineWarning", "log_files", "read_chunks"]
 
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 BLOCK_BYTES = 1 << 23
+_NA_TEXTS = (
+    *("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN"),
+    *("<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"),
+)
+"""What pandas' CSV reader takes for missing by default (its ``na_values`` list); an id column takes only ``""``."""
 
 Pick = Callable[[list[str]], list[str]]
 """Given a file's column names (in order), the ones to keep."""
@@ -51,14 +60,19 @@ def log_files(path: Path) -> list[Path]:
         if path.suffix.lower() not in SUFFIXES:
             raise ValueError(f"{str(path)!r}: unknown log type {path.suffix!r}; expected {', '.join(SUFFIXES)}")
         return [path]
+    if not path.is_dir():  # a device, a pipe or a socket: /dev/null is no log
+        raise ValueError(f"{str(path)!r} is not a log file or folder")
     files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
     if not files:
         raise ValueError(f"folder {str(path)!r} holds no {', '.join(SUFFIXES)} files")
     return files
 
 
-def read_chunks(path: Path, pick: Pick) -> Iterator[Chunk]:
-    """The non-empty chunks of one file, restricted to ``pick(columns)``; ``ValueError`` naming the file."""
+def read_chunks(path: Path, pick: Pick, text: Collection[str] = ()) -> Iterator[Chunk]:
+    """The non-empty chunks of one file, restricted to ``pick(columns)``; ``ValueError`` naming the file.
+
+    The ``text`` columns (ids) of a CSV file are read as strings exactly as written, an empty field as missing.
+    """
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         yield from _jsonl(path, pick)
@@ -66,12 +80,19 @@ def read_chunks(path: Path, pick: Pick) -> Iterator[Chunk]:
     if suffix == ".csv":
         header = _guarded(path, lambda: list(pd.read_csv(path, nrows=0).columns))
         keep = None if header is None else pick(header)
-        frame = None if keep is None else _guarded(path, lambda: pd.read_csv(path, usecols=keep))
+        frame = None if keep is None else _guarded(path, lambda: _read_csv(path, keep, text))
     else:
         frame = _guarded(path, lambda: pd.read_parquet(path))
         frame = None if frame is None else frame[pick(list(frame.columns))]
     if frame is not None and len(frame):
         yield Chunk(frame.reset_index(drop=True), np.arange(1, len(frame) + 1), "row")
+
+
+def _read_csv(path: Path, keep: list[str], text: Collection[str]) -> pd.DataFrame:
+    """The ``keep`` columns of a CSV file; the ``text`` ones as strings (no number parsing, only ``""`` missing)."""
+    ids = [c for c in keep if c in text]
+    missing = {c: [""] if c in ids else list(_NA_TEXTS) for c in keep}
+    return pd.read_csv(path, usecols=keep, dtype=dict.fromkeys(ids, str), keep_default_na=False, na_values=missing)
 
 
 def _guarded(path: Path, read):
@@ -115,9 +136,10 @@ def _jsonl_by_arrow(path: Path, pick: Pick) -> Chunk | None:
     """The whole file at once through pyarrow's JSON reader, if pyarrow is installed and the file is plain.
 
     Plain: it parses, has one row per line (no blank line) and the picked columns hold numbers, strings
-    or booleans. Otherwise None, and the reader above takes the file block by block, naming a bad line
-    and skipping a cut last one. Both give the same values: numbers and strings as the file wrote
-    them, missing ones empty.
+    or booleans (pyarrow reads a string that looks like a time, ``"2024-01-01 10:00"``, as a timestamp:
+    such a file is not plain). Otherwise None, and the reader above takes the file block by block, naming
+    a bad line and skipping a cut last one. Both give the same values: numbers and strings as the file
+    wrote them, missing ones empty.
     """
     try:
         from pyarrow import json as arrow_json
@@ -137,8 +159,9 @@ def _jsonl_by_arrow(path: Path, pick: Pick) -> Chunk | None:
         return None
     wanted = pick(table.column_names) if table.num_rows else []
     columns = {c: table.column(c) for c in wanted}
-    if any(types.is_nested(col.type) for col in columns.values()):
-        return None
+    plain = (types.is_null, types.is_boolean, types.is_integer, types.is_floating, types.is_string)
+    if not all(any(kind(col.type) for kind in plain) for col in columns.values()):
+        return None  # lists, objects, timestamps: the line reader keeps what the file wrote
     frame = pd.DataFrame({c: col.to_pandas() for c, col in columns.items()})
     return Chunk(frame, np.arange(1, table.num_rows + 1), "line")
 

@@ -6,13 +6,26 @@ The schema (``format="tailmiss"``) has one row per rollout:
 column         type        meaning
 =============  ==========  ============================================================
 ``step``       integer     training step the rollout was sampled for (0 <= step < 2**53)
-``prompt_id``  any         identifies the prompt; the rollouts of one prompt at one step
+``prompt_id``  text        identifies the prompt; the rollouts of one prompt at one step
                            form a group
 ``reward``     number      the rollout's scalar reward (empty / NaN: unscored, dropped)
 ``correct``    0/1, bool   optional success flag; without it, success comes from ``reward``
-``rollout``    any         optional: identifies the rollout within its group; a log that
+``rollout``    text        optional: identifies the rollout within its group; a log that
                            repeats a (step, prompt_id, rollout) is refused
 =============  ==========  ============================================================
+
+Ids are text. A CSV file's ids are read exactly as written: ``007`` and ``7``, ``1e5`` and
+``100000``, ``1.0`` and ``1`` are distinct ids, and an empty one is refused. A JSON string is
+its text; a JSON number becomes its plain text (``7`` and ``7.0``: ``"7"``; ``8.5``: ``"8.5"``),
+so ``"007"`` and ``7`` stay distinct while ``"7"`` and ``7`` are one id. Parquet gives strings
+as stored and integers as their decimal text.
+
+Without a ``rollout`` column, rollouts logged twice cannot be told from a larger group: they
+join their group. When some steps hold every group at k >= 2 times the log's usual group size
+while other steps hold the usual size, or every row of the log repeats a multiple of k times
+(where the rewards tell rollouts apart: the whole log written k times), the log is read with a
+:class:`RepeatedRowsWarning` (its text also in :attr:`RolloutLog.warnings`); a ``rollout`` column
+makes the log unambiguous.
 
 Other columns are ignored. Success decides :math:`X` (correct rollouts of a group), hence
 :math:`\hat\mu = X/N` (F-GRPO Eq. 11): the ``correct`` column when present, else
@@ -57,13 +70,15 @@ import numpy as np
 import pandas as pd
 
 from tailmiss._checks import check_choice
-from tailmiss.diagnose._clean import Ids, clean, shown
+from tailmiss.diagnose._clean import Ids, clean, id_text, shown
 from tailmiss.diagnose._read import CutLineWarning, log_files, read_chunks
+from tailmiss.diagnose._repeats import RepeatedRowsWarning, repeated_steps
 
 __all__ = [
     "FORMATS",
     "SCHEMA_COLUMNS",
     "CutLineWarning",
+    "RepeatedRowsWarning",
     "RolloutLog",
     "read_rollouts",
     "success_flags",
@@ -75,6 +90,8 @@ SCHEMA_COLUMNS = ("step", "prompt_id", "reward")
 """Required columns of the tailmiss schema; ``correct`` and ``rollout`` are optional."""
 _TRL_FIXED = ("step", "prompt", "completion", "advantage", "image")
 _KEYS = ("step", "prompt_id", "rollout")
+_ID_COLUMNS = ("prompt_id", "rollout", "prompt", "input", "uid")
+"""Raw columns that identify a group or a rollout: a CSV file's are read as text, exactly as written."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +105,14 @@ class RolloutLog:
     format: str
     """The format it was read as (never ``"auto"``)."""
     rows_read: int
+    """Rows read (a cut-off last line is not a row)."""
     rows_without_reward: int
+    """Rows dropped for an empty or NaN reward (unscored rollouts)."""
     warnings: tuple[str, ...] = ()
-    """What was skipped, and why (a JSONL file's cut-off last line)."""
+    """What was skipped, and why (a JSONL file's cut-off last line), and what looks wrong (steps that look logged
+    twice in a log without a ``rollout`` column)."""
+    cut_lines: int = 0
+    """JSONL last lines skipped because they do not parse (a run killed while writing), one per file at most."""
 
 
 # ---------------------------------------------------------------------------
@@ -155,7 +177,7 @@ def _pick_verl(columns, source, reward_column):
 def _from_verl(raw: pd.DataFrame, reward_column: str | None) -> pd.DataFrame:
     out = pd.DataFrame({"step": raw["step"], "reward": raw[reward_column or "score"]})
     if "uid" in raw.columns:
-        parts = raw["uid"].astype(str).str.rsplit("_", n=2)
+        parts = raw["uid"].map(id_text).str.rsplit("_", n=2)
         out["prompt_id"] = parts.str[0]
         if (parts.str.len() == 3).all():  # the v1 trainer's <prompt uid>_<session>_<output>
             out["rollout"] = parts.str[1] + "_" + parts.str[2]
@@ -223,7 +245,10 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
     Warns
     -----
     CutLineWarning
-        A JSONL file's last line does not parse (a run killed while writing): it is skipped.
+        A JSONL file's last line does not parse (a run killed while writing): it is skipped (counted in
+        ``cut_lines``).
+    RepeatedRowsWarning
+        No ``rollout`` column, and some steps look logged more than once (see the module docstring).
     """
     check_choice("format", format, FORMATS)
     path = Path(path)
@@ -239,7 +264,7 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
                 fmt = fmt or _detect(columns, source)
                 return _PICKERS[fmt](columns, source, reward_column)
 
-            for chunk in read_chunks(file, pick):
+            for chunk in read_chunks(file, pick, _ID_COLUMNS):
                 rows_read += len(chunk.frame)
                 part = clean(_adapt(fmt, chunk.frame, reward_column, source), chunk.place, chunk.unit, source)
                 for key, interned in ids.items():
@@ -254,7 +279,10 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
     frame = _join(parts, str(path), ids)
     if frame.empty:
         raise ValueError(f"{str(path)!r}: no rollout has a reward ({rows_read} rows, all empty)")
-    return RolloutLog(frame, str(path), fmt, rows_read, rows_read - len(frame), notes)
+    repeats = () if "rollout" in frame.columns else repeated_steps(frame, str(path))
+    for note in repeats:
+        warnings.warn(note, RepeatedRowsWarning, stacklevel=2)
+    return RolloutLog(frame, str(path), fmt, rows_read, rows_read - len(frame), notes + repeats, len(notes))
 
 
 def _join(parts: list[pd.DataFrame], source: str, ids: dict[str, Ids]) -> pd.DataFrame:
@@ -289,7 +317,9 @@ def _refuse_repeats(frame: pd.DataFrame, source: str, ids: dict[str, Ids]) -> No
 # ---------------------------------------------------------------------------
 
 
-def success_flags(reward, threshold: float | None = None, threshold_name: str = "threshold") -> np.ndarray:
+def success_flags(
+    reward, threshold: float | None = None, threshold_name: str = "threshold", advice: str | None = None
+) -> np.ndarray:
     r"""Which rollouts count as correct.
 
     With a threshold: ``reward >= threshold``. Without one the rewards must be binary,
@@ -302,7 +332,12 @@ def success_flags(reward, threshold: float | None = None, threshold_name: str = 
     threshold : float, optional
         Finite success threshold for non-binary rewards.
     threshold_name : str
-        How the caller's users set the threshold (named in the error for non-binary rewards).
+        How the caller's users set the threshold (named in the error for a bad threshold, and in the
+        one for non-binary rewards unless ``advice`` is given).
+    advice : str, optional
+        What the error for non-binary rewards tells the caller's users to do, in the words of their
+        training stack (verl: its config key); default: set ``threshold_name`` or log a ``correct``
+        column (a log read by ``tailmiss diagnose``).
 
     Returns
     -------
@@ -319,10 +354,8 @@ def success_flags(reward, threshold: float | None = None, threshold_name: str = 
     odd = values[~np.isin(values, [-1.0, 0.0, 1.0])]
     listed = np.concatenate([odd[:3], values[np.isin(values, [-1.0, 0.0, 1.0])]])[:6]
     found = ", ".join(shown(v) for v in np.sort(listed)) + (", ..." if values.size > listed.size else "")
-    raise ValueError(
-        f"rewards are not binary ({{0, 1}} or {{-1, 1}}); found {found}: set {threshold_name} "
-        "(reward >= threshold counts as correct) or log a 'correct' column"
-    )
+    advice = advice or f"set {threshold_name} (reward >= threshold counts as correct) or log a 'correct' column"
+    raise ValueError(f"rewards are not binary ({{0, 1}} or {{-1, 1}}); found {found}: {advice}")
 
 
 def group_counts(

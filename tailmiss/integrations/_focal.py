@@ -10,7 +10,19 @@ import torch
 from tailmiss.diagnose.rollout_log import success_flags
 from tailmiss.objectives import focal_weight
 
-__all__ = ["GroupFocal", "group_focal_weights"]
+__all__ = ["GroupFocal", "group_focal_weights", "NOT_BINARY_ADVICE"]
+
+NOT_BINARY_ADVICE = {
+    "trl": (
+        "set FGRPOConfig(success_threshold=T) (a reward >= T counts as correct), or success_reward_func to the "
+        "name of a reward function with binary rewards"
+    ),
+    "verl": (
+        "add +algorithm.fgrpo_success_threshold=T to verl's command line (a score >= T counts as correct; the "
+        "score is the sum of the rollout's token-level rewards), or have the reward function return binary scores"
+    ),
+}
+"""What the error for non-binary rewards tells the user of each integration to do (``success_flags``'s advice)."""
 
 
 class GroupFocal(NamedTuple):
@@ -34,6 +46,7 @@ def group_focal_weights(
     gamma: float,
     threshold: float | None = None,
     threshold_name: str = "threshold",
+    advice: str | None = None,
 ) -> GroupFocal:
     r"""F-GRPO's focal weight of every rollout's group.
 
@@ -57,7 +70,10 @@ def group_focal_weights(
     threshold : float, optional
         Success threshold for non-binary rewards.
     threshold_name : str
-        How the user sets the threshold (named in the error for non-binary rewards).
+        How the user sets the threshold (named in the error for a bad threshold).
+    advice : str, optional
+        What the error for non-binary rewards without a threshold tells the user to do (an entry of
+        :data:`NOT_BINARY_ADVICE`); default: :func:`~tailmiss.diagnose.success_flags`'s.
 
     Returns
     -------
@@ -75,7 +91,7 @@ def group_focal_weights(
     reward = rewards.detach().to("cpu", torch.float64)
     index = group_index.detach().to("cpu", torch.int64)
     scored = ~torch.isnan(reward)
-    correct = success_flags(reward.numpy(), threshold, threshold_name)
+    correct = success_flags(reward.numpy(), threshold, threshold_name, advice)
     groups = int(index.max()) + 1 if index.numel() else 0
     x = torch.zeros(groups, dtype=torch.int64).index_add_(0, index, torch.from_numpy(correct).to(torch.int64))
     n = torch.zeros(groups, dtype=torch.int64).index_add_(0, index, scored.to(torch.int64))

@@ -7,7 +7,7 @@ r"""F-GRPO in TRL: ``FGRPOTrainer``, its config, and a callback that logs what t
     args = FGRPOConfig(output_dir="out", focal_gamma=0.5, num_generations=8)
     trainer = FGRPOTrainer(
         model, reward_funcs=accuracy, args=args, train_dataset=dataset,
-        callbacks=[TailMissCallback("out/rollouts.jsonl", rho=0.05)],
+        callbacks=[TailMissCallback(rho=0.05)],   # logs out/rollouts.jsonl (args.output_dir)
     )
     trainer.train()          # then: tailmiss diagnose out/rollouts.jsonl
 
@@ -56,6 +56,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -68,14 +69,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without TRL only
     raise ImportError("tailmiss.integrations.trl needs TRL: pip install 'tailmiss[trl]'") from exc
 
-from tailmiss._checks import check_number
+from tailmiss._checks import check_bool, check_number
 from tailmiss.diagnose import n_star_key, rho_grid, rho_key, step_metrics
-from tailmiss.integrations._focal import GroupFocal, group_focal_weights
+from tailmiss.integrations._focal import NOT_BINARY_ADVICE, GroupFocal, group_focal_weights
+from tailmiss.integrations._rollout_file import EarlierLogError, keep_steps_up_to, refuse_earlier_log
 from tailmiss.integrations._transform import transform_settings, trl_group_advantages
-from tailmiss.io import atomic_write
 from tailmiss.objectives import REWARD_TRANSFORMS, transform_rewards
 
-__all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback"]
+__all__ = ["FGRPOConfig", "FGRPOTrainer", "TailMissCallback", "EarlierLogError"]
 
 
 def _plain(value):
@@ -216,8 +217,9 @@ class FGRPOTrainer(GRPOTrainer):
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         rewards = self._success_rewards(rewards_per_func)
         group_index = torch.arange(rewards.numel()) // group_size
+        threshold = self.args.success_threshold
         focal = group_focal_weights(
-            rewards, group_index, self.args.focal_gamma, self.args.success_threshold, "success_threshold"
+            rewards, group_index, self.args.focal_gamma, threshold, "success_threshold", NOT_BINARY_ADVICE["trl"]
         )
         start = self.accelerator.process_index * len(inputs)
         adv = output["advantages"]
@@ -289,25 +291,39 @@ class TailMissCallback(TrainerCallback):
     A value that is not a number (every mean over no group: no solved group, hence no risk and no
     :math:`N^*`) is left out of that step's log rather than logged as NaN.
 
-    With ``log_path`` the main process also appends one JSON line per rollout in the tailmiss
+    The main process also appends one JSON line per rollout to the per-rollout log, in the tailmiss
     schema (``step``, ``prompt_id``, ``rollout``: its place in the group, ``reward``: the reward
-    that decides success, ``correct``, plus ``focal_weight``), which ``tailmiss diagnose`` reads.
-    When training begins the file is cut back to the steps the run has already made: emptied at
-    step 0, and on ``trainer.train(resume_from_checkpoint=...)`` stripped of the rows past the
-    checkpoint's step (and of a line a killed run left cut off), atomically, so that a resumed run
-    logs every step once. ``step`` is the optimizer step the rollouts feed (TRL's logged step);
-    ``prompt_id`` is the dataset column ``prompt_id_column`` when present, else a hash of the
-    prompt.
+    that decides success, ``correct``, plus ``focal_weight``), which ``tailmiss diagnose`` reads:
+    ``log_path``, by default ``<output_dir>/rollouts.jsonl`` (the trainer's ``args.output_dir``,
+    printed when training begins); ``log_path=False`` writes none. ``step`` is the optimizer step
+    the rollouts feed (TRL's logged step); ``prompt_id`` is the dataset column
+    ``prompt_id_column`` when present, else a hash of the prompt.
+
+    When training begins the log is made to hold the steps the run has already made. A fresh run
+    (step 0) refuses a log that holds rows (another run's: :class:`EarlierLogError`, a
+    ``ValueError`` naming the file and its rows) unless ``overwrite=True``, which empties it.
+    ``trainer.train(resume_from_checkpoint=...)`` strips it of the rows past the checkpoint's step
+    (and of a line a killed run left cut off), atomically, so that a resumed run logs every step
+    once.
 
     Works with :class:`FGRPOTrainer` only (``focal_gamma=0`` for a plain GRPO run); with another
     trainer it raises at the end of the first step, having received no rollouts.
 
     Parameters
     ----------
-    log_path : path-like, optional
+    log_path : path-like or False, optional
+        The per-rollout log (JSON lines); None (the default): ``<args.output_dir>/rollouts.jsonl``;
+        False: no per-rollout log (the metrics are still logged).
     rho : float or sequence of float, default 0.05
         Rare share(s) :math:`\rho \in (0, 1)`.
     prompt_id_column : str, default "prompt_id"
+    overwrite : bool, default False
+        Let a fresh (not resumed) run empty a log that holds rows.
+
+    Raises
+    ------
+    EarlierLogError
+        (a ``ValueError``) When training begins at step 0 and the log holds rows, without ``overwrite``.
 
     References
     ----------
@@ -316,13 +332,20 @@ class TailMissCallback(TrainerCallback):
 
     def __init__(
         self,
-        log_path: str | os.PathLike | None = None,
+        log_path: str | os.PathLike | Literal[False] | None = None,
         rho: float | Sequence[float] = 0.05,
         prompt_id_column: str = "prompt_id",
+        overwrite: bool = False,
     ):
-        self.log_path = Path(log_path) if log_path is not None else None
+        if not (log_path is None or log_path is False or isinstance(log_path, (str, os.PathLike))):
+            raise ValueError(
+                f"log_path must be a path, None (<output_dir>/rollouts.jsonl) or False (no log), got {log_path!r}"
+            )
+        self._log_path = log_path  # None: the log path is set when training begins, from args.output_dir
+        self.log_path = Path(log_path) if isinstance(log_path, (str, os.PathLike)) else None
         self.rhos = rho_grid(rho)  # checked now, not at the first step
         self.prompt_id_column = prompt_id_column
+        self.overwrite = check_bool("overwrite", overwrite)
         self.steps_recorded = 0
 
     def prompt_id(self, example: dict) -> str:
@@ -332,9 +355,17 @@ class TailMissCallback(TrainerCallback):
         return hashlib.sha1(repr(example["prompt"]).encode()).hexdigest()[:12]
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.log_path is not None and state.is_world_process_zero:  # state is the checkpoint's on resume
+        if self._log_path is None:
+            self.log_path = Path(args.output_dir) / "rollouts.jsonl"
+            if state.is_world_process_zero:
+                print(f"TailMissCallback: per-rollout log {self.log_path} (tailmiss diagnose reads it)", flush=True)
+        if self.log_path is None:
+            return
+        if state.global_step == 0 and not self.overwrite:  # state is the checkpoint's on resume
+            refuse_earlier_log(self.log_path)  # every process checks (all raise alike) before any writes
+        if state.is_world_process_zero:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            _keep_steps_up_to(self.log_path, state.global_step)
+            keep_steps_up_to(self.log_path, state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.steps_recorded == 0:
@@ -380,22 +411,3 @@ class TailMissCallback(TrainerCallback):
             lines.append(json.dumps(row))
         with open(self.log_path, "a") as fh:  # a growing log, one write per step
             fh.write("\n".join(lines) + "\n")
-
-
-def _keep_steps_up_to(path: Path, step: int) -> None:
-    """Rewrite the JSONL log ``path`` with only its rows of steps ``<= step``, atomically (no file: an empty one).
-
-    A line that does not parse, what a run killed in the middle of a write leaves at the end, is dropped too:
-    the next row appended after it would otherwise join it.
-    """
-    with atomic_write(path) as out:
-        if not path.is_file():
-            return
-        with open(path) as log:
-            for line in log:
-                try:
-                    kept = json.loads(line)["step"] <= step
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if kept:
-                    out.write(line)

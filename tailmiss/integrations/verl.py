@@ -75,7 +75,7 @@ except ImportError as exc:  # pragma: no cover - exercised without verl only
 
 from tailmiss._checks import check_number
 from tailmiss.diagnose.rollout_log import success_flags
-from tailmiss.integrations._focal import group_focal_weights
+from tailmiss.integrations._focal import NOT_BINARY_ADVICE, group_focal_weights
 from tailmiss.integrations._transform import transform_settings
 from tailmiss.objectives import REWARD_TRANSFORMS, transform_rewards
 
@@ -137,7 +137,8 @@ def focal_weights(token_level_rewards: torch.Tensor, index, config=None) -> torc
     gamma, threshold, _ = _settings(config)
     _, group = np.unique(np.asarray(index).astype(str), return_inverse=True)
     scores = token_level_rewards.sum(dim=-1)
-    focal = group_focal_weights(scores, torch.from_numpy(group.reshape(-1)), gamma, threshold, THRESHOLD_KEY)
+    group = torch.from_numpy(group.reshape(-1))
+    focal = group_focal_weights(scores, group, gamma, threshold, THRESHOLD_KEY, NOT_BINARY_ADVICE["verl"])
     return focal.rollout_weight
 
 
@@ -240,7 +241,8 @@ def transformed_token_rewards(data, config) -> torch.Tensor:
 
         mask = compute_response_mask(data)
     score = rewards.detach().double().sum(dim=-1)
-    correct = torch.from_numpy(success_flags(score.cpu().numpy(), _threshold(config), THRESHOLD_KEY))
+    correct = success_flags(score.cpu().numpy(), _threshold(config), THRESHOLD_KEY, NOT_BINARY_ADVICE["verl"])
+    correct = torch.from_numpy(correct)
     seq_logp = None
     if REWARD_TRANSFORMS[name].needs_logprobs:
         if "old_log_probs" not in data.batch.keys():
