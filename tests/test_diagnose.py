@@ -219,7 +219,7 @@ def test_cli_writes_json_csv_and_figure(runner, tmp_path):
     )
     assert result.exit_code == 0, result.output + result.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["diagnose.json", "diagnose_steps.csv", "diagnose.png", "diagnose.pdf"]
+        ["diagnose.json", "diagnose_steps.csv", "diagnose_advice.csv", "diagnose.png", "diagnose.pdf"]
     )
     summary = json.loads((out / "diagnose.json").read_text())
     assert summary["groups"] == 30 and len(summary["per_step"]) == 6

@@ -7,6 +7,14 @@ rollout_log
     parquet readers and the TRL and verl adapters; success flags and group counts :math:`(N, X)`.
 mixture
     The mixture of Lemma 3.1 curves over a run's groups and its exact peak :math:`N^*`.
+rates
+    The prompts' success rates fitted to a run's groups (beta-binomial) and what groups of any size would do
+    under them: active share, Lemma 3.1 risk, focal-weighted signal and drift, exactly.
+advice
+    The tail-miss verdict of a run and of each phase, and the advice for a rollout budget (group size, prompts
+    per step, focal gamma) under a stated objective.
+simcheck
+    The advice checked by the categorical simulator started from the fitted success rates (imports torch).
 analysis
     Per group and per step: :math:`\hat\mu = X/N` (F-GRPO Eq. 11), the inactive share (Eq. 7), Lemma 3.1's
     tail-miss risk with the group size :math:`N^*` at which it peaks, and the focal weight (Eq. 12).
@@ -15,6 +23,18 @@ numpy / pandas and :mod:`tailmiss.analytic` only: importing this package never i
 lives in :mod:`tailmiss.figures.diagnose`, the command in ``tailmiss diagnose``.
 """
 
+from tailmiss.diagnose.advice import (
+    ADVICE_GAMMAS,
+    DEFAULT_ADVICE_RHO,
+    N_SHAPE_CAVEAT,
+    Advice,
+    Spend,
+    Verdict,
+    advise,
+    check_advice_settings,
+    judge,
+    verdicts,
+)
 from tailmiss.diagnose.analysis import (
     DEFAULT_GAMMAS,
     DEFAULT_RHOS,
@@ -33,18 +53,47 @@ from tailmiss.diagnose.analysis import (
     step_metrics,
     write_diagnosis,
 )
+from tailmiss.diagnose.rates import RISK_LEVEL, SHARE_LEVEL, RateFit, SpendOutcome, fit_rates, spend_outcomes
 from tailmiss.diagnose.rollout_log import (
     FORMATS,
     SCHEMA_COLUMNS,
     CutLineWarning,
+    RepeatedRowsWarning,
     RolloutLog,
     group_counts,
     read_rollouts,
     success_flags,
 )
-from tailmiss.diagnose.summary import DiagnoseSummary, FocalRow, RiskRow, side_text, summary_json
+from tailmiss.diagnose.summary import (
+    DiagnoseSummary,
+    FocalRow,
+    RiskRow,
+    advice_text,
+    focal_text,
+    side_text,
+    summary_json,
+    verdict_text,
+)
 
 __all__ = [
+    "ADVICE_GAMMAS",
+    "DEFAULT_ADVICE_RHO",
+    "N_SHAPE_CAVEAT",
+    "RISK_LEVEL",
+    "SHARE_LEVEL",
+    "Advice",
+    "Spend",
+    "Verdict",
+    "RateFit",
+    "SpendOutcome",
+    "advise",
+    "judge",
+    "verdicts",
+    "fit_rates",
+    "spend_outcomes",
+    "advice_text",
+    "verdict_text",
+    "focal_text",
     "DEFAULT_RHOS",
     "DEFAULT_GAMMAS",
     "RESULT_FILES",
@@ -65,10 +114,12 @@ __all__ = [
     "diagnose",
     "default_folder",
     "check_same_log",
+    "check_advice_settings",
     "write_diagnosis",
     "FORMATS",
     "SCHEMA_COLUMNS",
     "CutLineWarning",
+    "RepeatedRowsWarning",
     "RolloutLog",
     "read_rollouts",
     "success_flags",

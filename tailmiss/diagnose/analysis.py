@@ -48,6 +48,16 @@ import numpy as np
 import pandas as pd
 
 from tailmiss._checks import check_interval, check_nonnegative
+from tailmiss.diagnose.advice import (
+    AT_RISK,
+    DEFAULT_ADVICE_RHO,
+    Advice,
+    advise,
+    check_advice_settings,
+    share_at_risk_by_step,
+    short_groups,
+    verdicts,
+)
 from tailmiss.diagnose.mixture import analytic, mixture, mixture_peaks, pooled_risk, support
 from tailmiss.diagnose.rollout_log import RolloutLog, group_counts
 from tailmiss.diagnose.summary import DiagnoseSummary, FocalRow, RiskRow, sides_of, summary_json
@@ -76,7 +86,16 @@ DEFAULT_RHOS = (0.01, 0.05, 0.1, 0.2)
 """Rare shares ρ = τ/μ of F-GRPO Fig. 3."""
 DEFAULT_GAMMAS = (0.5, 1.0, 2.0)
 """The γ values F-GRPO swept (Table 6; 0.5 was selected in most runs, Table 7)."""
-RESULT_FILES = ("diagnose.json", "diagnose_steps.csv", "diagnose.png", "diagnose.pdf")
+RESULT_FILES = (
+    "diagnose.json",
+    "diagnose_steps.csv",
+    "diagnose_advice.csv",
+    "diagnose_simcheck.csv",
+    "diagnose.png",
+    "diagnose.pdf",
+)
+"""What a diagnosis folder may hold (``diagnose_advice.csv`` when a group solved its prompt,
+``diagnose_simcheck.csv`` with ``--simulate``)."""
 
 
 def rho_key(rho: float) -> str:
@@ -152,7 +171,9 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
         {
             "groups": by.size(),
             "rollouts": by["n"].sum(),
-            "group_size": by["n"].median(),
+            "group_size": by["n"].agg(_modal),
+            "group_size_min": by["n"].min(),
+            "group_size_max": by["n"].max(),
             "mu_hat_mean": mu.mean(),
             "mu_hat_q25": mu.quantile(0.25),
             "mu_hat_median": mu.median(),
@@ -169,8 +190,14 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
     steps, step_index = np.unique(solved["step"].to_numpy(), return_inverse=True)
     for rho in rhos:
         n_star, _ = mixture_peaks(*support(solved["mu_hat"].to_numpy(), step_index.reshape(-1), steps.size), rho)
-        table[n_star_key(rho)] = pd.Series(n_star, index=steps).reindex(table.index).astype(np.float64)
+        table[n_star_key(rho)] = pd.Series(n_star, index=steps).reindex(table.index).round().astype("Int64")
     return table.reset_index()
+
+
+def _modal(n: pd.Series) -> int:
+    """The most common group size (the smaller of equally common ones)."""
+    counts = n.value_counts()
+    return int(counts.index[counts.to_numpy() == counts.max()].min())
 
 
 def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, float]:
@@ -178,7 +205,7 @@ def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, fl
     rhos, gammas = _grids(rhos, gammas)
     groups = pd.DataFrame({"step": 0, "n": np.asarray(n, np.int64), "x": np.asarray(x, np.int64)})
     row = per_step(group_columns(groups, rhos, gammas), rhos).iloc[0]
-    return {k: float(v) for k, v in row.items() if k != "step"}
+    return {k: float("nan") if pd.isna(v) else float(v) for k, v in row.items() if k != "step"}
 
 
 @dataclass(frozen=True)
@@ -195,6 +222,11 @@ class Diagnosis:
     rhos: tuple[float, ...]
     gammas: tuple[float, ...]
 
+    @property
+    def advice(self) -> Advice | None:
+        """The budget advice (:func:`tailmiss.diagnose.advice.advise`); None when no group solved its prompt."""
+        return self.summary.advice
+
 
 def _curve_grid(sizes: list[int], n_stars: list[int]) -> np.ndarray:
     top = max([*sizes, *n_stars, 8]) * 4
@@ -202,9 +234,8 @@ def _curve_grid(sizes: list[int], n_stars: list[int]) -> np.ndarray:
     return np.union1d(grid, np.array([*sizes, *n_stars], dtype=np.int64))
 
 
-def _tail_miss_summary(columns: pd.DataFrame, rhos) -> tuple[list[RiskRow], pd.DataFrame]:
+def _tail_miss_summary(columns: pd.DataFrame, rhos, sizes: list[int]) -> tuple[list[RiskRow], pd.DataFrame]:
     """Per rho: the risk of the run's groups, each at its own N, and the peak of their mixture over a common N."""
-    sizes = sorted(int(n) for n in columns["n"].unique())
     solved = columns[columns["x"] > 0]
     rows, curves = [], []
     for rho in rhos:
@@ -257,8 +288,11 @@ def diagnose(
     rhos=DEFAULT_RHOS,
     gammas=DEFAULT_GAMMAS,
     threshold_name: str = "threshold",
+    advice_rho: float = DEFAULT_ADVICE_RHO,
+    budget: int | None = None,
+    run_gamma: float = 0.0,
 ) -> Diagnosis:
-    """Group success distribution, inactive share, tail-miss risk, its peak N and focal weights of a run.
+    """Group success distribution, inactive share, tail-miss risk, its peak N, focal weights, verdict and advice.
 
     Parameters
     ----------
@@ -272,6 +306,12 @@ def diagnose(
         Focal exponents :math:`\\gamma \\ge 0`.
     threshold_name : str
         How the user sets the threshold, for the error on non-binary rewards.
+    advice_rho : float
+        Rare share of the verdict and the advice (:mod:`tailmiss.diagnose.advice`).
+    budget : int, optional
+        Rollouts per step to advise on; default the run's own.
+    run_gamma : float
+        The run's focal :math:`\\gamma` (0: GRPO), which marks its current spend.
 
     Returns
     -------
@@ -279,12 +319,19 @@ def diagnose(
 
     References
     ----------
-    F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11 and 12.
+    F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11-13, Prop. 3.2, Cor. H.2.
     """
     rhos, gammas = _grids(rhos, gammas)
+    check_advice_settings(advice_rho, budget, run_gamma)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
     steps = per_step(columns, rhos)
-    tail_miss, curve = _tail_miss_summary(columns, rhos)
+    steps[AT_RISK] = share_at_risk_by_step(columns, advice_rho, steps["step"])
+    dropped = (("unscored", int(log.rows_without_reward)), ("cut-off lines", int(getattr(log, "cut_lines", 0))))
+    short = short_groups(columns, sum(count for _, count in dropped))
+    sizes = sorted(int(v) for v in columns.loc[~short, "n"].unique())
+    tail_miss, curve = _tail_miss_summary(columns, rhos, sizes)
+    # advice needs a solved group and a group of two or more (groups of one say nothing of the spread across prompts)
+    advisable = bool((columns["x"] > 0).any() and (columns["n"] > 1).any())
     summary = DiagnoseSummary(
         source=str(log.source),
         source_path=str(Path(log.source).resolve()),
@@ -295,13 +342,17 @@ def diagnose(
         success=_success_rule(log, threshold),
         steps=int(steps.shape[0]),
         groups=int(columns.shape[0]),
-        group_sizes=tuple(sorted(int(v) for v in columns["n"].unique())),
+        group_sizes=tuple(sizes),
         mu_hat_mean=float(columns["mu_hat"].mean()),
         share_all_incorrect=float((columns["x"] == 0).mean()),
         share_all_correct=float((columns["x"] == columns["n"]).mean()),
         share_inactive=float(columns["inactive"].mean()),
         tail_miss=tuple(tail_miss),
         focal_weights=tuple(_focal_summary(columns, gammas)),
+        verdicts=verdicts(columns, advice_rho),
+        advice=advise(columns, advice_rho, budget, run_gamma) if advisable else None,
+        dropped=tuple((why, count) for why, count in dropped if count),
+        short_groups=int(short.sum()),
     )
     return Diagnosis(columns, steps, curve, summary, rhos, gammas)
 
@@ -326,7 +377,8 @@ def check_same_log(folder: str | os.PathLike, log_path: str | os.PathLike) -> No
 
 
 def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Path]:
-    """Write ``diagnose.json`` (the summary) and ``diagnose_steps.csv`` (the per-step table) atomically."""
+    """Write ``diagnose.json`` (the summary), ``diagnose_steps.csv`` (the per-step table) and, with advice,
+    ``diagnose_advice.csv`` (one row per spend of the budget), each atomically."""
     folder = Path(folder)
     paths = [folder / "diagnose.json", folder / "diagnose_steps.csv"]
     with atomic_write(paths[0]) as fh:
@@ -334,4 +386,8 @@ def write_diagnosis(diagnosis: Diagnosis, folder: str | os.PathLike) -> list[Pat
         fh.write("\n")
     with atomic_write(paths[1]) as fh:
         diagnosis.steps.to_csv(fh, index=False)
+    if diagnosis.advice is not None:
+        paths.append(folder / "diagnose_advice.csv")
+        with atomic_write(paths[-1]) as fh:
+            diagnosis.advice.table().to_csv(fh, index=False)
     return paths
