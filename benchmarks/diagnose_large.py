@@ -6,8 +6,9 @@ Writes, in a temporary folder, a JSONL log in the form ``TailMissCallback`` writ
 rollout, reward, correct, focal_weight; ~120 bytes a row; the default shape is 2000 steps x 125 prompts
 x 8 rollouts = 2 M rows, ~240 MB), then runs ``python -m tailmiss diagnose`` on it in a child process and
 reports the child's wall time and peak resident memory (its own ``ru_maxrss``, from ``os.wait4``), with
-pyarrow's JSON reader (pyarrow comes with the ``[trl]`` extra) and as without pyarrow, and the time the
-command takes to refuse an empty file (imports included: what a user waits for).
+pyarrow's JSON reader (pyarrow comes with the ``[trl]`` extra) and as without pyarrow, the time the
+command takes to refuse an empty file (imports included: what a user waits for), and the time it takes to
+refuse a bad setting or destination on the large log (checked before the log is read).
 """
 
 from __future__ import annotations
@@ -77,6 +78,17 @@ def main(argv=None) -> None:
         rows = write_log(log, ns.steps, ns.prompts, ns.group_size)
         print(f"wrote {rows:,} rows, {log.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - started:.1f} s")
         print(f"refusing an empty file: {min(starts):.2f} s (best of 3; {', '.join(f'{s:.2f}' for s in starts)})")
+        bad = {
+            "--out /proc/x (not writable)": ["--out", "/proc/tailmiss-x"],
+            "--rho 1.5": ["--rho", "1.5"],
+            "--gamma -1": ["--gamma", "-1"],
+            "--budget 1": ["--budget", "1"],
+        }
+        for what, args in bad.items():
+            runs = [run_child(["diagnose", str(log), *args]) for _ in range(3)]
+            if any(r[2] != 2 for r in runs):
+                raise SystemExit(f"{what} was not refused: {runs[0][3]}")
+            print(f"refusing {what} on the large log: {min(r[0] for r in runs):.2f} s (best of 3)")
         for pyarrow in (True, False):
             runs = [
                 run_child(["diagnose", str(log), "--out", str(tmp / "out"), "--json"], pyarrow)
