@@ -16,7 +16,8 @@ batch it returns and keeps that batch's rewards, then restores the original.
 ``--out/rollouts.jsonl`` holds one line per rollout in the tailmiss schema
 (:mod:`tailmiss.diagnose.rollout_log`): ``step`` (the RL step, 0 to steps - 1), ``prompt_id``,
 ``rollout`` (0 to N - 1 in its group), ``reward`` (the task's strict verifier, 1.0 or 0.0) and
-``correct`` (1 when the reward is 1: the trainer's own success flag). A prompt id is the prompt's
+``correct`` (1 when the reward is 1: the trainer's own success flag), ``focal_weight`` (the group's
+(1 - X/N)^gamma, from which ``tailmiss diagnose`` reads the run's gamma). A prompt id is the prompt's
 tokens, e.g. ``17__`` for allowed digits 1 and 7 (``_`` an empty slot); a prompt drawn twice in one
 step gives the trainer two groups, logged as ``17__`` and ``17__#2``. Each step's lines are
 appended once the step is done (the trainer's ``on_step`` hook) and flushed to disk, so a run
@@ -41,6 +42,7 @@ from typing import NamedTuple
 
 import torch
 
+from tailmiss.analytic import focal_weight
 from tailmiss.experiments.presets import llm_preset
 from tailmiss.llm import RLConfig, SFTConfig, train_rl, train_sft
 from tailmiss.llm import train as rl_loop  # the RL loop's module: gather_groups is looked up there every step
@@ -89,13 +91,13 @@ class RolloutRecorder:
         batch, info = self._original(model, task, cfg, step, device)
         if cfg.dynamic_sampling:  # the batch would hold only the kept groups, not what was sampled
             raise ValueError("RolloutRecorder logs runs without dynamic sampling (dynamic_sampling = false)")
-        self.pending[step] = self.rows(task, cfg.group_size, step, batch)
+        self.pending[step] = self.rows(task, cfg.group_size, step, batch, cfg.gamma)
         return batch, info
 
     @staticmethod
-    def rows(task, group_size: int, step: int, batch) -> list[dict]:
+    def rows(task, group_size: int, step: int, batch, gamma: float = 0.0) -> list[dict]:
         """One row per rollout of ``batch`` (a :class:`tailmiss.llm.rollouts.Rollouts`: prompt ids (G*N, P),
-        group-major, and rewards (G, N))."""
+        group-major, and rewards (G, N)), with its group's focal weight (1 - X/N)^gamma (F-GRPO Eq. 12)."""
         rewards = batch.rewards.cpu().tolist()
         firsts = batch.prompt_ids[::group_size].cpu().tolist()  # row g*N + i holds group g's prompt
         assert len(firsts) == len(rewards) and all(len(r) == group_size for r in rewards)
@@ -105,10 +107,10 @@ class RolloutRecorder:
             text = prompt_text(task, tokens)
             seen[text] = seen.get(text, 0) + 1
             prompt_id = text if seen[text] == 1 else f"{text}#{seen[text]}"  # a prompt drawn twice: two groups
+            weight = float(focal_weight(sum(r > 0.5 for r in group) / group_size, gamma))
             for i, reward in enumerate(group):
-                out.append(
-                    {"step": step, "prompt_id": prompt_id, "rollout": i, "reward": reward, "correct": int(reward > 0.5)}
-                )
+                row = {"step": step, "prompt_id": prompt_id, "rollout": i, "reward": reward}
+                out.append({**row, "correct": int(reward > 0.5), "focal_weight": weight})
         return out
 
     def step_done(self, step: int) -> None:

@@ -332,3 +332,43 @@ def test_a_device_as_the_log_is_one_error_line(runner):
 
 def test_verdict_threshold_is_the_documented_one():
     assert SHARE_LEVEL == 0.5 and math.isclose(judge(_groups(2, 32, 3, 0.8), 0.01).rho, 0.01)
+
+
+@pytest.mark.parametrize("hits,total", [(0, 10), (3, 10), (129, 238), (80, 80), (1, 1)])
+def test_wilson_interval_is_scipys(hits, total):
+    from tailmiss.diagnose.advice import wilson_interval
+
+    want = stats.binomtest(hits, total).proportion_ci(confidence_level=0.95, method="wilson")
+    np.testing.assert_allclose(wilson_interval(hits, total), (want.low, want.high), atol=1e-12)
+
+
+def test_a_verdict_whose_interval_holds_the_line_is_at_the_edge():
+    # 100 solved groups of N = 2 at X = 1 (risk 0.495, at risk) and 100 all-correct (risk 0): a share of exactly 1/2
+    edge = judge(pd.DataFrame({"step": 0, "n": 2, "x": [1] * 100 + [2] * 100}), 0.01)
+    assert edge.in_regime and edge.edge and edge.interval[0] < 0.5 < edge.interval[1]
+    clear = judge(_groups(16, 4, 30, 0.8), 0.01)
+    assert clear.in_regime and not clear.edge
+    from tailmiss.diagnose import verdict_text
+
+    assert "at its edge" in verdict_text(edge) and "at its edge" not in verdict_text(clear)
+
+
+def test_the_runs_gamma_is_read_from_the_logs_focal_weights(tmp_path):
+    from tailmiss.diagnose.advice import infer_gamma
+
+    groups = _groups(8, 4, 5, 0.6)
+    rows = []
+    for i, g in enumerate(groups.itertuples()):
+        weight = (1 - g.x / g.n) ** 0.5
+        rows += [(g.step, f"p{i}", k, float(k < g.x), weight) for k in range(g.n)]
+    frame = pd.DataFrame(rows, columns=["step", "prompt_id", "rollout", "reward", "focal_weight"])
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    result = diagnose(read_rollouts(tmp_path / "f.csv"))
+    assert result.summary.run_gamma == 0.5 and result.summary.run_gamma_source == "the log's focal weights"
+    assert result.advice.current.gamma == 0.5
+    assert diagnose(read_rollouts(tmp_path / "f.csv"), run_gamma=1.0).summary.run_gamma_source == "given"
+    frame.assign(focal_weight=1.0).to_csv(tmp_path / "grpo.csv", index=False)
+    assert diagnose(read_rollouts(tmp_path / "grpo.csv")).summary.run_gamma == 0.0
+    frame.drop(columns="focal_weight").to_csv(tmp_path / "none.csv", index=False)
+    log = read_rollouts(tmp_path / "none.csv")
+    assert infer_gamma(log.frame, groups) is None and diagnose(log).summary.run_gamma_source == "assumed (GRPO)"

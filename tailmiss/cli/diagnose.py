@@ -37,7 +37,10 @@ def diagnose_cmd(
     gamma: Annotated[list[float] | None, typer.Option(help="Focal gamma; repeat (default 0.5 1 2).")] = None,
     advice_rho: Annotated[float, typer.Option(help="Rare share of the verdict and the advice (default 0.05).")] = 0.05,
     budget: Annotated[int | None, typer.Option(help="Rollouts per step to advise on (default the run's own).")] = None,
-    run_gamma: Annotated[float, typer.Option(help="The run's own focal gamma (default 0: GRPO).")] = 0.0,
+    run_gamma: Annotated[
+        float | None,
+        typer.Option(help="The run's own focal gamma (default: from the log's focal_weight column, else 0: GRPO)."),
+    ] = None,
     simulate: Annotated[
         bool,
         typer.Option(
@@ -157,7 +160,9 @@ def _print_summary(s, check=None) -> None:
     dropped = "; ".join(f"{count} {why}" for why, count in s.dropped)
     typer.echo(
         f"{s.groups} groups over {s.steps} steps (N = {sizes}); mean mu_hat {s.mu_hat_mean:.3g}; "
-        f"inactive {s.share_inactive:.1%}; success: {s.success}" + (f"; rows dropped: {dropped}" if dropped else "")
+        f"inactive {s.share_inactive:.1%}; success: {s.success}"
+        + (f"; rows dropped: {dropped}" if dropped else "")
+        + f"; run's gamma {s.run_gamma:g} ({s.run_gamma_source})"
     )
     if s.short_groups:
         typer.echo(f"{s.short_groups} groups are short of their step's N by the dropped rows: taken at their own size.")

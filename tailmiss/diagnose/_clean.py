@@ -79,6 +79,8 @@ def clean(frame: pd.DataFrame, place: np.ndarray, unit: str, source: str) -> pd.
         if rollout.isna().any():  # unscored rows may carry no rollout id either
             raise ValueError(f"{where(_within(keep, rollout.isna().to_numpy()))}: column 'rollout' is empty")
         out["rollout"] = rollout
+    if "focal_weight" in frame.columns:  # what F-GRPO scaled the rollout's advantage by (TailMissCallback logs it)
+        out["focal_weight"] = _as_numeric(frame["focal_weight"], "focal_weight", where)[keep]
     return out
 
 

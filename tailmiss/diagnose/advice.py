@@ -58,6 +58,8 @@ __all__ = [
     "Spend",
     "Advice",
     "phase_of_steps",
+    "wilson_interval",
+    "infer_gamma",
     "judge",
     "verdicts",
     "spends_for_budget",
@@ -94,7 +96,10 @@ class Verdict:
     ``in_regime`` is None when no group solved its prompt (no correct mass to take a rare share of). ``n_star`` is
     the peak of the solved groups' Lemma 3.1 mixture over one common N (None when every solved group is
     all-correct); ``protected_by`` says what keeps a run out of the regime: ``"inactivity"`` (its N below
-    ``n_star``), ``"coverage"`` (above), ``"both sides"`` (sizes on both sides) or None.
+    ``n_star``), ``"coverage"`` (above), ``"both sides"`` (sizes on both sides) or None. ``interval`` is the 95 %
+    Wilson interval of the share at risk over the solved groups, taken as independent draws (groups of one prompt
+    at different steps are not, so it is a lower bound on the uncertainty); ``edge`` is True when it contains
+    :data:`~tailmiss.diagnose.rates.SHARE_LEVEL`: the verdict then follows the rule but the groups cannot tell.
     """
 
     phase: str
@@ -109,6 +114,27 @@ class Verdict:
     rho: float
     in_regime: bool | None
     protected_by: str | None
+    interval: tuple[float, float] | None = None
+
+    @property
+    def edge(self) -> bool:
+        """The share's 95 % interval holds the regime line: the rule's verdict, but not one the groups resolve."""
+        return self.interval is not None and self.interval[0] <= SHARE_LEVEL <= self.interval[1]
+
+
+def wilson_interval(hits: int, total: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    r"""95 % Wilson score interval of a binomial share ``hits / total`` (``z``: the normal quantile).
+
+    .. math::
+
+        \frac{\hat p + z^2/2n \pm z\sqrt{\hat p(1-\hat p)/n + z^2/4n^2}}{1 + z^2/n}
+    """
+    if total <= 0:
+        raise ValueError(f"total must be >= 1, got {total}")
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
 def phase_of_steps(steps) -> np.ndarray:
@@ -166,6 +192,7 @@ def judge(groups: pd.DataFrame, rho: float, phase: str = "run") -> Verdict:
         float(rho),
         in_regime,
         protected,
+        wilson_interval(int(np.sum(risk >= RISK_LEVEL)), int(solved.sum())),
     )
 
 
@@ -379,8 +406,28 @@ def short_groups(columns: pd.DataFrame, dropped: int) -> np.ndarray:
 
 def check_advice_settings(advice_rho, budget, run_gamma) -> None:
     """``ValueError`` naming a bad advice setting: ``advice_rho`` in (0, 1), ``budget`` >= 2 (or None),
-    ``run_gamma`` >= 0; checked before a log is read."""
+    ``run_gamma`` >= 0 (or None: read from the log); checked before a log is read."""
     check_interval("advice_rho", advice_rho, 0.0, 1.0, lo_open=True, hi_open=True)
     if budget is not None:
         check_integer("budget", budget, 2)
-    check_nonnegative("run_gamma", run_gamma)
+    if run_gamma is not None:
+        check_nonnegative("run_gamma", run_gamma)
+
+
+def infer_gamma(frame: pd.DataFrame, groups: pd.DataFrame) -> float | None:
+    r"""The run's focal :math:`\gamma` from a log's ``focal_weight`` column, or None without one.
+
+    Each active group (:math:`0 < X < N`) whose logged weight :math:`g` lies in (0, 1] gives
+    :math:`\gamma = \log g / \log(1 - \hat\mu)` (F-GRPO Eq. 12, :math:`g = (1-\hat\mu)^\gamma`); the median over
+    groups, rounded to 6 decimals, is returned (0 when every active group's weight is 1: a GRPO run).
+    """
+    if "focal_weight" not in frame.columns:
+        return None
+    weight = frame.groupby(["step", "prompt_id"], observed=True)["focal_weight"].mean()
+    keyed = groups.set_index(["step", "prompt_id"])
+    weight = weight.reindex(keyed.index).to_numpy(np.float64)
+    mu = (keyed["x"] / keyed["n"]).to_numpy(np.float64)
+    usable = (mu > 0) & (mu < 1) & (weight > 0) & (weight <= 1)
+    if not usable.any():
+        return None
+    return round(float(np.median(np.log(weight[usable]) / np.log1p(-mu[usable]))), 6) + 0.0

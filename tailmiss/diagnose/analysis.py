@@ -54,6 +54,7 @@ from tailmiss.diagnose.advice import (
     Advice,
     advise,
     check_advice_settings,
+    infer_gamma,
     share_at_risk_by_step,
     short_groups,
     verdicts,
@@ -290,7 +291,7 @@ def diagnose(
     threshold_name: str = "threshold",
     advice_rho: float = DEFAULT_ADVICE_RHO,
     budget: int | None = None,
-    run_gamma: float = 0.0,
+    run_gamma: float | None = None,
 ) -> Diagnosis:
     """Group success distribution, inactive share, tail-miss risk, its peak N, focal weights, verdict and advice.
 
@@ -310,8 +311,9 @@ def diagnose(
         Rare share of the verdict and the advice (:mod:`tailmiss.diagnose.advice`).
     budget : int, optional
         Rollouts per step to advise on; default the run's own.
-    run_gamma : float
-        The run's focal :math:`\\gamma` (0: GRPO), which marks its current spend.
+    run_gamma : float, optional
+        The run's focal :math:`\\gamma` (0: GRPO), which marks its current spend; default the one the log's
+        ``focal_weight`` column gives (:func:`tailmiss.diagnose.advice.infer_gamma`), else 0.
 
     Returns
     -------
@@ -324,6 +326,11 @@ def diagnose(
     rhos, gammas = _grids(rhos, gammas)
     check_advice_settings(advice_rho, budget, run_gamma)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
+    if run_gamma is None:
+        found = infer_gamma(log.frame, columns)
+        run_gamma, gamma_source = (0.0, "assumed (GRPO)") if found is None else (found, "the log's focal weights")
+    else:
+        gamma_source = "given"
     steps = per_step(columns, rhos)
     steps[AT_RISK] = share_at_risk_by_step(columns, advice_rho, steps["step"])
     dropped = (("unscored", int(log.rows_without_reward)), ("cut-off lines", int(getattr(log, "cut_lines", 0))))
@@ -352,6 +359,8 @@ def diagnose(
         verdicts=verdicts(columns, advice_rho),
         advice=advise(columns, advice_rho, budget, run_gamma) if advisable else None,
         dropped=tuple((why, count) for why, count in dropped if count),
+        run_gamma=float(run_gamma),
+        run_gamma_source=gamma_source,
         short_groups=int(short.sum()),
     )
     return Diagnosis(columns, steps, curve, summary, rhos, gammas)

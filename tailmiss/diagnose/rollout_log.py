@@ -12,6 +12,9 @@ column         type        meaning
 ``correct``    0/1, bool   optional success flag; without it, success comes from ``reward``
 ``rollout``    text        optional: identifies the rollout within its group; a log that
                            repeats a (step, prompt_id, rollout) is refused
+``focal_weight``  number   optional: the focal weight F-GRPO gave the rollout's group
+                           (TailMissCallback logs it); ``tailmiss diagnose`` reads the
+                           run's gamma from it
 =============  ==========  ============================================================
 
 Ids are text. A CSV file's ids are read exactly as written: ``007`` and ``7``, ``1e5`` and
@@ -134,12 +137,13 @@ def _prompt_key(value) -> str:
 
 def _pick_tailmiss(columns, source, reward_column):
     _need(columns, ("step", "prompt_id", reward_column or "reward"), "tailmiss", source)
-    return [c for c in ("step", "prompt_id", reward_column or "reward", "correct", "rollout") if c in columns]
+    wanted = ("step", "prompt_id", reward_column or "reward", "correct", "rollout", "focal_weight")
+    return [c for c in wanted if c in columns]
 
 
 def _from_tailmiss(raw: pd.DataFrame, reward_column: str | None) -> pd.DataFrame:
     out = pd.DataFrame({"step": raw["step"], "prompt_id": raw["prompt_id"], "reward": raw[reward_column or "reward"]})
-    for optional in ("correct", "rollout"):
+    for optional in ("correct", "rollout", "focal_weight"):
         if optional in raw.columns:
             out[optional] = raw[optional]
     return out

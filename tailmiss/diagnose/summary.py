@@ -89,6 +89,10 @@ class DiagnoseSummary:
     """Rows not counted in any group, by reason (unscored, a cut-off last line)."""
     short_groups: int = 0
     """Groups smaller than their step's usual size where rows were dropped (counted at their own size)."""
+    run_gamma: float = 0.0
+    """The run's focal gamma the advice takes as current."""
+    run_gamma_source: str = "assumed (GRPO)"
+    """Where it comes from: ``"given"``, ``"the log's focal weights"`` or ``"assumed (GRPO)"``."""
 
 
 def sides_of(sizes: list[int], n_star: int | None) -> tuple[tuple[int, str], ...]:
@@ -130,7 +134,7 @@ def summary_json(s: DiagnoseSummary, steps: pd.DataFrame | None = None) -> dict:
     ]
     out["focal_weights"] = [dataclasses.asdict(f) for f in s.focal_weights]
     out["verdict_rule"] = VERDICT_RULE
-    out["verdicts"] = [{**dataclasses.asdict(v), "text": verdict_text(v)} for v in s.verdicts]
+    out["verdicts"] = [{**dataclasses.asdict(v), "edge": v.edge, "text": verdict_text(v)} for v in s.verdicts]
     if s.advice is not None:
         a = s.advice
         out["advice"] = {
@@ -177,15 +181,20 @@ def _pct(value: float | None) -> str:
 
 
 def verdict_text(v: Verdict) -> str:
-    """One line: in the tail-miss regime or not, with the numbers that decide it."""
+    """One line: in the tail-miss regime or not (or at its edge), with the numbers that decide it."""
     if v.in_regime is None:
         return f"{v.phase}: no group solved its prompt: no correct mass to lose, no verdict"
-    share = f"{_pct(v.share_at_risk)} of {v.solved_groups} solved groups at risk (rho = {v.rho:g})"
-    if v.in_regime:
-        return f"{v.phase}: in the tail-miss regime: {share}, N = {v.group_size}, N* = {v.n_star}"
-    why = f", protected by {v.protected_by}" if v.protected_by else ""
+    lo, hi = v.interval
+    share = (
+        f"{_pct(v.share_at_risk)} (95% interval {lo:.0%}-{hi:.0%}) of {v.solved_groups} solved groups at risk "
+        f"(rho = {v.rho:g})"
+    )
+    word = "in the tail-miss regime" if v.in_regime else "not in the tail-miss regime"
+    if v.edge:
+        word += ", at its edge (the interval holds 50%)"
     star = "" if v.n_star is None else f", N* = {v.n_star}"
-    return f"{v.phase}: not in the tail-miss regime: {share}, N = {v.group_size}{star}{why}"
+    why = f", protected by {v.protected_by}" if v.protected_by and not v.in_regime else ""
+    return f"{v.phase}: {word}: {share}, N = {v.group_size}{star}{why}"
 
 
 def focal_text(a: Advice, group_size: int, gamma: float) -> str:
