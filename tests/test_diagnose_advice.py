@@ -336,7 +336,7 @@ def test_verdict_threshold_is_the_documented_one():
 
 @pytest.mark.parametrize("hits,total", [(0, 10), (3, 10), (129, 238), (80, 80), (1, 1)])
 def test_wilson_interval_is_scipys(hits, total):
-    from tailmiss.diagnose.advice import wilson_interval
+    from tailmiss.diagnose.rates import wilson_interval
 
     want = stats.binomtest(hits, total).proportion_ci(confidence_level=0.95, method="wilson")
     np.testing.assert_allclose(wilson_interval(hits, total), (want.low, want.high), atol=1e-12)
@@ -354,7 +354,7 @@ def test_a_verdict_whose_interval_holds_the_line_is_at_the_edge():
 
 
 def test_the_runs_gamma_is_read_from_the_logs_focal_weights(tmp_path):
-    from tailmiss.diagnose.advice import infer_gamma
+    from tailmiss.diagnose.rates import infer_gamma
 
     groups = _groups(8, 4, 5, 0.6)
     rows = []

@@ -523,3 +523,8 @@ def test_ds_config_is_checked(tmp_path):
 
 if __name__ == "__main__":  # the worker of one torchrun process
     _advantages_run(Path(sys.argv[1]), int(os.environ["WORLD_SIZE"]))
+    # its result is written and closed: skip torch.distributed's C++ teardown at interpreter exit, which sometimes
+    # aborts ("terminate called without an active exception", SIGABRT) and fails the launch, as tailmiss.cli.main does
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -54,12 +54,12 @@ from tailmiss.diagnose.advice import (
     Advice,
     advise,
     check_advice_settings,
-    infer_gamma,
     share_at_risk_by_step,
     short_groups,
     verdicts,
 )
 from tailmiss.diagnose.mixture import analytic, mixture, mixture_peaks, pooled_risk, support
+from tailmiss.diagnose.rates import infer_gamma
 from tailmiss.diagnose.rollout_log import RolloutLog, group_counts
 from tailmiss.diagnose.summary import DiagnoseSummary, FocalRow, RiskRow, sides_of, summary_json
 from tailmiss.io import atomic_write

@@ -35,8 +35,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["RateFit", "fit_rates", "outcome_pmf", "SpendOutcome", "spend_outcomes", "RISK_LEVEL", "SHARE_LEVEL"]
+__all__ = [
+    "RateFit",
+    "fit_rates",
+    "outcome_pmf",
+    "SpendOutcome",
+    "spend_outcomes",
+    "plug_in_risk",
+    "wilson_interval",
+    "infer_gamma",
+    "RISK_LEVEL",
+    "SHARE_LEVEL",
+]
 
 RISK_LEVEL = 0.25
 """A solved group is *at risk* when its Lemma 3.1 probability (at its own :math:`\\hat\\mu` and :math:`N`) is at
@@ -236,3 +248,37 @@ def spend_outcomes(fit: RateFit, n: int, rho: float, gammas) -> list[SpendOutcom
             )
         )
     return out
+
+
+def wilson_interval(hits: int, total: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    r"""95 % Wilson score interval of a binomial share ``hits / total`` (``z``: the normal quantile).
+
+    .. math::
+
+        \frac{\hat p + z^2/2n \pm z\sqrt{\hat p(1-\hat p)/n + z^2/4n^2}}{1 + z^2/n}
+    """
+    if total <= 0:
+        raise ValueError(f"total must be >= 1, got {total}")
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def infer_gamma(frame: pd.DataFrame, groups: pd.DataFrame) -> float | None:
+    r"""The run's focal :math:`\gamma` from a log's ``focal_weight`` column, or None without one.
+
+    Each active group (:math:`0 < X < N`) whose logged weight :math:`g` lies in (0, 1] gives
+    :math:`\gamma = \log g / \log(1 - \hat\mu)` (F-GRPO Eq. 12, :math:`g = (1-\hat\mu)^\gamma`); the median over
+    groups, rounded to 6 decimals, is returned (0 when every active group's weight is 1: a GRPO run).
+    """
+    if "focal_weight" not in frame.columns:
+        return None
+    weight = frame.groupby(["step", "prompt_id"], observed=True)["focal_weight"].mean()
+    keyed = groups.set_index(["step", "prompt_id"])
+    weight = weight.reindex(keyed.index).to_numpy(np.float64)
+    mu = (keyed["x"] / keyed["n"]).to_numpy(np.float64)
+    usable = (mu > 0) & (mu < 1) & (weight > 0) & (weight <= 1)
+    if not usable.any():
+        return None
+    return round(float(np.median(np.log(weight[usable]) / np.log1p(-mu[usable]))), 6) + 0.0
