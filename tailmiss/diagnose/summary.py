@@ -172,7 +172,7 @@ VERDICT_RULE = (
 OBJECTIVE = (
     "keep a spend that is out of the regime; else, among the spends that keep at least half the current learning "
     "signal (focal-weighted active groups per step), the least drift away from missed rare sets per unit of signal, "
-    "if at least 10% below the current spend's; else keep the current spend"
+    f"if at least {CLEAR_GAIN:.0%} below the current spend's; else keep the current spend"
 )
 
 
@@ -191,7 +191,7 @@ def verdict_text(v: Verdict) -> str:
     )
     word = "in the tail-miss regime" if v.in_regime else "not in the tail-miss regime"
     if v.edge:
-        word += ", at its edge (the interval holds 50%)"
+        word += f", at its edge (the interval holds {SHARE_LEVEL:.0%})"
     star = "" if v.n_star is None else f", N* = {v.n_star}"
     why = f", protected by {v.protected_by}" if v.protected_by and not v.in_regime else ""
     return f"{v.phase}: {word}: {share}, N = {v.group_size}{star}{why}"
