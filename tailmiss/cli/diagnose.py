@@ -67,15 +67,13 @@ def diagnose_cmd(
         default_folder,
         diagnose,
         read_rollouts,
-        rho_grid,
         summary_json,
         write_diagnosis,
     )
-    from tailmiss.diagnose.analysis import _grids
+    from tailmiss.diagnose.analysis import check_grids
     from tailmiss.io import check_result_dest, result_dir
 
-    rhos, gammas = _grids(rho or DEFAULT_RHOS, gamma or DEFAULT_GAMMAS)  # every setting before the log is read
-    rho_grid(rhos)
+    rhos, gammas = check_grids(rho or DEFAULT_RHOS, gamma or DEFAULT_GAMMAS)  # every setting before the log is read
     check_advice_settings(advice_rho, budget, run_gamma)
     out = out or default_folder(log)
     check_result_dest(out, RESULT_FILES, "diagnose result")

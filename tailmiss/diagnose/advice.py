@@ -59,6 +59,7 @@ __all__ = [
     "Spend",
     "Advice",
     "phase_of_steps",
+    "modal_size",
     "judge",
     "verdicts",
     "spends_for_budget",
@@ -134,7 +135,8 @@ def phase_of_steps(steps) -> np.ndarray:
     return np.array([PHASES[lookup[s]] for s in steps.tolist()], dtype=object)
 
 
-def _modal_size(n: np.ndarray) -> int:
+def modal_size(n) -> int:
+    """The most common group size in ``n`` (the smaller of equally common ones)."""
     sizes, counts = np.unique(n, return_counts=True)
     return int(sizes[np.argmax(counts)])  # ties: the smaller size
 
@@ -149,7 +151,7 @@ def judge(groups: pd.DataFrame, rho: float, phase: str = "run") -> Verdict:
     n = groups["n"].to_numpy(np.int64)
     x = groups["x"].to_numpy(np.int64)
     solved = x > 0
-    size = _modal_size(n)
+    size = modal_size(n)
     steps = groups["step"].to_numpy()
     if not solved.any():
         return Verdict(
@@ -340,7 +342,7 @@ def advise(
     if (late["n"] == 1).all():
         late, fitted_on = groups, "whole run"
     fit = fit_rates(late["n"].to_numpy(), late["x"].to_numpy())
-    run_n = _modal_size(groups["n"].to_numpy(np.int64))
+    run_n = modal_size(groups["n"].to_numpy(np.int64))
     if budget is None:
         budget = int(np.median(groups.groupby("step")["n"].sum().to_numpy()))
     budget = int(budget)
@@ -382,7 +384,7 @@ def short_groups(columns: pd.DataFrame, dropped: int) -> np.ndarray:
     """
     if dropped <= 0:
         return np.zeros(len(columns), dtype=bool)
-    usual = columns.groupby("step")["n"].transform(lambda n: _modal_size(n.to_numpy())).to_numpy()
+    usual = columns.groupby("step")["n"].transform(modal_size).to_numpy()
     missing = usual - columns["n"].to_numpy()
     short = missing > 0
     return short if missing[short].sum() <= dropped else np.zeros(len(columns), dtype=bool)

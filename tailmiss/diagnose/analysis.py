@@ -54,6 +54,7 @@ from tailmiss.diagnose.advice import (
     Advice,
     advise,
     check_advice_settings,
+    modal_size,
     share_at_risk_by_step,
     short_groups,
     verdicts,
@@ -81,6 +82,7 @@ __all__ = [
     "default_folder",
     "check_same_log",
     "write_diagnosis",
+    "check_grids",
 ]
 
 DEFAULT_RHOS = (0.01, 0.05, 0.1, 0.2)
@@ -123,7 +125,7 @@ def rho_grid(rhos) -> tuple[float, ...]:
     return tuple(np.unique(rho).tolist())
 
 
-def _grids(rhos, gammas) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def check_grids(rhos, gammas) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Sorted distinct ``rhos`` in (0, 1) and ``gammas`` >= 0 (``ValueError`` naming a bad value)."""
     gamma = check_nonnegative("gamma", list(gammas))
     if gamma.size == 0:
@@ -142,7 +144,7 @@ def group_columns(groups: pd.DataFrame, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS
     ----------
     F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11 and 12.
     """
-    rhos, gammas = _grids(rhos, gammas)
+    rhos, gammas = check_grids(rhos, gammas)
     x = groups["x"].to_numpy(np.int64)
     n = groups["n"].to_numpy(np.int64)
     mu = x / n
@@ -172,7 +174,7 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
         {
             "groups": by.size(),
             "rollouts": by["n"].sum(),
-            "group_size": by["n"].agg(_modal),
+            "group_size": by["n"].agg(modal_size),
             "group_size_min": by["n"].min(),
             "group_size_max": by["n"].max(),
             "mu_hat_mean": mu.mean(),
@@ -195,15 +197,9 @@ def per_step(columns: pd.DataFrame, rhos=()) -> pd.DataFrame:
     return table.reset_index()
 
 
-def _modal(n: pd.Series) -> int:
-    """The most common group size (the smaller of equally common ones)."""
-    counts = n.value_counts()
-    return int(counts.index[counts.to_numpy() == counts.max()].min())
-
-
 def step_metrics(x, n, rhos=DEFAULT_RHOS, gammas=DEFAULT_GAMMAS) -> dict[str, float]:
     """The :func:`per_step` row of one step's groups (correct counts ``x``, sizes ``n``) as a dict."""
-    rhos, gammas = _grids(rhos, gammas)
+    rhos, gammas = check_grids(rhos, gammas)
     groups = pd.DataFrame({"step": 0, "n": np.asarray(n, np.int64), "x": np.asarray(x, np.int64)})
     row = per_step(group_columns(groups, rhos, gammas), rhos).iloc[0]
     return {k: float("nan") if pd.isna(v) else float(v) for k, v in row.items() if k != "step"}
@@ -225,7 +221,8 @@ class Diagnosis:
 
     @property
     def advice(self) -> Advice | None:
-        """The budget advice (:func:`tailmiss.diagnose.advice.advise`); None when no group solved its prompt."""
+        """The budget advice (:func:`tailmiss.diagnose.advice.advise`); None when no group solved its prompt or every
+        group holds one rollout."""
         return self.summary.advice
 
 
@@ -313,7 +310,7 @@ def diagnose(
         Rollouts per step to advise on; default the run's own.
     run_gamma : float, optional
         The run's focal :math:`\\gamma` (0: GRPO), which marks its current spend; default the one the log's
-        ``focal_weight`` column gives (:func:`tailmiss.diagnose.advice.infer_gamma`), else 0.
+        ``focal_weight`` column gives (:func:`tailmiss.diagnose.rates.infer_gamma`), else 0.
 
     Returns
     -------
@@ -323,7 +320,7 @@ def diagnose(
     ----------
     F-GRPO Lemma 3.1 (Eq. 8), Eqs. 7, 11-13, Prop. 3.2, Cor. H.2.
     """
-    rhos, gammas = _grids(rhos, gammas)
+    rhos, gammas = check_grids(rhos, gammas)
     check_advice_settings(advice_rho, budget, run_gamma)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
     if run_gamma is None:
@@ -333,7 +330,7 @@ def diagnose(
         gamma_source = "given"
     steps = per_step(columns, rhos)
     steps[AT_RISK] = share_at_risk_by_step(columns, advice_rho, steps["step"])
-    dropped = (("unscored", int(log.rows_without_reward)), ("cut-off lines", int(getattr(log, "cut_lines", 0))))
+    dropped = (("unscored", int(log.rows_without_reward)), ("cut-off lines", int(log.cut_lines)))
     short = short_groups(columns, sum(count for _, count in dropped))
     sizes = sorted(int(v) for v in columns.loc[~short, "n"].unique())
     tail_miss, curve = _tail_miss_summary(columns, rhos, sizes)
