@@ -66,7 +66,7 @@ _FIELDS = {
     "peak_rss_mb": r"Maximum resident set size \(kbytes\): (\d+)",
     "exit": r"Exit status: (\d+)",
 }
-_FINISHED = re.compile(r"^(?P<label>.+): finished in (?P<s>[0-9.]+) s$", re.M)
+_FINISHED = re.compile(r"^(?P<label>.+): finished in (?P<s>[0-9.]+) s(?: on .+)?$", re.M)
 
 
 def _seconds(clock: str) -> float:

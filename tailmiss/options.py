@@ -1,4 +1,4 @@
-"""How work runs, as one value: :class:`RunOptions` (device, processes, threads, progress, log, cache reuse).
+"""How work runs, as one value: :class:`RunOptions` (device, processes, threads, progress, log, cache reuse, executor).
 
 Every runner that computes or reuses a cached unit (a simulation, an LLM run,
 a sweep, a ladder, the bridge) takes one ``RunOptions`` instead of six loose
@@ -13,9 +13,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tailmiss._checks import check_bool, check_int
+from tailmiss._checks import check_bool, check_choice, check_int
 
-__all__ = ["RunOptions"]
+__all__ = ["RunOptions", "EXECUTORS"]
+
+EXECUTORS = ("local", "ray")
+"""Where a pool of jobs runs (:func:`tailmiss.experiments.pool.run_jobs`): this machine's process pool, or Ray."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,12 @@ class RunOptions:
     reuse_stale : bool
         Reuse cached results made by other code (with a warning naming the
         difference) instead of computing them again.
+    executor : {"local", "ray"}
+        Where a pool of jobs runs: ``"local"``, this machine's process pool;
+        ``"ray"``, one Ray task per job (:mod:`tailmiss.experiments.ray_pool`).
+    ray_address : str or None
+        With ``executor="ray"``: the Ray cluster to join (``None``: ``$RAY_ADDRESS``, else a Ray started for the
+        pool on this machine with ``jobs`` CPUs).
     """
 
     device: str | None = None
@@ -46,6 +55,8 @@ class RunOptions:
     progress: bool = True
     log: Callable[[str], None] | None = None
     reuse_stale: bool = False
+    executor: str = "local"
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         if self.jobs is not None:
@@ -53,6 +64,12 @@ class RunOptions:
         check_int("threads", self.threads, 1)
         check_bool("progress", self.progress)
         check_bool("reuse_stale", self.reuse_stale)
+        check_choice("executor", self.executor, EXECUTORS)
+        if self.ray_address is not None:
+            if not isinstance(self.ray_address, str) or not self.ray_address.strip():
+                raise ValueError(f"ray_address must be a non-empty string or None, got {self.ray_address!r}")
+            if self.executor != "ray":
+                raise ValueError(f"ray_address {self.ray_address!r} needs executor='ray', got {self.executor!r}")
         if self.log is not None and not callable(self.log):
             raise ValueError(f"log must be callable or None, got {type(self.log).__name__}")
 

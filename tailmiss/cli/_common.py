@@ -165,6 +165,50 @@ JobsOpt = Annotated[
     ),
 ]
 
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        help="Where the runs are trained: local (this machine's process pool) or ray (one Ray task per run, on "
+        "the cluster of --ray-address or on this machine; pip install 'tailmiss[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --executor ray: the Ray cluster to join (default $RAY_ADDRESS, else a Ray started on this "
+        "machine with --jobs CPUs). Every node must see the result folders at the same path.",
+    ),
+]
+
+
+def executor_settings(executor: str, ray_address: str | None, jobs: int | None) -> dict:
+    """``RunOptions`` fields for ``--executor``/``--ray-address``, checked before any work (Ray importable, a cluster
+    address only with Ray, ``--jobs`` not beside a cluster whose own resources decide)."""
+    import importlib.util
+    import os
+
+    from tailmiss._checks import check_choice
+    from tailmiss.options import EXECUTORS
+
+    check_choice("--executor", executor, EXECUTORS)
+    if executor != "ray":
+        if ray_address is not None:
+            raise ValueError(f"--ray-address {ray_address!r} goes with --executor ray")
+        return {"executor": executor}
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError("--executor ray needs Ray: pip install 'tailmiss[ray]'")
+    from tailmiss import _dist
+
+    if _dist.env_world_size() > 1:
+        raise ValueError("--executor ray runs in one process: start it without torchrun")
+    cluster = ray_address or os.environ.get("RAY_ADDRESS")
+    if cluster and jobs is not None:
+        raise ValueError(
+            f"--jobs {jobs} sets the CPUs of a Ray started on this machine; the cluster at {cluster!r} runs as "
+            "many jobs at once as its own CPUs allow"
+        )
+    return {"executor": "ray", "ray_address": ray_address}
+
 
 def set_threads(threads: int) -> None:
     import torch

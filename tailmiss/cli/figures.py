@@ -8,7 +8,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tailmiss.cli._common import JobsOpt, ReuseStaleOpt, check_folder, console, echo_err, figures_app, single_process
+from tailmiss.cli._common import (
+    ExecutorOpt,
+    JobsOpt,
+    RayAddressOpt,
+    ReuseStaleOpt,
+    check_folder,
+    console,
+    echo_err,
+    executor_settings,
+    figures_app,
+    single_process,
+)
 
 
 @figures_app.command("list")
@@ -36,6 +47,8 @@ def figures_make_cmd(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     reuse_stale: ReuseStaleOpt = False,
     jobs: JobsOpt = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Render figures to PNG and PDF."""
     from tailmiss.figures import FIGURES, make
@@ -43,6 +56,7 @@ def figures_make_cmd(
     from tailmiss.results import Context
 
     single_process("figures make")
+    where = executor_settings(executor, ray_address, jobs)
     if all_ == bool(names):
         raise ValueError("give figure names or --all (not both)")
     selected = list(FIGURES) if all_ else list(names)
@@ -52,7 +66,7 @@ def figures_make_cmd(
     out = out or (Path("runs/quick/figures") if quick else Path("figures"))
     check_folder("--out", out)
     check_folder("--cache", cache)
-    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale)
+    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
     ctx = Context(quick=quick, cache_dir=cache, options=options)
     for path in make(selected, out, ctx):
         typer.echo(f"wrote {path}")

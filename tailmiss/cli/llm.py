@@ -10,13 +10,16 @@ import typer
 
 from tailmiss.cli._common import (
     DeviceOpt,
+    ExecutorOpt,
     JobsOpt,
     JsonOpt,
     ProgressOpt,
     QuickOpt,
+    RayAddressOpt,
     ReuseStaleOpt,
     ThreadsOpt,
     check_folder,
+    executor_settings,
     llm_app,
     on_ranks,
     pick_config,
@@ -166,11 +169,13 @@ def llm_sweep_cmd(
     reuse_stale: ReuseStaleOpt = False,
     jobs: JobsOpt = None,
     threads: ThreadsOpt = 1,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/.
 
     The runs are trained side by side on --jobs processes of --threads threads
-    each. Under ``torchrun --nproc_per_node=K`` they are shared among the K
+    each, or as Ray tasks with --executor ray. Under ``torchrun --nproc_per_node=K`` they are shared among the K
     processes instead (each run on one of them) and rank 0 writes the result.
     """
     from tailmiss.experiments.ladder import Ladder
@@ -178,9 +183,12 @@ def llm_sweep_cmd(
     from tailmiss.experiments.sweep import load_sweep, run_sweep
     from tailmiss.options import RunOptions
 
+    where = executor_settings(executor, ray_address, jobs)
     sweep = pick_config(preset, config, quick, workload, load_sweep, quick_name)
     set_threads(threads)
-    options = RunOptions(jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale)
+    options = RunOptions(
+        jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale, **where
+    )
     if isinstance(sweep, Ladder):
         _run_ladder_cmd(sweep, root, device, options)
         return

@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from tailmiss.cli._common import JobsOpt, ReuseStaleOpt, app, check_folder, echo_err, single_process
+from tailmiss.cli._common import (
+    ExecutorOpt,
+    JobsOpt,
+    RayAddressOpt,
+    ReuseStaleOpt,
+    app,
+    check_folder,
+    echo_err,
+    executor_settings,
+    single_process,
+)
 
 
 @app.command("repro")
@@ -41,6 +51,8 @@ def repro_cmd(
         ),
     ] = False,
     jobs: JobsOpt = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours.
 
@@ -59,6 +71,7 @@ def repro_cmd(
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
+    where = executor_settings(executor, ray_address, jobs)
     if check:
         _check(out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md")))
         return
@@ -67,7 +80,7 @@ def repro_cmd(
     deferred = QUICK_DEFERRED if quick and only is None and not every_section else ()
 
     single_process("repro")
-    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale)
+    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
     ctx = Context(quick=quick, cache_dir=cache, options=options)
     out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
     if out.is_dir():

@@ -8,7 +8,9 @@ evaluations) on a pool of ``jobs`` spawned processes with ``threads`` intra-op
 threads each, starting a job once the jobs it ``needs`` are done. Every job is
 the same function of its config whichever process runs it, so a sweep gives
 the same runs as one process training them in turn (with the same thread
-count). With ``jobs = 1`` the jobs run in this process, in order.
+count). With ``jobs = 1`` the jobs run in this process, in order. With
+``RunOptions(executor="ray")`` the same jobs run as Ray tasks instead, on a
+cluster or on this machine (:mod:`tailmiss.experiments.ray_pool`).
 
 Ctrl-C stops the workers at once (they ignore SIGINT; the main process
 terminates them): checkpoints and result folders are written atomically, so
@@ -21,67 +23,18 @@ names, when it names one (``benchmarks/command_cost.py`` reads it).
 
 from __future__ import annotations
 
-import json
-import os
 import signal
+import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import torch
 
+from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, phase, usable_cores
 from tailmiss.options import RunOptions
 
 __all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
-
-TIMINGS_ENV = "TAILMISS_TIMINGS"
-"""The environment variable naming the file that :func:`phase` appends its JSON lines to (unset: nothing is written)."""
-
-
-def _usage() -> tuple[float, float, dict]:
-    """Now (epoch seconds), CPU seconds of this process and its reaped children, and their peak RSS (MB)."""
-    import resource
-
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-    return time.time(), cpu, {"peak_rss_mb": own.ru_maxrss / 1024, "children_peak_rss_mb": kids.ru_maxrss / 1024}
-
-
-@contextmanager
-def phase(name: str, **fields) -> Iterator[None]:
-    """Time the body as phase ``name``: with ``$TAILMISS_TIMINGS`` set, append one JSON line to that file.
-
-    The line holds ``name``, ``fields``, the process id, start and end (epoch
-    seconds), ``wall_s``, ``cpu_s`` (user + system of this process and of the
-    children it reaped meanwhile, e.g. a process pool shut down inside the
-    body), ``peak_rss_mb`` (this process's largest resident set so far) and
-    ``children_peak_rss_mb`` (the largest of its reaped children's). Phases may nest and overlap; each line is one
-    ``write`` in append mode, so processes can share the file.
-    """
-    path = os.environ.get(TIMINGS_ENV)
-    if not path:
-        yield
-        return
-    start, cpu, _ = _usage()
-    try:
-        yield
-    finally:
-        end, cpu_end, rss = _usage()
-        record = {"phase": name, **fields, "pid": os.getpid(), "start": round(start, 3), "end": round(end, 3)}
-        record.update(wall_s=round(end - start, 3), cpu_s=round(cpu_end - cpu, 3))
-        record.update({k: round(v, 1) for k, v in rss.items()})
-        with open(path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def default_jobs(device, pending: int) -> int:
@@ -89,37 +42,6 @@ def default_jobs(device, pending: int) -> int:
     if pending < 2 or (device is not None and torch.device(device).type != "cpu"):
         return 1
     return min(usable_cores(), pending)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One unit of work: ``fn(*args, options=...)``, a module-level function (so that a spawned process can run it)
-    given the caller's :class:`~tailmiss.options.RunOptions`; it shows its own progress bar only when run in this
-    process and says what it decides through ``options.log`` (a worker's lines are printed by the main process when
-    the job ends).
-
-    ``key`` names it for ``needs`` (the keys of the jobs that must finish
-    first) and in the returned results; ``label`` is what the log says;
-    ``state`` tells what its run folder holds (:data:`tailmiss.experiments.cached.STATES`)
-    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it; ``doing`` is what the log says
-    when it starts from nothing (a simulation is not "training").
-    """
-
-    key: str
-    fn: Callable
-    args: tuple = ()
-    needs: tuple[str, ...] = ()
-    label: str = ""
-    state: Callable[[], str] | None = field(default=None, compare=False)
-    doing: str = "training"
-
-
-STATE_WORDS = {
-    "done": "done, reused",
-    "partial": "resuming",
-    "stale-done": "done by other code, reused (--reuse-stale)",
-}
-"""What the log says of a run folder's state when its job starts (anything else: ``"training"``)."""
 
 
 def _init_worker(threads: int) -> None:
@@ -130,7 +52,7 @@ def _init_worker(threads: int) -> None:
 def _timed(fn, args, options: RunOptions, label: str):
     started, lines = time.perf_counter(), []
     # one bar over the jobs, drawn by the main process; the log lines travel back with the result
-    with phase("job", label=label, worker=True):
+    with phase("job", label=label, worker=True, node=socket.gethostname()):
         value = fn(*args, options=options.replace(progress=False, log=lines.append))
     return value, time.perf_counter() - started, lines
 
@@ -156,8 +78,16 @@ def run_jobs(
     with their own progress bars. A job's exception is raised here after the
     other workers are stopped. ``options.log`` gets one line per job as it starts
     (training, resuming, done, reused) and, with workers, as it finishes.
+
+    With ``options.executor == "ray"`` every job is a Ray task instead
+    (:func:`tailmiss.experiments.ray_pool.run_on_ray`; ``workers``: the CPUs of the Ray started for it when no
+    cluster is named).
     """
     _order(jobs)
+    if options.executor == "ray":
+        from tailmiss.experiments.ray_pool import run_on_ray
+
+        return run_on_ray(jobs, workers, options, description)
     say, threads = options.say, options.threads
     results: dict = {}
     pending = list(jobs)
@@ -201,7 +131,7 @@ def run_jobs(
                 if not todo and pending:  # nothing is ready, yet something waits
                     raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
                 for job in todo:
-                    with phase("job", label=job.label or job.key, worker=False):
+                    with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
                         value = job.fn(*job.args, options=options)
                     finish(job, value)
             return results

@@ -1,0 +1,94 @@
+"""What the pools run: a :class:`Job`, the words the log says of its run folder, and :func:`phase` timing.
+
+The local process pool (:mod:`tailmiss.experiments.pool`) and the Ray executor
+(:mod:`tailmiss.experiments.ray_pool`) share these, so a job means the same and is timed the same on either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+__all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "usable_cores"]
+
+TIMINGS_ENV = "TAILMISS_TIMINGS"
+"""The environment variable naming the file that :func:`phase` appends its JSON lines to (unset: nothing is written)."""
+
+
+def _usage() -> tuple[float, float, dict]:
+    """Now (epoch seconds), CPU seconds of this process and its reaped children, and their peak RSS (MB)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return time.time(), cpu, {"peak_rss_mb": own.ru_maxrss / 1024, "children_peak_rss_mb": kids.ru_maxrss / 1024}
+
+
+@contextmanager
+def phase(name: str, **fields) -> Iterator[None]:
+    """Time the body as phase ``name``: with ``$TAILMISS_TIMINGS`` set, append one JSON line to that file.
+
+    The line holds ``name``, ``fields``, the process id, start and end (epoch
+    seconds), ``wall_s``, ``cpu_s`` (user + system of this process and of the
+    children it reaped meanwhile, e.g. a process pool shut down inside the
+    body), ``peak_rss_mb`` (this process's largest resident set so far) and
+    ``children_peak_rss_mb`` (the largest of its reaped children's). Phases may nest and overlap; each line is one
+    ``write`` in append mode, so processes can share the file.
+    """
+    path = os.environ.get(TIMINGS_ENV)
+    if not path:
+        yield
+        return
+    start, cpu, _ = _usage()
+    try:
+        yield
+    finally:
+        end, cpu_end, rss = _usage()
+        record = {"phase": name, **fields, "pid": os.getpid(), "start": round(start, 3), "end": round(end, 3)}
+        record.update(wall_s=round(end - start, 3), cpu_s=round(cpu_end - cpu, 3))
+        record.update({k: round(v, 1) for k, v in rss.items()})
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: ``fn(*args, options=...)``, a module-level function (so that a spawned process can run it)
+    given the caller's :class:`~tailmiss.options.RunOptions`; it shows its own progress bar only when run in this
+    process and says what it decides through ``options.log`` (a worker's lines are printed by the main process when
+    the job ends).
+
+    ``key`` names it for ``needs`` (the keys of the jobs that must finish
+    first) and in the returned results; ``label`` is what the log says;
+    ``state`` tells what its run folder holds (:data:`tailmiss.experiments.cached.STATES`)
+    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it; ``doing`` is what the log says
+    when it starts from nothing (a simulation is not "training").
+    """
+
+    key: str
+    fn: Callable
+    args: tuple = ()
+    needs: tuple[str, ...] = ()
+    label: str = ""
+    state: Callable[[], str] | None = field(default=None, compare=False)
+    doing: str = "training"
+
+
+STATE_WORDS = {
+    "done": "done, reused",
+    "partial": "resuming",
+    "stale-done": "done by other code, reused (--reuse-stale)",
+}
+"""What the log says of a run folder's state when its job starts (anything else: ``"training"``)."""
