@@ -114,14 +114,16 @@ def test_a_sweep_on_ray_equals_the_local_pool_and_a_rerun_reuses_every_run(no_ra
             assert (tmp_path / "local" / cfg.name / file).read_bytes() == (
                 tmp_path / "ray" / cfg.name / file
             ).read_bytes()
-    # the result folder gone, every run is found done by its task and reused
+    # the result folder gone, every run is found done and reused without a task
     import shutil
 
     shutil.rmtree(tmp_path / "ray" / sweep.name)
+    ray.shutdown()
     lines: list[str] = []
     again = run_sweep(sweep, tmp_path / "ray", RAY.replace(jobs=2, log=lines.append))
     assert sum(line.endswith(": done, reused") for line in lines) == len(sweep.runs()) + 1  # the runs and the SFT
     assert not any(" finished in " in line for line in lines)
+    assert not ray.is_initialized()  # nothing to train: no Ray started
     pd.testing.assert_frame_equal(again.final, local.final)
 
 
@@ -289,3 +291,34 @@ def test_llm_sweep_on_ray_from_the_command_line_with_a_relative_root(no_ray, tmp
     on_ray = SweepResult.load(tmp_path / "on-ray" / sweep.name)
     local = SweepResult.load(tmp_path / "local" / sweep.name)
     pd.testing.assert_frame_equal(on_ray.final, local.final)
+
+
+@pytest.mark.slow
+def test_the_quick_report_on_ray_equals_the_local_pools(no_ray, tmp_path, monkeypatch):
+    """``tailmiss repro --quick --executor ray`` writes the report that ``--executor local`` writes but for the
+    measured times and its own path; the stamps are equal and so is every run file (about 3 min on 2 cores)."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from tailmiss.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner(env={"COLUMNS": "200"})
+    for executor in ("local", "ray"):
+        args = ["repro", "--quick", "--no-progress", "--jobs", "2", "--executor", executor]
+        result = runner.invoke(app, [*args, "--out", f"{executor}/paper_repro.md", "--cache", f"{executor}/sim"])
+        assert result.exit_code == 0, result.output
+
+    def text(executor: str) -> str:
+        report = (tmp_path / executor / "paper_repro.md").read_text().replace(f"{executor}/", "OUT/")
+        return re.sub(r"\d+(\.\d+)? (s|min)\b", "T", report)  # measured times
+
+    assert text("local") == text("ray")
+    stamps = [json.loads((tmp_path / e / "paper_repro.stamps.json").read_text()) for e in ("local", "ray")]
+    assert stamps[0] == stamps[1]
+    files = sorted(p.relative_to(tmp_path / "local" / "llm") for p in (tmp_path / "local" / "llm").rglob("*.csv"))
+    assert len(files) > 50
+    for rel in files:
+        assert (tmp_path / "local" / "llm" / rel).read_bytes() == (tmp_path / "ray" / "llm" / rel).read_bytes(), rel

@@ -7,7 +7,9 @@ starts it once they are done (and rebuilds a lost one's result first). A task
 moves to the command's working folder, reads its run folder (a finished run is
 reused, a partial one resumed), sets the intra-op thread count and calls the
 job's function: the same function of its config as in the local pool, so the
-runs are the same bit for bit with the same ``threads``.
+runs are the same bit for bit with the same ``threads``. A finished run whose
+needs are finished too is reused here, without a task, as the local pool does
+(a rerun of a cached sweep starts no Ray at all).
 
 Faults: a task whose worker process or node is lost is retried by Ray (up to
 :data:`RETRIES` times); it starts again from the top, finds its run folder
@@ -160,31 +162,49 @@ def run_on_ray(jobs: Sequence[Job], workers: int, options: RunOptions, descripti
     """
     ray = _ray()
     order = job_order(jobs)
-    _connect(ray, options, max(int(workers), options.jobs or usable_cores()))
-    return _run(ray, order, options, description)
-
-
-def _run(ray, order: list[Job], options: RunOptions, description: str) -> dict:
-    task = ray.remote(_task)
-    sent = options.replace(log=None, progress=False)  # the caller's log may not pickle; a task collects its lines
-    timings = os.environ.get(TIMINGS_ENV)
-    where = {"cwd": os.getcwd(), "timings": os.path.abspath(timings) if timings else None}
-    resources = {"num_cpus": 1, "num_gpus": 1 if _wants_gpu(options.device) else 0}
-    refs: dict = {}
-    for job in order:
-        label = job.label or job.key
-        refs[job.key] = task.options(**resources, max_retries=RETRIES, retry_exceptions=False, name=label).remote(
-            job.fn, job.args, job.state, sent, label, job.doing, options.threads, where, *(refs[n] for n in job.needs)
-        )
-    waiting = {ref: job for job, ref in zip(order, refs.values())}
     bar = None
     if options.progress:
         from tailmiss._progress import ProgressBar
 
-        cpus = ray.cluster_resources().get("CPU", 0)
-        bar = ProgressBar(total=len(order), description=f"{description} on Ray ({cpus:g} CPUs)")
-    results: dict = {}
+        bar = ProgressBar(total=len(order), description=f"{description} on Ray")
     try:
+        return _run(ray, order, options, max(int(workers), options.jobs or usable_cores()), bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _run(ray, order: list[Job], options: RunOptions, cpus: int, bar) -> dict:
+    sent = options.replace(log=None, progress=False)  # the caller's log may not pickle; a task collects its lines
+    timings = os.environ.get(TIMINGS_ENV)
+    where = {"cwd": os.getcwd(), "timings": os.path.abspath(timings) if timings else None}
+    resources = {"num_cpus": 1, "num_gpus": 1 if _wants_gpu(options.device) else 0}
+    task = None
+    results: dict = {}
+    waiting: dict = {}
+    refs: dict = {}
+
+    def finish(job: Job, value) -> None:
+        results[job.key] = value
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        for job in order:
+            label = job.label or job.key
+            if all(n in results for n in job.needs) and job.state is not None and job.state() == "done":
+                # as in the local pool: a finished run whose needs are settled is reused here, without a task
+                options.say(f"{label}: {STATE_WORDS['done']}")
+                finish(job, None)
+                continue
+            if task is None:  # Ray only when there is work
+                _connect(ray, options, cpus)
+                task = ray.remote(_task)
+            needs = [refs[n] for n in job.needs if n in refs]
+            refs[job.key] = task.options(**resources, max_retries=RETRIES, retry_exceptions=False, name=label).remote(
+                job.fn, job.args, job.state, sent, label, job.doing, options.threads, where, *needs
+            )
+            waiting[refs[job.key]] = job
         while waiting:
             done, _ = ray.wait(list(waiting), num_returns=1)
             for ref in done:
@@ -197,9 +217,7 @@ def _run(ray, order: list[Job], options: RunOptions, description: str) -> dict:
                     options.say(line)
                 if not skipped:
                     options.say(f"{job.label or job.key}: finished in {seconds:.1f} s on {node}")
-                results[job.key] = value
-                if bar is not None:
-                    bar.update(1)
+                finish(job, value)
     except BaseException:
         for ref in waiting:  # this command's tasks only: queued ones are dropped, running ones killed
             try:
@@ -207,7 +225,4 @@ def _run(ray, order: list[Job], options: RunOptions, description: str) -> dict:
             except Exception:  # noqa: S110 - a task that ended meanwhile cannot be cancelled
                 pass
         raise
-    finally:
-        if bar is not None:
-            bar.close()
     return results
