@@ -53,8 +53,8 @@ def test_phases_take_nested_work_out_and_sum_jobs_by_kind():
 def test_jobs_are_read_from_the_log_of_a_commit_without_timings():
     cost = _command_cost()
     log = "SFT a: training\nSFT a: finished in 53.2 s\n[1/7] GRPO N=2 seed 0: finished in 9.9 s\n"
-    log += "[2/7] x: finished in 1.1 s\n"
+    log += "[2/7] x: finished in 1.1 s\n[3/7] y: finished in 2.0 s on host-3 (4f7f2a3f)\n"  # Ray names the node
     assert cost.logged_jobs(log) == {
         "jobs (log): sft": {"count": 1, "wall_s": 53.2},
-        "jobs (log): rl": {"count": 2, "wall_s": 11.0},
+        "jobs (log): rl": {"count": 3, "wall_s": 13.0},
     }

@@ -9,7 +9,7 @@ reused, a partial one resumed), sets the intra-op thread count and calls the
 job's function: the same function of its config as in the local pool, so the
 runs are the same bit for bit with the same ``threads``. A finished run whose
 needs are finished too is reused here, without a task, as the local pool does
-(a rerun of a cached sweep starts no Ray at all).
+(a rerun of a cached sweep neither imports nor starts Ray).
 
 Faults: a task whose worker process or node is lost is retried by Ray (up to
 :data:`RETRIES` times); it starts again from the top, finds its run folder
@@ -160,7 +160,6 @@ def run_on_ray(jobs: Sequence[Job], workers: int, options: RunOptions, descripti
     dict
         ``{job key: value}``; ``None`` for a finished run that was reused.
     """
-    ray = _ray()
     order = job_order(jobs)
     bar = None
     if options.progress:
@@ -168,18 +167,18 @@ def run_on_ray(jobs: Sequence[Job], workers: int, options: RunOptions, descripti
 
         bar = ProgressBar(total=len(order), description=f"{description} on Ray")
     try:
-        return _run(ray, order, options, max(int(workers), options.jobs or usable_cores()), bar)
+        return _run(order, options, max(int(workers), options.jobs or usable_cores()), bar)
     finally:
         if bar is not None:
             bar.close()
 
 
-def _run(ray, order: list[Job], options: RunOptions, cpus: int, bar) -> dict:
+def _run(order: list[Job], options: RunOptions, cpus: int, bar) -> dict:
     sent = options.replace(log=None, progress=False)  # the caller's log may not pickle; a task collects its lines
     timings = os.environ.get(TIMINGS_ENV)
     where = {"cwd": os.getcwd(), "timings": os.path.abspath(timings) if timings else None}
     resources = {"num_cpus": 1, "num_gpus": 1 if _wants_gpu(options.device) else 0}
-    task = None
+    ray = task = None
     results: dict = {}
     waiting: dict = {}
     refs: dict = {}
@@ -197,7 +196,8 @@ def _run(ray, order: list[Job], options: RunOptions, cpus: int, bar) -> dict:
                 options.say(f"{label}: {STATE_WORDS['done']}")
                 finish(job, None)
                 continue
-            if task is None:  # Ray only when there is work
+            if task is None:  # Ray (imported, joined or started) only when there is work
+                ray = _ray()
                 _connect(ray, options, cpus)
                 task = ray.remote(_task)
             needs = [refs[n] for n in job.needs if n in refs]
