@@ -98,6 +98,21 @@ def test_bad_job_lists_are_refused():
             run_jobs([Job("a", _refuse, needs=("b",)), Job("b", _refuse, needs=("a",))], workers=workers)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_jobs_that_wait_on_each_other_are_refused_before_any_job_runs(workers, tmp_path):
+    """A cycle is found before the pool starts, not after every other job has run."""
+    spans = tmp_path / "spans.txt"
+    jobs = [
+        Job("free", _log_span, (str(spans), "free", 0.0)),
+        Job("a", _refuse, needs=("c",)),
+        Job("b", _refuse, needs=("a",)),
+        Job("c", _refuse, needs=("b",)),
+    ]
+    with pytest.raises(ValueError, match=r"^jobs wait on each other: "):
+        run_jobs(jobs, workers=workers, options=RunOptions(progress=False))
+    assert not spans.exists()
+
+
 def test_default_jobs_one_per_core_on_the_cpu_only():
     assert default_jobs("cpu", 1) == 1
     assert 1 <= default_jobs("cpu", 100) <= 100

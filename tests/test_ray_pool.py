@@ -194,7 +194,7 @@ def test_timing_lines_name_the_node_that_ran_each_job(two_cpus, tmp_path, monkey
 
 
 def test_jobs_that_wait_on_each_other_are_refused_before_any_task(no_ray):
-    from tailmiss.experiments.ray_pool import job_order
+    from tailmiss.experiments.jobs import job_order
 
     with pytest.raises(ValueError, match="jobs wait on each other"):
         job_order([Job("a", _fail, needs=("b",)), Job("b", _fail, needs=("a",))])

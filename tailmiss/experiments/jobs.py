@@ -1,4 +1,4 @@
-"""What the pools run: a :class:`Job`, the words the log says of its run folder, and :func:`phase` timing.
+"""What the pools run: a :class:`Job`, their order (:func:`job_order`), the log's words and :func:`phase` timing.
 
 The local process pool (:mod:`tailmiss.experiments.pool`) and the Ray executor
 (:mod:`tailmiss.experiments.ray_pool`) share these, so a job means the same and is timed the same on either.
@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 
-__all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "usable_cores"]
+__all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "job_order", "phase", "usable_cores"]
 
 TIMINGS_ENV = "TAILMISS_TIMINGS"
 """The environment variable naming the file that :func:`phase` appends its JSON lines to (unset: nothing is written)."""
@@ -92,3 +93,30 @@ STATE_WORDS = {
     "stale-done": "done by other code, reused (--reuse-stale)",
 }
 """What the log says of a run folder's state when its job starts (anything else: ``"training"``)."""
+
+
+def job_order(jobs: Sequence[Job]) -> list[Job]:
+    """``jobs`` with every job after the jobs it needs, in list order where the needs allow.
+
+    Both pools check their jobs with it before any job starts. Raises ``ValueError`` naming the keys when two jobs
+    share a key, a job needs a key no job has, or jobs wait on each other (a cycle).
+    """
+    keys = [j.key for j in jobs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"job keys must be distinct, got {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    missing = sorted({n for j in jobs for n in j.needs} - set(keys))
+    if missing:
+        raise ValueError(f"jobs need unknown job(s) {', '.join(map(repr, missing))}")
+    index = {key: i for i, key in enumerate(keys)}
+    sorter = TopologicalSorter({job.key: job.needs for job in jobs})
+    try:
+        sorter.prepare()
+    except CycleError as exc:
+        raise ValueError(f"jobs wait on each other: {', '.join(exc.args[1])}") from None
+    out: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=index.__getitem__)
+        out += ready
+        sorter.done(*ready)
+    by_key = dict(zip(keys, jobs))
+    return [by_key[k] for k in out]

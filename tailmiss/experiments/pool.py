@@ -31,7 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 
 import torch
 
-from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, phase, usable_cores
+from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
 
 __all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
@@ -57,15 +57,6 @@ def _timed(fn, args, options: RunOptions, label: str):
     return value, time.perf_counter() - started, lines
 
 
-def _order(jobs: Sequence[Job]) -> None:
-    keys = [j.key for j in jobs]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"job keys must be distinct, got {sorted(k for k in set(keys) if keys.count(k) > 1)}")
-    missing = sorted({n for j in jobs for n in j.needs} - set(keys))
-    if missing:
-        raise ValueError(f"jobs need unknown job(s) {', '.join(map(repr, missing))}")
-
-
 def run_jobs(
     jobs: Sequence[Job], workers: int = 1, options: RunOptions = RunOptions(), description: str = "runs"
 ) -> dict:
@@ -83,7 +74,7 @@ def run_jobs(
     (:func:`tailmiss.experiments.ray_pool.run_on_ray`; ``workers``: the CPUs of the Ray started for it when no
     cluster is named).
     """
-    _order(jobs)
+    job_order(jobs)  # distinct keys, known needs, no cycle: checked before any job starts
     if options.executor == "ray":
         from tailmiss.experiments.ray_pool import run_on_ray
 

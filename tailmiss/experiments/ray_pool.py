@@ -29,14 +29,13 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from graphlib import CycleError, TopologicalSorter
 
 import torch
 
-from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, phase, usable_cores
+from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
 
-__all__ = ["RETRIES", "run_on_ray", "job_order"]
+__all__ = ["RETRIES", "run_on_ray"]
 
 RETRIES = 3
 """How many times Ray runs a task again after its worker process or node died (a job's own exception: never)."""
@@ -50,26 +49,6 @@ def _ray():
     except ImportError:
         raise ValueError(_MISSING) from None
     return ray
-
-
-def job_order(jobs: Sequence[Job]) -> list[Job]:
-    """``jobs`` with every job after the jobs it needs, in list order where the needs allow.
-
-    Raises ``ValueError`` naming the jobs when some wait on each other.
-    """
-    index = {job.key: i for i, job in enumerate(jobs)}
-    sorter = TopologicalSorter({job.key: job.needs for job in jobs})
-    try:
-        sorter.prepare()
-    except CycleError as exc:
-        raise ValueError(f"jobs wait on each other: {', '.join(exc.args[1])}") from None
-    out: list[str] = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=index.__getitem__)
-        out += ready
-        sorter.done(*ready)
-    by_key = {job.key: job for job in jobs}
-    return [by_key[k] for k in out]
 
 
 def _wants_gpu(device) -> bool:
