@@ -322,3 +322,12 @@ def test_the_quick_report_on_ray_equals_the_local_pools(no_ray, tmp_path, monkey
     assert len(files) > 50
     for rel in files:
         assert (tmp_path / "local" / "llm" / rel).read_bytes() == (tmp_path / "ray" / "llm" / rel).read_bytes(), rel
+
+
+def test_a_node_that_does_not_see_the_commands_folder_fails_once_with_a_message(two_cpus, tmp_path, monkeypatch):
+    """The store must be shared: a task whose node lacks the command's folder says so (and is not retried)."""
+    marks = tmp_path / "marks.txt"
+    monkeypatch.setattr(os, "getcwd", lambda: str(tmp_path / "not-mounted-here"))  # the command's folder, elsewhere
+    with pytest.raises(ValueError, match=r"does not see the folder .*not-mounted-here.* every node mounts"):
+        run_jobs([Job("a", _mark, (str(marks), "a"))], workers=2, options=RAY)
+    assert not marks.exists()
