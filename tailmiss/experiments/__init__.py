@@ -1,4 +1,4 @@
-"""What runs the trainer and the simulator: presets, sweeps, ladders, the process pool and the bridge.
+"""What runs the trainer and the simulator: presets, sweeps, ladders, the pools of jobs and the bridge.
 
 :mod:`tailmiss.llm` trains one run from its config; this package decides which
 runs to train and how to combine them.
@@ -12,8 +12,9 @@ sweep_config, sweep
 ladder
     :class:`Ladder`: the same GRPO sweep from the simulator's policy (a table of free logits) to the transformer,
     one ingredient at a time; :func:`run_ladder`.
-cached, pool
-    Cached SFT and RL runs (reused, resumed or redone) and the pool of single-threaded processes that trains them.
+cached, jobs, pool, ray_pool
+    Cached SFT and RL runs (reused, resumed or redone) as :class:`Job` s, and what trains them: the pool of
+    single-threaded processes on this machine, or Ray tasks on a cluster (``RunOptions(executor="ray")``).
 bridge
     :func:`run_bridge`: each held-out prompt's SFT answer distribution simulated by :mod:`tailmiss.sim` beside the
     transformer's runs.
