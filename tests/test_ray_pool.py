@@ -33,20 +33,33 @@ def _local_ray(cpus: int) -> None:
     )
 
 
+_OURS = {"up": False}
+"""Whether the Ray of this process is :func:`_local_ray`'s (a test with ``no_ray`` may have ended it)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_after_the_module():
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture
 def no_ray():
     """No Ray in this process before or after the test (a test that starts one has it shut down)."""
     ray.shutdown()
+    _OURS["up"] = False
     yield
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def two_cpus():
-    ray.shutdown()
-    _local_ray(2)
+    """A local Ray with 2 CPUs whose workers import this module, started once and kept for the next such test."""
+    if not (ray.is_initialized() and _OURS["up"]):
+        ray.shutdown()
+        _local_ray(2)
+        _OURS["up"] = True
     yield
-    ray.shutdown()
 
 
 def _mark(path: str, key: str, seconds: float = 0.0, options=None) -> str:
