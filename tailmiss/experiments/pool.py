@@ -118,10 +118,7 @@ def run_jobs(
         if workers <= 1:
             torch.set_num_threads(threads)  # the same thread policy as the workers'
             while pending:
-                todo = ready(1)
-                if not todo and pending:  # nothing is ready, yet something waits
-                    raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
-                for job in todo:
+                for job in ready(1):  # job_order refused cycles: while jobs wait, one is ready
                     with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
                         value = job.fn(*job.args, options=options)
                     finish(job, value)
@@ -146,9 +143,7 @@ def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, fini
         while True:
             for job in ready(workers - len(running)):  # no queue: a free process takes the first ready job
                 running[pool.submit(_timed, job.fn, job.args, sent, job.label or job.key)] = job
-            if not running:
-                if pending:
-                    raise ValueError(f"jobs wait on each other: {', '.join(j.key for j in pending)}")
+            if not running:  # with no cycle (job_order), nothing runs only when nothing is left
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
