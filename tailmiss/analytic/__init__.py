@@ -19,7 +19,9 @@ BroRL: arXiv 2510.01180 (Theorem 1 / Eq. 17, Lemma 2, Corollary 3).
 Statistics on finite samples rather than closed forms live in
 :mod:`tailmiss.analytic.significance` (imported from there, outside this
 broadcasting contract): F-GRPO App. Q's paired m-out-of-n subsampling test,
-the benchmark pass@k estimator and outcomes drawn from exact correct masses.
+the benchmark pass@k estimator and outcomes drawn from exact correct masses;
+:mod:`tailmiss.analytic.significance_size` measures that test's size under its
+own null (two independent answer draws from one policy).
 """
 
 from tailmiss.analytic.advantages import AdvantageMagnitudes, advantage_magnitudes, focal_weight, lr_matched_scale

@@ -5,27 +5,44 @@ unbiased pass@k estimator (Chen et al. 2021), and calls a difference between
 two methods significant by paired m-out-of-n subsampling (Politis, Romano and
 Wolf 1999; F-GRPO App. Q: :math:`m = 256` of the :math:`n` samples drawn
 without replacement per problem, 50,000 iterations, two-sided, α = 0.05).
-This module holds that test (:func:`paired_subsampling_test`), the benchmark
-mean of the estimator (:func:`benchmark_pass_at_k`) and the draw of a policy's
-per-sample outcomes from its exact correct masses (:func:`sample_outcomes`):
-for a verifier that only looks at the answer, :math:`n` generated answers are
-:math:`n` independent Bernoulli(:math:`\mu_{pos}(x)`) outcomes, so drawing
-them from the exact masses is the same as generating.
+This module holds that test (:func:`paired_subsampling_test`, in three forms:
+see :data:`FORMS`), the benchmark mean of the estimator
+(:func:`benchmark_pass_at_k`) and the draw of a policy's per-sample outcomes
+from its exact correct masses (:func:`sample_outcomes`): for a verifier that
+only looks at the answer, :math:`n` generated answers are :math:`n`
+independent Bernoulli(:math:`\mu_{pos}(x)`) outcomes, so drawing them from the
+exact masses is the same as generating. The test's rejection rate under its
+own null is measured by :mod:`tailmiss.analytic.significance_size`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from tailmiss._checks import check_int, check_number
 from tailmiss.analytic.pass_at_k import pass_at_k
 
-__all__ = ["SubsamplingTest", "sample_outcomes", "benchmark_pass_at_k", "paired_subsampling_test"]
+__all__ = [
+    "FORMS",
+    "check_form",
+    "SubsamplingTest",
+    "sample_outcomes",
+    "benchmark_pass_at_k",
+    "paired_subsampling_test",
+]
+
+FORMS = ("corrected", "uncorrected", "percentile")
+"""The forms of :func:`paired_subsampling_test`: finite-population corrected (default), the plain √m scaling,
+and the percentiles of the subsample differences themselves."""
 
 _CHUNK = 2_000_000
 """About this many (iteration, problem) cells are drawn at once."""
+_TIE = 1e-12
+"""Differences and statistics within this of the threshold count as reaching it (float noise of exact ties)."""
 
 
 def _outcomes(name: str, value) -> np.ndarray:
@@ -62,20 +79,24 @@ def benchmark_pass_at_k(outcomes, k: int) -> float:
 
 @dataclass(frozen=True)
 class SubsamplingTest:
-    """The result of :func:`paired_subsampling_test`.
+    r"""The result of :func:`paired_subsampling_test`.
 
     Attributes
     ----------
     difference : float
-        :math:`\\hat\\theta_n`: benchmark pass@k of A minus B from all n samples.
+        :math:`\hat\theta_n`: benchmark pass@k of A minus B from all n samples.
     p_value : float
-        Two-sided: the share of subsamples with :math:`|T^*_b| \\ge \\sqrt n\\,|\\hat\\theta_n|`.
+        Two-sided. ``"corrected"`` and ``"uncorrected"``: the share of
+        subsamples with :math:`|T^*_b| \ge \sqrt n\,|\hat\theta_n|`;
+        ``"percentile"``: :math:`\min\{1, 2\min(\Pr^*(\hat\theta^*_b \le 0), \Pr^*(\hat\theta^*_b \ge 0))\}`.
     ci_low, ci_high : float
         The subsampling confidence interval of the difference at level 1 - α.
     significant : bool
         ``p_value < alpha``.
     k, m, n, iterations : int
     alpha : float
+    form : str
+        One of :data:`FORMS`.
     """
 
     difference: float
@@ -88,6 +109,14 @@ class SubsamplingTest:
     n: int
     iterations: int
     alpha: float
+    form: str
+
+
+def check_form(form) -> str:
+    """``form`` if it is one of :data:`FORMS`, else a ``ValueError`` that names it."""
+    if not isinstance(form, str) or form not in FORMS:
+        raise ValueError(f"form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
+    return form
 
 
 def _joint_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -106,6 +135,44 @@ def _subsample_counts(cells: np.ndarray, n: int, m: int, iterations: int, rng: n
     return x11 + x10, x11 + x01
 
 
+@lru_cache(maxsize=64)
+def _table(m: int, k: int) -> np.ndarray:
+    """The estimator of pass@k at every count ``0..m`` of ``m`` samples (read-only, cached)."""
+    table = pass_at_k(m, np.arange(m + 1), k)
+    table.flags.writeable = False
+    return table
+
+
+def _differences(cells: np.ndarray, n: int, ks, m: int, iterations: int, rng: np.random.Generator):
+    r"""The full-sample differences :math:`\hat\theta_n` and the subsample differences :math:`\hat\theta^*_b`
+    of every ``k`` in ``ks``, all from one set of subsample draws: a (len(ks),) and a (len(ks), iterations)
+    array. The one code path of :func:`paired_subsampling_test` and of the size measurement."""
+    count_a, count_b = cells[:, 0] + cells[:, 1], cells[:, 0] + cells[:, 2]
+    theta = np.array([np.mean(pass_at_k(n, count_a, k) - pass_at_k(n, count_b, k)) for k in ks])
+    tables = [_table(m, k) for k in ks]
+    stars = np.empty((len(ks), iterations))
+    per_chunk = max(1, _CHUNK // len(cells))
+    for lo in range(0, iterations, per_chunk):
+        ca, cb = _subsample_counts(cells, n, m, min(per_chunk, iterations - lo), rng)
+        for j, table in enumerate(tables):
+            stars[j, lo : lo + len(ca)] = (table[ca] - table[cb]).mean(1)
+    return theta, stars
+
+
+def _scale(n: int, m: int, form: str) -> float:
+    """:math:`\\tau_m`, the factor of :math:`T^*_b = \\tau_m(\\hat\\theta^*_b - \\hat\\theta_n)`."""
+    return math.sqrt(m * (n - 1) / (n - m)) if form == "corrected" else math.sqrt(m)
+
+
+def _p_values(theta: np.ndarray, stars: np.ndarray, n: int, m: int, form: str) -> np.ndarray:
+    """Two-sided p-values of each row of ``stars`` (subsample differences) about its ``theta``."""
+    if form == "percentile":
+        below, above = np.mean(stars <= _TIE, axis=-1), np.mean(stars >= -_TIE, axis=-1)
+        return np.minimum(1.0, 2 * np.minimum(below, above))
+    t = _scale(n, m, form) * (stars - theta[:, None])
+    return np.mean(np.abs(t) >= np.sqrt(n) * np.abs(theta)[:, None] - _TIE, axis=-1)
+
+
 def paired_subsampling_test(
     correct_a,
     correct_b,
@@ -114,6 +181,7 @@ def paired_subsampling_test(
     iterations: int = 50_000,
     alpha: float = 0.05,
     seed: int = 0,
+    form: str = "corrected",
 ) -> SubsamplingTest:
     r"""Paired m-out-of-n subsampling test of a pass@k difference between two methods (F-GRPO App. Q).
 
@@ -130,12 +198,55 @@ def paired_subsampling_test(
     set of :math:`m` of the :math:`n` sample indices without replacement,
     shared by the two methods (the pairing), and recomputes the difference
     :math:`\hat\theta^*_b` from those :math:`m` samples. By Politis, Romano and
-    Wolf (1999) the law of :math:`T^*_b = \sqrt m(\hat\theta^*_b - \hat\theta_n)`
+    Wolf (1999) the law of :math:`T^*_b = \tau_m(\hat\theta^*_b - \hat\theta_n)`
     approximates that of :math:`\sqrt n(\hat\theta_n - \theta)`, so
 
     * two-sided p-value: :math:`\Pr^*\big(|T^*_b| \ge \sqrt n\,|\hat\theta_n|\big)`;
     * interval: :math:`[\hat\theta_n - q_{1-\alpha/2}/\sqrt n,\ \hat\theta_n - q_{\alpha/2}/\sqrt n]`
       with :math:`q` the quantiles of :math:`T^*_b`.
+
+    **The scaling** (``form="corrected"``, the default). Write
+    :math:`d_j(x) \in \{-1, 0, 1\}` for the paired per-sample difference at
+    k = 1, so :math:`\hat\theta_n` is a mean of :math:`d` and, with
+    :math:`s_x^2` the variance of problem x's :math:`n` values :math:`d_j(x)`
+    (divisor n), :math:`\operatorname{Var}(\sqrt n\,\hat\theta_n)` is estimated
+    by the plug-in :math:`\hat\sigma^2 = P^{-2}\sum_x s_x^2`. A mean of
+    :math:`m` of the :math:`n` values drawn without replacement has variance
+    :math:`\frac{s_x^2}{m}\frac{n-m}{n-1}` (the finite-population correction), so
+
+    .. math::
+
+        \operatorname{Var}^*\big(\sqrt m(\hat\theta^*_b - \hat\theta_n)\big)
+            = \frac{n-m}{n-1}\,\hat\sigma^2,
+        \qquad
+        \tau_m = \sqrt{\frac{m\,(n-1)}{n-m}}
+        \ \Rightarrow\ \operatorname{Var}^*(T^*_b) = \hat\sigma^2 .
+
+    The corrected :math:`\tau_m` is therefore exact for the linear k = 1
+    statistic (the subsampling variance equals the plug-in variance; the
+    unbiased one is larger by :math:`n/(n-1)`, 0.1 % at n = 1024). Politis,
+    Romano and Wolf's :math:`\tau_m = \sqrt m` (``form="uncorrected"``) assumes
+    :math:`m/n \to 0`; at :math:`m/n = 1/4` it understates the spread by
+    :math:`\sqrt{1 - m/n} \approx 0.87` and the test over-rejects (8-10 %
+    at a nominal 5 % for k = 1). For k > 1 the per-problem estimator is a
+    U-statistic of degree k, and the factor corrects its linear (Hajek) term
+    only: the higher-order terms weigh more in a subsample of m than in n, so
+    the subsampling law is too wide and the test errs conservative, most at
+    k = m, where each subsample's estimator is an indicator (any correct among
+    the m), as long as that indicator varies between subsamples. Where it
+    hardly does (every problem with a non-zero mass is solved in nearly every
+    m-subsample) :math:`\hat\theta^*_b` is 0 in nearly every subsample while
+    :math:`\hat\theta_n` is a small non-zero number; as :math:`\tau_m < \sqrt n`
+    that atom never reaches the observed statistic, and the test, in either
+    scaling, rejects nearly every non-zero :math:`\hat\theta_n`, however small
+    (:mod:`tailmiss.analytic.significance_size` measures it).
+
+    ``form="percentile"`` is the literal reading of F-GRPO App. Q: significant
+    when 0 lies outside the α/2 and 1 - α/2 percentiles of the subsample
+    differences :math:`\hat\theta^*_b` themselves (no rescaling); p-value
+    :math:`\min\{1, 2\min(\Pr^*(\hat\theta^*_b \le 0), \Pr^*(\hat\theta^*_b \ge 0))\}`,
+    interval those percentiles. Its law is about :math:`\sqrt{n/m - 1} = \sqrt 3`
+    times wider than that of :math:`\hat\theta_n`, so it is very conservative.
 
     Parameters
     ----------
@@ -151,11 +262,18 @@ def paired_subsampling_test(
     alpha : float
         Two-sided level.
     seed : int
-        Seeds the draws.
+        Seeds the draws (the same draws for every form).
+    form : {"corrected", "uncorrected", "percentile"}
+        The scaling, above.
 
     Returns
     -------
     SubsamplingTest
+
+    References
+    ----------
+    D. N. Politis, J. P. Romano and M. Wolf (1999), *Subsampling*, Springer.
+    F-GRPO App. Q. Chen et al. 2021 (the unbiased pass@k).
     """
     a, b = _outcomes("correct_a", correct_a), _outcomes("correct_b", correct_b)
     if a.shape != b.shape:
@@ -170,27 +288,24 @@ def paired_subsampling_test(
     check_int("iterations", iterations)
     check_number("alpha", alpha, 0.0, 1.0, lo_open=True, hi_open=True)
     check_int("seed", seed, 0)
-    theta = float(np.mean(pass_at_k(n, a.sum(1), k) - pass_at_k(n, b.sum(1), k)))
-    table = pass_at_k(m, np.arange(m + 1), k)  # the estimator at every count of m samples
-    cells = _joint_counts(a, b)
-    rng = np.random.default_rng(seed)
-    per_chunk = max(1, _CHUNK // len(cells))
-    stats = []
-    for lo in range(0, iterations, per_chunk):
-        ca, cb = _subsample_counts(cells, n, m, min(per_chunk, iterations - lo), rng)
-        stats.append(np.sqrt(m) * ((table[ca] - table[cb]).mean(1) - theta))
-    t = np.concatenate(stats)
-    p_value = float(np.mean(np.abs(t) >= np.sqrt(n) * abs(theta) - 1e-12))
-    q_lo, q_hi = np.quantile(t, [alpha / 2, 1 - alpha / 2])
+    check_form(form)
+    theta, stars = _differences(_joint_counts(a, b), n, [k], m, iterations, np.random.default_rng(seed))
+    p_value = float(_p_values(theta, stars, n, m, form)[0])
+    if form == "percentile":
+        ci_low, ci_high = np.quantile(stars[0], [alpha / 2, 1 - alpha / 2])
+    else:
+        q_lo, q_hi = np.quantile(_scale(n, m, form) * (stars[0] - theta[0]), [alpha / 2, 1 - alpha / 2])
+        ci_low, ci_high = theta[0] - q_hi / np.sqrt(n), theta[0] - q_lo / np.sqrt(n)
     return SubsamplingTest(
-        difference=theta,
+        difference=float(theta[0]),
         p_value=p_value,
-        ci_low=float(theta - q_hi / np.sqrt(n)),
-        ci_high=float(theta - q_lo / np.sqrt(n)),
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
         significant=p_value < alpha,
         k=int(k),
         m=int(m),
         n=int(n),
         iterations=int(iterations),
         alpha=float(alpha),
+        form=form,
     )

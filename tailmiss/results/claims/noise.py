@@ -7,7 +7,9 @@ correct masses, :func:`tailmiss.analytic.significance.sample_outcomes`) on bench
 sets of held-out prompts; the seed-to-seed spread, the probability that a
 one-seed-per-N sweep shows a Table-2-like pattern, and the App. Q test
 (:func:`tailmiss.analytic.significance.paired_subsampling_test`) on pairs of seeds of one
-config, whose differences are seed noise by construction.
+config, whose differences are seed noise by construction, beside the same test's rejection rate under its own
+null at the same masses (two independent outcome sets from one run's masses), so a share of significant seed
+pairs can be read against the share the test calls significant when nothing differs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tailmiss.analytic.significance import benchmark_pass_at_k, paired_subsampling_test, sample_outcomes
+from tailmiss.analytic.significance import benchmark_pass_at_k, check_form, paired_subsampling_test, sample_outcomes
 
 __all__ = ["PAPER_DIP", "PAPER_RECOVERY", "SMALL_BENCHMARK", "benchmarks", "NoiseClaims", "noise_claims"]
 
@@ -67,8 +69,14 @@ class NoiseClaims:
         two-sided 5 % test with 80 % power needs to resolve the paper's
         recovery margin at that sd.
     same_config : DataFrame
-        The App. Q test on every pair of seeds of one GRPO config (same N),
-        per benchmark: pairs, share called significant at α = 0.05.
+        The App. Q test (pass@256, m of n, α = 0.05) on every pair of seeds of
+        one GRPO config (same N), per benchmark: ``pairs``, the share called
+        significant (``significant``), and beside it the test's own size at
+        the same masses: for each pair, two independent outcome sets drawn
+        from the first seed's correct masses (a true null) and tested the same
+        way, ``null_tests`` of them, ``null_significant`` the share called
+        significant; ``form`` is the test's form
+        (:data:`tailmiss.analytic.significance.FORMS`).
     problems_needed : dict
         Per benchmark size: the problems needed for the problem-sampling
         standard error of a GRPO N = 8 vs N = 32 difference to resolve the
@@ -113,13 +121,17 @@ def noise_claims(
     n_samples: int = 1024,
     iterations: int = 2_000,
     m: int = 256,
+    form: str = "corrected",
 ) -> NoiseClaims:
     """:class:`NoiseClaims` of GRPO's selected checkpoints (``chosen``, from :func:`select_checkpoints`).
 
     ``per_prompt[(label, seed)] = (steps, mu)``: each run's per-prompt correct
     masses at every evaluation (``mu``: (evaluations, prompts); :func:`benchmarks` splits the prompts). Outcomes
-    are drawn once per run and benchmark from a seed of (N, seed), so the numbers repeat.
+    are drawn once per run and benchmark from a seed of (N, seed), so the numbers repeat; the null pair of seeds
+    (s, t) of N draws its two outcome sets from run (N, s)'s masses with a seed of (N, s, t, benchmark). ``form``
+    is the form of every App. Q test (:func:`tailmiss.analytic.significance.paired_subsampling_test`).
     """
+    check_form(form)
     grpo = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0)].sort_values(["group_size", "seed"])
     width = next(iter(per_prompt.values()))[1].shape[1]
     sets = benchmarks(width)
@@ -160,15 +172,28 @@ def noise_claims(
             )
         )
     same = []
-    for bench in sets:
-        calls = []
+    for bench, sl in sets.items():
+        calls, nulls = [], []
         for n in sorted(grpo["group_size"].unique()):
             seeds = sorted(grpo.loc[grpo["group_size"] == n, "seed"])
             for s, t in itertools.combinations(seeds, 2):
-                a, b = outcomes[(bench, n, s)], outcomes[(bench, n, t)]
-                test = paired_subsampling_test(a, b, 256, m=m, iterations=iterations, seed=int(n * 1000 + s * 31 + t))
-                calls.append(test.significant)
-        same.append(dict(benchmark=bench, pairs=len(calls), significant=float(np.mean(calls)) if calls else np.nan))
+                test_seed = int(n * 1000 + s * 31 + t)
+                pair = outcomes[(bench, n, s)], outcomes[(bench, n, t)]
+                rng = np.random.default_rng([int(n), int(s), int(t), sl.start, 1])
+                null = [sample_outcomes(masses[(bench, n, s)], n_samples, rng) for _ in range(2)]
+                for a, b, into in ((*pair, calls), (*null, nulls)):
+                    test = paired_subsampling_test(a, b, 256, m=m, iterations=iterations, seed=test_seed, form=form)
+                    into.append(test.significant)
+        same.append(
+            dict(
+                benchmark=bench,
+                pairs=len(calls),
+                significant=float(np.mean(calls)) if calls else np.nan,
+                null_tests=len(nulls),
+                null_significant=float(np.mean(nulls)) if nulls else np.nan,
+                form=form,
+            )
+        )
     needed = {}
     seeds8 = sorted(grpo.loc[grpo["group_size"] == 8, "seed"])
     for bench in sets:
