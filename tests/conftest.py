@@ -170,3 +170,15 @@ def one_error_line(result, *needles: str, code: int = 2) -> str:
     for needle in needles:
         assert needle.lower() in lines[0].lower(), (needle, lines[0])
     return lines[0]
+
+
+@pytest.fixture(scope="session")
+def quick_ctx(tmp_path_factory):
+    """Quick-mode context whose simulation cache lives for the whole session (the tiny LLM sweeps stand in for
+    the quick ones), shared by the figure tests."""
+    from tailmiss.options import RunOptions
+    from tailmiss.results import Context
+
+    cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
+    cache.mkdir(exist_ok=True)
+    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))

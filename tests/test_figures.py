@@ -1,8 +1,9 @@
 """Tests of the figure registry (:mod:`tailmiss.figures`) and the simulation cache.
 
 Every registered figure is rendered once in quick mode. The quick simulations
-are cached in one folder per test session (shared with ``test_repro.py``
-through ``tmp_path_factory.getbasetemp()``), so each quick preset runs once.
+are cached in one folder per test session (the ``quick_ctx`` fixture of ``conftest.py``, shared with
+``test_figures_honest.py`` and ``test_repro.py`` through ``tmp_path_factory.getbasetemp()``), so each quick
+preset runs once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import stat
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import tiny_llm_sweeps
 
 from tailmiss import analytic
 from tailmiss.analytic.regimes import concentration_zone
@@ -46,14 +46,6 @@ EXPECTED_FIGURES = {
     "passk",
     "tradeoff",
 }
-
-
-@pytest.fixture(scope="session")
-def quick_ctx(tmp_path_factory) -> Context:
-    """Quick-mode context whose simulation cache lives for the whole session."""
-    cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
-    cache.mkdir(exist_ok=True)
-    return Context(quick=True, cache_dir=cache, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
 
 
 # --- registry ----------------------------------------------------------------------------

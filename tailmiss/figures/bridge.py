@@ -11,7 +11,7 @@ import numpy as np
 
 from tailmiss.figures.llm import n_axis, sweep_title
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import GAMMA_STYLE, palette
+from tailmiss.figures.style import GAMMA_STYLE, honest_panels, palette
 from tailmiss.results import BridgeData, bridge_data
 
 
@@ -54,23 +54,26 @@ def _regime_panels(axes, data: BridgeData) -> None:
                 label=f"simulation (lr {data.main.sim_lr:g}), γ={gamma:g}",
             )
         n_axis(ax, np.sort(sim["group_size"].unique()))
-        for other in sorted(data.others, key=lambda b: b.sim_lr):
-            lr, sub = other.sim_lr, other.summary
+        # the other learning rates in the legend, not as labels at the curves' ends (those pile up where the
+        # curves meet)
+        others = sorted(data.others, key=lambda b: b.sim_lr)
+        for shade, other in zip(np.linspace(0.3, 0.75, max(1, len(others))), others):
+            sub = other.summary
             sub = sub[(sub["source"] == "sim") & (sub["gamma"] == 0)].sort_values("group_size")
-            ax.plot(sub["group_size"], sub[metric], "-", color="0.55", lw=0.9, alpha=0.9, marker=".")
-            ax.annotate(
-                f"sim lr {lr:g}",
-                (sub["group_size"].iloc[-1], sub[metric].iloc[-1]),
-                fontsize=6,
-                color="0.4",
-                xytext=(3, 0),
-                textcoords="offset points",
-                va="center",
+            ax.plot(
+                sub["group_size"],
+                sub[metric],
+                "-",
+                color=f"{shade:.2f}",
+                lw=0.9,
+                alpha=0.9,
+                marker=".",
+                label=f"simulation (lr {other.sim_lr:g}), γ=0",
             )
         ax.set_ylabel(label)
     axes[0].set_title(f"(a) M_ret: Spearman {v.spearman_retained_mass:+.2f}, zones agree {v.zone_agreement:.0%}")
     axes[1].set_title(f"(b) Q_pos: Spearman {v.spearman_q_pos:+.2f}")
-    axes[0].legend(loc="best", fontsize=6)
+    honest_panels(axes[:2])
 
 
 def _lemma_panel(ax, data: BridgeData) -> None:
@@ -86,7 +89,7 @@ def _lemma_panel(ax, data: BridgeData) -> None:
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xlabel("Lemma 3.1: P(active group misses the rare set)")
     ax.set_ylabel(r"observed $\log(\tau_{end}/\tau_{SFT})$")
-    ax.legend(loc="best", fontsize=6, markerscale=1.5)
+    honest_panels(ax)
 
 
 def _tradeoff_panel(ax, data: BridgeData) -> None:
@@ -105,7 +108,7 @@ def _tradeoff_panel(ax, data: BridgeData) -> None:
     ax.set_ylabel("rare-set hit@256 (exact)")
     p256 = rl["exact_pass_at_256"]
     ax.set_title(f"(d) Fig. 1(b,c) analog; pass@256 ∈ [{p256.min():.4f}, {p256.max():.4f}]")
-    ax.legend(loc="best", fontsize=6)
+    honest_panels(ax)
 
 
 def _bridge_plot(data: BridgeData):
@@ -120,6 +123,15 @@ def _bridge_plot(data: BridgeData):
         y=1.04,
     )
     fig.tight_layout()
+    # legends under the panels, where they cover no data (after the layout, which they would squeeze)
+    below = {"loc": "upper center", "fontsize": 6, "frameon": False}
+    if axes[0].get_legend_handles_labels()[1] == axes[1].get_legend_handles_labels()[1]:
+        axes[0].legend(bbox_to_anchor=(1.1, -0.2), ncol=2, **below)  # the lines of (a) and (b)
+    else:  # a series is marked identical on one panel only
+        for ax in axes[:2]:
+            ax.legend(bbox_to_anchor=(0.5, -0.2), ncol=1, **below)
+    axes[2].legend(bbox_to_anchor=(0.5, -0.2), ncol=4, markerscale=1.5, **below)
+    axes[3].legend(bbox_to_anchor=(0.5, -0.2), ncol=3, **below)
     return fig
 
 

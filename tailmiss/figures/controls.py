@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tailmiss.figures.registry import FigureSpec, register
+from tailmiss.figures.style import honest_panels
 from tailmiss.results import CONTROL_FAMILIES, Context, controls_data
 from tailmiss.results.claims import controls as cc
 
@@ -40,20 +41,25 @@ def _controls_plot(claims: cc.ControlsClaims):
         "C0" if lab.startswith("GRPO N=8") and lab == "GRPO N=8" else "C1" if lab.startswith("F-") else "0.55"
         for lab in t["label"]
     ]
+    base = t.index[t["label"] == "GRPO N=8"]
     for ax, (metric, name) in zip(axes[0], metrics):
-        ax.bar(x, t[metric], yerr=np.nan_to_num(t[f"{metric}_sd"]), color=colors, capsize=3)
-        lo = float((t[metric] - np.nan_to_num(t[f"{metric}_sd"])).min())
-        hi = float((t[metric] + np.nan_to_num(t[f"{metric}_sd"])).max())
-        pad = 0.15 * (hi - lo) or 0.01
-        ax.set_ylim(lo - pad, hi + pad)
+        # dots on a free axis, not bars: the runs differ by far less than their values' distance from 0
+        sd = np.nan_to_num(t[f"{metric}_sd"])
+        for xi, mean, err, color in zip(x, t[metric], sd, colors):
+            ax.errorbar([xi], [mean], yerr=[err], fmt="o", ms=6, color=color, capsize=3)
+        if len(base):
+            ax.axhline(float(t.loc[base[0], metric]), color="C0", lw=0.8, ls=":", zorder=0)
+        ax.set_xlim(-0.6, len(t) - 0.4)
         ax.set_xticks(x)
         ax.set_xticklabels([_short(lab) for lab in t["label"]], rotation=35, ha="right", fontsize=8)
         ax.set_title(name)
         ax.ticklabel_format(axis="y", useOffset=False)
+    honest_panels(axes)
     short = ("low-LR between GRPO and F-GRPO", "DS-GRPO: more pass@256, less pass@1", "F-GRPO best pass@1")
     verdicts = "; ".join(f"{name}: {s.verdict}" for name, s in zip(short, claims.sentences))
     fig.suptitle(
-        f"F-GRPO Table 3 analog: GRPO, F-GRPO and the controls at N = 8 ({_seeds_note(claims)})\n{verdicts}",
+        f"F-GRPO Table 3 analog: GRPO, F-GRPO and the controls at N = 8 ({_seeds_note(claims)}; "
+        f"dotted: GRPO N=8)\n{verdicts}",
         fontsize=9,
     )
     fig.tight_layout()
@@ -95,6 +101,7 @@ def _gamma_plot(claims: cc.ControlsClaims):
         ax.set_xlabel("γ")
         ax.set_title(name)
         ax.ticklabel_format(axis="y", useOffset=False)
+    honest_panels(axes)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(
         f"F-GRPO Tables 6-7 analog: γ sensitivity at N = 8, DAPO with dynamic sampling ({_seeds_note(claims)})",
@@ -136,7 +143,7 @@ def _passk_plot(claims: cc.ControlsClaims):
     _k_axis(ax)
     ax.set_ylabel("pass@k (exact)")
     ax.set_title("pass@k curves")
-    ax.legend(fontsize=7, ncol=2)
+    honest_panels(ax)
     ax = axes[0, 1]
     for i, c in enumerate(claims.crossings):
         mean = np.array([d.mean for d in c.diffs])
@@ -151,12 +158,14 @@ def _passk_plot(claims: cc.ControlsClaims):
     _k_axis(ax)
     ax.set_ylabel("focal − base pass@k")
     ax.set_title("difference (band: the exact tie threshold)")
-    ax.legend(fontsize=7)
+    honest_panels(ax)
     fig.suptitle(
         f"F-GRPO Tables 12-14 analog: pass@k, k = 1 … 256, exact and from 1024 samples ({_seeds_note(claims)})",
         fontsize=9,
     )
     fig.tight_layout()
+    for ax in axes[0]:  # under the panels, where they cover no curve (after the layout, which they would squeeze)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, ncol=2, frameon=False)
     return fig
 
 
@@ -196,6 +205,7 @@ def _tradeoff_plot(claims: cc.ControlsClaims):
     ax.set_xlabel("pass@1")
     ax.set_ylabel("pass@256")
     ax.ticklabel_format(useOffset=False)
+    honest_panels(ax)
     ax.legend(fontsize=7)
     ax.set_title(
         f"F-GRPO Fig. 1(b,c) analog ({_seeds_note(claims)})\nF-GRPO − GRPO at N = 8: pass@1 {d1.mean:+.3f}, "

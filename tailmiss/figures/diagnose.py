@@ -10,7 +10,7 @@ import numpy as np
 from tailmiss.diagnose import RISK_LEVEL, SHARE_LEVEL, Diagnosis, gamma_key, rho_key
 from tailmiss.diagnose.advice import AT_RISK, phase_of_steps
 from tailmiss.diagnose.rates import outcome_pmf
-from tailmiss.figures.style import palette, paper_style
+from tailmiss.figures.style import mark_identical, palette, paper_style
 from tailmiss.io import atomic_write
 
 __all__ = ["plot_diagnosis", "save_diagnosis_figure"]
@@ -57,6 +57,7 @@ def _mu_hat(ax, steps) -> None:
     _step_axis(ax)
     ax.set_ylabel(r"$\hat\mu = X/N$")
     ax.set_title(r"(b) Group success $\hat\mu$")
+    mark_identical(ax)
     ax.legend(loc="best")
 
 
@@ -67,6 +68,7 @@ def _lines_by_step(ax, steps, keys, labels, ylabel: str, title: str) -> None:
     _step_axis(ax)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    mark_identical(ax)
     ax.legend(loc="best")
 
 
@@ -187,6 +189,7 @@ def _focal_by_n(ax, diagnosis: Diagnosis) -> None:
     ax.set_xlabel("group size N")
     ax.set_ylabel("against γ = 0 at the same N")
     ax.set_title("(i) Focal weight: drift from missed rare sets vs signal")
+    mark_identical(ax)
     ax.legend(loc="upper right", fontsize="small", ncol=2)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import GAMMA_STYLE, palette
+from tailmiss.figures.style import GAMMA_STYLE, honest_panels, palette
 from tailmiss.results import Context, ladder_result
 
 _SET_STYLE = {"pool": ("o", 1.0), "heldout": ("s", 0.45)}
@@ -106,6 +106,7 @@ def _ladder_plot(result):
         ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
         ax.set_xlabel("group size N")
         ax.set_ylabel("M_ret (final)")
+    honest_panels(list(cells.values()))
     seeds = int(frame["num_seeds"].iloc[0])
     _frame_legend_title(
         fig,
@@ -146,6 +147,7 @@ def _frontier_plot(result):
         ax.set_title(f"{model} · {optimizer} (lr {part['lr'].iloc[0]:g})")
         ax.set_xlabel("Q_pos on the training pool")
         ax.set_ylabel("M_ret on the training pool")
+    honest_panels(list(cells.values()))
     _frame_legend_title(
         fig,
         axes,

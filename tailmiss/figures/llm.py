@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import GAMMA_STYLE
+from tailmiss.figures.style import GAMMA_STYLE, honest_panels, mark_identical, note_flat
 from tailmiss.results import Context, sweep_result
 
 MAZE_KS = (1, 128, 256)
@@ -81,12 +81,14 @@ def _nsweep_plot(result):
                 label=f"F-GRPO γ={gamma:g}",
             )
         ax.axhline(sft[metric], color="0.5", lw=0.8, ls=":", label="SFT")
-        if metric == "exact_pass_at_256" and frame[metric].min() > 0.999:
-            ax.set_ylim(0.95, 1.005)
-            ax.text(0.5, 0.5, "saturated at 1 for every run", transform=ax.transAxes, ha="center", fontsize=8)
         n_axis(ax, ns)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
+        mark_identical(ax)
+        flat = note_flat(ax)
+        if flat is None and metric == "exact_pass_at_256" and frame[metric].min() > 0.999:
+            ax.set_ylim(0.95, 1.005)
+            ax.text(0.5, 0.5, "saturated at 1 for every run", transform=ax.transAxes, ha="center", fontsize=8)
     axes[0].legend(loc="best")
     fig.suptitle(sweep_title(result, "F-GRPO Table 2 analog (task (a), exact metrics on held-out prompts)"), y=1.04)
     fig.tight_layout()
@@ -115,6 +117,7 @@ def objectives_data(ctx: Context):
 
 def _objectives_plot(result):
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     frame = result.final
     panels = (
@@ -129,38 +132,64 @@ def _objectives_plot(result):
     gammas = sorted(runs["gamma"].unique())
     fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.4))
     width = 0.8 / len(gammas)
+    markers = {g: ("o", "D", "s", "^")[j % 4] for j, g in enumerate(gammas)}
     for ax, (metric, ylabel) in zip(axes, panels):
+        # dots with seed sds on a free axis, not bars: the objectives differ by far less than their distance from 0
         for j, gamma in enumerate(gammas):
             sub = runs[runs["gamma"] == gamma].groupby("method", sort=False)[metric]
             mean = sub.mean().reindex(methods)
             sd = sub.std(ddof=1).reindex(methods).fillna(0.0)
             x = np.arange(len(methods)) + (j - (len(gammas) - 1) / 2) * width
-            ax.bar(
-                x,
-                mean,
-                width,
-                yerr=sd,
-                capsize=3,
-                color=[_METHOD_COLORS.get(m, "C7") for m in methods],
-                alpha=1.0 if gamma == 0 else 0.55,
-                hatch=None if gamma == 0 else "//",
-                edgecolor="k",
-                lw=0.5,
-                label="base" if gamma == 0 else f"focal γ={gamma:g}",
-            )
-            for xi, m in zip(x, mean):
-                ax.text(xi, m, f"{m:.3f}", ha="center", va="bottom", fontsize=6)
+            for xi, m, s, method in zip(x, mean, sd, methods):
+                color = _METHOD_COLORS.get(method, "C7")
+                ax.errorbar(
+                    [xi],
+                    [m],
+                    yerr=[s],
+                    fmt=markers[gamma],
+                    ms=5,
+                    color=color,
+                    mfc=color if gamma == 0 else "white",
+                    capsize=3,
+                )
+                # the value above the error bar's top, upright text one glyph wide: it meets no error bar
+                ax.annotate(
+                    f"{m:.3f}",
+                    (xi, m + s),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    rotation=90,
+                    fontsize=6,
+                )
         ax.axhline(sft[metric], color="0.5", lw=0.8, ls=":")
         ax.set_xticks(np.arange(len(methods)))
         ax.set_xticklabels([m.upper() for m in methods])
+        ax.set_xlim(-0.6, len(methods) - 0.4)
         ax.set_ylabel(ylabel)
-        lo = min(runs[metric].min(), sft[metric])
-        hi = max(runs[metric].max(), sft[metric])
-        pad = 0.15 * (hi - lo) + 1e-3
-        ax.set_ylim(lo - pad, hi + 2 * pad)
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.ticklabel_format(axis="y", useOffset=False)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.25 * (hi - lo))  # room for the values above the error bars
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="none",
+            marker=markers[g],
+            color="0.3",
+            mfc="0.3" if g == 0 else "white",
+            label="base" if g == 0 else f"focal γ={g:g}",
+        )
+        for g in gammas
+    ]
+    handles.append(Line2D([], [], color="0.5", lw=0.8, ls=":", label="SFT"))
+    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     n = int(runs["group_size"].iloc[0])
-    fig.suptitle(sweep_title(result, f"F-GRPO Table 1 analog (task (a), N = {n}; hatched: focal; dotted: SFT)"), y=1.04)
+    fig.suptitle(
+        sweep_title(result, f"F-GRPO Table 1 analog (task (a), N = {n}; mean ± seed sd; open: focal; dotted: SFT)"),
+        y=1.04,
+    )
     fig.tight_layout()
     return fig
 
@@ -195,9 +224,14 @@ def _maze_plot(result):
     ns = np.sort(runs["group_size"].unique())
     gammas = sorted(runs["gamma"].unique())
     ks = [k for k in MAZE_KS if f"pass_at_{k}" in final]
-    fig, axes = plt.subplots(2, max(len(ks), len(ns)), figsize=(3.6 * max(len(ks), len(ns)), 6.6), squeeze=False)
+    # a row per kind of panel, each as wide as the figure: no empty slot when the rows differ in length
+    cols = int(np.lcm(len(ks), len(ns)))
+    fig = plt.figure(figsize=(3.6 * max(len(ks), len(ns)), 6.6))
+    grid = fig.add_gridspec(2, cols)
+    top = [fig.add_subplot(grid[0, i * cols // len(ks) : (i + 1) * cols // len(ks)]) for i in range(len(ks))]
+    bottom = [fig.add_subplot(grid[1, i * cols // len(ns) : (i + 1) * cols // len(ns)]) for i in range(len(ns))]
     colors = {0.0: "C0", 0.5: "C3", 1.0: "C1"}
-    for ax, k in zip(axes[0], ks):
+    for ax, k in zip(top, ks):
         col = f"pass_at_{k}"
         for gamma in gammas:
             sub = runs[runs["gamma"] == gamma].groupby("group_size")[col].mean()
@@ -215,10 +249,7 @@ def _maze_plot(result):
         n_axis(ax, ns)
         ax.set_ylabel(f"−log pass@{k} (lower is better)")
         ax.set_title(f"pass@{k} on held-out mazes")
-    axes[0][0].legend(loc="best")
-    for ax in axes[0][len(ks) :]:
-        ax.axis("off")
-    for ax, n in zip(axes[1], ns):
+    for ax, n in zip(bottom, ns):
         for gamma in gammas:
             sub = hist[(hist["group_size"] == n) & (hist["gamma"] == gamma)].groupby("step")
             for col, alpha in (("pass_at_1", 1.0), (f"pass_at_{ks[-1]}", 0.45)):
@@ -233,8 +264,8 @@ def _maze_plot(result):
         ax.set_title(f"N = {int(n)}: pass@1 (dark), pass@{ks[-1]} (light)")
         ax.set_xlabel("step")
         ax.set_ylabel("held-out pass@k")
-    for ax in axes[1][len(ns) :]:
-        ax.axis("off")
+    honest_panels(top + bottom)
+    top[0].legend(loc="best")
     fig.suptitle(sweep_title(result, "F-GRPO Fig. 6 / Table 4 analog (maze)"), y=1.01)
     fig.tight_layout()
     return fig

@@ -10,6 +10,7 @@ import numpy as np
 
 from tailmiss.figures.llm import n_axis
 from tailmiss.figures.registry import FigureSpec, register
+from tailmiss.figures.style import honest_panels, label_bars
 from tailmiss.results import PROTOCOL_FAMILIES, Context, protocol_data
 from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
@@ -22,8 +23,9 @@ def protocol_claims_data(ctx: Context) -> pc.ProtocolClaims:
     return pc.protocol_claims(protocol_data(ctx))
 
 
-def _word(flag) -> str:
-    return "?" if flag is None else ("yes" if flag else "no")
+def _word(verdict) -> str:
+    """A rung's verdict (:class:`~tailmiss.results.claims.rule.Verdict`) as the panel title says it."""
+    return "?" if verdict is None else str(verdict)
 
 
 def _rung_panel(ax, claims: pc.ProtocolClaims, rung: pc.RungSpec, metric: str, ylabel: str) -> None:
@@ -52,6 +54,7 @@ def _protocol_plot(claims: pc.ProtocolClaims):
         _rung_panel(axes[1, j], claims, rung, "dnll", r"$\Delta$NLL$_{rare}$" if j == 0 else "")
         axes[0, j].set_title(f"{rung.name}\n(a) dip {_word(v.dip)}, (c) reach {_word(v.focal_reach.get(0.5))}")
         axes[1, j].set_title(f"(b) order 2<32<8: {_word(v.dnll_order)}")
+    honest_panels(axes)
     axes[0, 0].legend(fontsize=7, loc="lower left")
     seeds = int(claims.tables["selection"]["seeds"].max())
     fig.suptitle(
@@ -97,15 +100,20 @@ def _noise_plot(claims: pc.ProtocolClaims):
     fig, axes = plt.subplots(1, len(scorings) + 1, figsize=(3.6 * (len(scorings) + 1), 3.8), squeeze=False)
     for ax, scoring in zip(axes[0], scorings):
         _seed_panel(ax, noise, scoring)
+    honest_panels(axes[0, :-1])
     axes[0, 0].legend(fontsize=7)
     ax = axes[0, -1]
     single = noise.single_seed.set_index("scoring").loc[scorings]
     x = np.arange(len(scorings))
-    ax.bar(x - 0.2, single["p_table2"], width=0.4, label="Table-2-like (paper's margins)")
-    ax.bar(x + 0.2, single["p_interior"], width=0.4, label="interior min. + recovery")
+    for shift, column, label in (
+        (-0.2, "p_table2", "Table-2-like (paper's margins)"),
+        (0.2, "p_interior", "interior min. + recovery"),
+    ):
+        label_bars(ax, ax.bar(x + shift, single[column], width=0.4, label=label))  # a 0 bar reads "0"
     ax.set_xticks(x)
     ax.set_xticklabels(scorings, rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.12)
+    ax.set_yticks(np.linspace(0, 1, 6))
     ax.set_ylabel("probability over one-seed sweeps")
     ax.set_title("could one seed show the dip?")
     ax.legend(fontsize=7)

@@ -11,7 +11,7 @@ import numpy as np
 
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import GAMMA_STYLE, palette
+from tailmiss.figures.style import GAMMA_STYLE, honest_panels, palette
 from tailmiss.results import SimulatedMeans, simulated_means
 
 FIG2_CURVE_NS = (2, 256, 8192, 131072)
@@ -38,6 +38,7 @@ def _step_panels(axes, sim: SimulatedMeans) -> None:
     axes[0].set_title("(a) correct mass")
     axes[1].set_title("(b) retained correct mass")
     axes[1].set_ylim(-0.02, 1.02)
+    honest_panels(axes[:2])
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].figure.legend(
         handles,
@@ -80,6 +81,7 @@ def _final_panel(ax, sim: SimulatedMeans) -> None:
     ax.set_ylim(-0.02, 1.12)
     ax.set_xlabel("group size N")
     ax.set_title(f"(c) step {final_step}", pad=16)
+    honest_panels(ax)
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
 
 
@@ -136,9 +138,15 @@ def _brorl_plot(sim: SimulatedMeans):
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
+    honest_panels(axes)
     axes[0].legend(loc="lower left")
     axes[2].ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-    fig.suptitle(f"BroRL Fig. 3 — preset {sim.preset} (probability surrogate + AdamW, lr 1e-3)", y=1.03)
+    seeds = sim.num_seeds
+    fig.suptitle(
+        f"BroRL Fig. 3 — preset {sim.preset} (probability surrogate + AdamW, lr 1e-3), "
+        f"mean of {seeds} seed{'s' * (seeds != 1)}",
+        y=1.03,
+    )
     fig.tight_layout()
     return fig
 

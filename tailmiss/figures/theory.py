@@ -8,7 +8,7 @@ import pandas as pd
 
 from tailmiss import analytic
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import log2_axis, palette
+from tailmiss.figures.style import honest_panels, log2_axis, palette
 from tailmiss.results import Context, tail_miss_at_init
 from tailmiss.results.sim import FIG5_MAX_EXP, FIG5_MU, FIG5_TAU
 
@@ -55,6 +55,7 @@ def fig1a_plot(frame: pd.DataFrame):
     ax.set_xlabel("group size N")
     ax.set_ylabel(r"Pr(active, miss $E$)")
     ax.set_title(rf"Tail-miss probability, $\mu_{{pos}}$ = {FIG1A_MU}")
+    honest_panels(ax)
     ax.legend(loc="upper right")
     return fig
 
@@ -89,6 +90,7 @@ def fig3_plot(frame: pd.DataFrame):
         ax.set_title(rf"$\mu_{{pos}}$ = {mu}")
         ax.set_xlabel("group size N")
     axes[0].set_ylabel(r"Pr(active, miss $E$)")
+    honest_panels(axes)
     axes[0].legend(loc="upper right", title="★ = integer argmax")
     fig.tight_layout()
     return fig
@@ -129,6 +131,7 @@ def fig4_plot(frame: pd.DataFrame):
     ax.set_xlabel(r"group success rate $\hat\mu_{pos}$")
     ax.set_ylabel(r"$g \cdot |A^{GRPO}|$")
     ax.set_title("Focal-weighted advantage magnitudes")
+    honest_panels(ax)
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     return fig
 
@@ -178,7 +181,8 @@ def fig5_plot(frame: pd.DataFrame):
     ax.set_xlabel("group size N")
     ax.set_ylabel("Pr(active, leaf unsampled)")
     ax.set_title("Tail miss at the simulation's initial policy")
-    ax.legend(loc="lower left")
+    honest_panels(ax)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)  # below the axes: it covers no curve
     return fig
 
 
