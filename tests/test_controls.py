@@ -1,7 +1,7 @@
 """The controls, γ sensitivity, pass@k and trade-off claims (:mod:`tailmiss.results.claims.controls`).
 
 The rules are checked on hand-made histories whose answers are known: a paired t-test over seeds, sentences from
-their parts, the §7.1 γ selection, pass@k exact and from 1024 samples, the crossing of two pass@k curves.
+their parts, the App. L.3 γ selection, pass@k exact and from 1024 samples, the crossing of two pass@k curves.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 
 from tailmiss import analytic
 from tailmiss.results.claims import controls as cc
-from tailmiss.results.claims.paired import judge_sentence
+from tailmiss.results.claims import gamma as gm
+from tailmiss.results.claims.rule import Outcome, judge
 
 T975_4 = 2.7764451051977987  # t_{0.975, 4} (tables)
 
@@ -25,47 +26,59 @@ def _chosen(values: dict, metric: str = "pass1") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_paired_diff_applies_the_t_rule():
+def test_compare_pairs_by_seed_with_the_one_rule():
     base = [0.40, 0.41, 0.39, 0.42, 0.40]
     up = [b + d for b, d in zip(base, [0.010, 0.012, 0.008, 0.011, 0.009])]
-    d = cc.paired_diff(_chosen({"a": up, "b": base}), "a", "b", "pass1")
+    d = cc.compare(_chosen({"a": up, "b": base}), "a", "b", "pass1")
     diffs = np.array(up) - np.array(base)
     assert d.mean == pytest.approx(diffs.mean()) and d.sd == pytest.approx(diffs.std(ddof=1)) and d.seeds == 5
     assert d.threshold == pytest.approx(T975_4 * diffs.std(ddof=1) / math.sqrt(5))
+    assert d.test == "paired t" and d.dof == 4
     assert d.outcome == "higher"
-    assert cc.paired_diff(_chosen({"a": up, "b": base}), "b", "a", "pass1").outcome == "lower"
+    assert cc.compare(_chosen({"a": up, "b": base}), "b", "a", "pass1").outcome == "lower"
     # a mean difference within t * sd / sqrt(n): a tie, even though every seed's difference is positive but one
     noisy = [b + d for b, d in zip(base, [0.02, -0.015, 0.001, 0.002, 0.001])]
-    assert cc.paired_diff(_chosen({"a": noisy, "b": base}), "a", "b", "pass1").outcome == "tie"
+    assert cc.compare(_chosen({"a": noisy, "b": base}), "a", "b", "pass1").outcome == "tie"
+    # resolved by the test but below pass@1's practical threshold (0.005): a tie below δ
+    small = [b + d for b, d in zip(base, [0.0016, 0.0017, 0.0015, 0.0016, 0.0018])]
+    assert cc.compare(_chosen({"a": small, "b": base}), "a", "b", "pass1").outcome == "tie (below δ)"
 
 
-def test_paired_diff_pairs_by_seed_and_refuses_what_it_cannot_compare():
+def test_compare_cancels_shared_seed_effects_and_refuses_what_it_cannot_compare():
     # seed effects shared by both rows cancel: unpaired sds of 0.1 would hide a 0.01 difference
     base = [0.2, 0.4, 0.6, 0.3, 0.5]
-    d = cc.paired_diff(_chosen({"a": [b + 0.01 for b in base], "b": base}), "a", "b", "pass1")
+    d = cc.compare(_chosen({"a": [b + 0.01 for b in base], "b": base}), "a", "b", "pass1")
     assert d.outcome == "higher" and d.sd == pytest.approx(0.0, abs=1e-12)
-    one = cc.paired_diff(_chosen({"a": [0.5], "b": [0.4]}), "a", "b", "pass1")
-    assert one.outcome is None and one.seeds == 1 and math.isnan(one.threshold)
+    one = cc.compare(_chosen({"a": [0.5], "b": [0.4]}), "a", "b", "pass1")
+    assert one.outcome == "cannot tell" and one.seeds == 1 and math.isnan(one.threshold)
+    # two seeds: a t-test on one degree of freedom is not evidence (the old rule called this "higher")
+    two = cc.compare(_chosen({"a": [0.50, 0.61], "b": [0.40, 0.50]}), "a", "b", "pass1")
+    assert two.outcome == "cannot tell"
+    same = cc.compare(_chosen({"a": base, "b": base}), "a", "b", "pass1")
+    assert same.outcome == "identical"
     with pytest.raises(ValueError, match="no run of 'c'"):
-        cc.paired_diff(_chosen({"a": base, "b": base}), "a", "c", "pass1")
+        cc.compare(_chosen({"a": base, "b": base}), "a", "c", "pass1")
 
 
 def _part(outcome):
-    return (cc.PairedDiff("a", "b", "pass1", 0.0, 0.0, 5, 0.0, outcome), "higher")
+    d = cc.Difference("a", "b", "pass1", 0.0, 0.0, 5, "paired t", 4.0, 0.5, 0.5, 1, 0.005, 0.0, Outcome(outcome))
+    return (d, "higher")
 
 
 @pytest.mark.parametrize(
     ("outcomes", "verdict"),
     [
-        (["higher", "higher"], "yes"),
-        (["higher", "tie"], "not resolved"),
-        (["higher", "lower"], "no"),
-        (["tie", "lower"], "no"),
-        ([None, "higher"], "cannot tell"),
+        (["higher", "higher"], "reproduced"),
+        (["higher", "tie"], "partly"),
+        (["tie", "tie (below δ)"], "not resolved"),
+        (["higher", "lower"], "refuted"),
+        (["tie", "lower"], "refuted"),
+        (["cannot tell", "higher"], "cannot tell"),
+        (["identical", "higher"], "cannot tell"),
     ],
 )
 def test_a_sentence_needs_every_part_its_way(outcomes, verdict):
-    assert judge_sentence("s", [_part(o) for o in outcomes]).verdict == verdict
+    assert judge("s", [_part(o) for o in outcomes]).verdict == verdict
 
 
 def _history(label, method, gamma, seed, steps_pass1, pass256=0.7):
@@ -112,7 +125,7 @@ def test_gamma_selection_is_among_the_focal_values_and_says_whether_it_is_resolv
         "F-GRPO γ=2 N=8": [0.40, 0.41, 0.39, 0.40, 0.42],
     }
     chosen = _chosen(values).assign(pass256=0.7, mret=1.0, dnll=0.0, rare256=0.5, step=8)
-    _, choices = cc._gamma(chosen)
+    _, choices = cc.gamma_table(chosen)
     grpo = choices[0]
     assert grpo.method == "GRPO" and grpo.selected == 0.5 and grpo.best["pass1"] == 0.0
     assert grpo.resolved["pass1"] is True  # γ = 0 beats every other γ on every seed
@@ -144,8 +157,10 @@ def test_crossings_find_the_sign_change_and_where_the_difference_is_resolved():
             # F-GRPO is behind at small k and ahead from k = 8 on, by more than the seeds' noise
             rows.append(("F-GRPO γ=0.5 N=8", seed, "exact", k, 0.5 + 0.01 * (i - 2.5) + 0.0005 * seed))
     curves = pd.DataFrame(rows, columns=["label", "seed", "scoring", "k", "value"])
-    crossings = cc._crossings_for(curves, "grpo", "exact")
-    assert crossings.cross_k == 8 and crossings.resolved == "higher" and crossings.resolved_k == 8
+    crossings = gm._crossings_for(curves, "grpo", "exact")
+    # the lead at k = 8 (+0.005) is resolved but below pass@k's δ = 0.01: resolved from k = 16 on
+    assert crossings.cross_k == 8 and crossings.resolved == "higher" and crossings.resolved_k == 16
+    assert crossings.diffs[3].outcome == "tie (below δ)"
     assert crossings.diffs[0].outcome == "lower"
 
 
@@ -160,10 +175,144 @@ def test_controls_claims_on_the_tiny_sweeps(tmp_path):
     claims = cc.controls_claims(controls_data(ctx))
     assert set(claims.controls["seeds"]) == {2}
     assert list(claims.controls["label"])[:2] == ["GRPO N=8", "F-GRPO γ=0.5 N=8"]
-    assert {s.verdict for s in claims.sentences} <= {"yes", "no", "not resolved"}
+    assert {s.verdict for s in claims.sentences} <= set(cc.Verdict)
     assert [c.method for c in claims.choices] == ["GRPO", "DAPO"]  # the quick γ sweep has no CISPO
     assert set(claims.curves["k"]) == set(cc.KS) and set(claims.curves["scoring"]) == {"exact", "sampled"}
     assert len(claims.crossings) == 4 and claims.prompts == 34  # GRPO and DAPO, exact and sampled
     assert set(claims.tradeoff_diffs) == {"vs GRPO N=8", "vs GRPO N=32"}
     assert claims.tradeoff["label"].tolist()[:4] == ["GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8"]
     assert isinstance(claims, cc.ControlsClaims) and not isinstance(claims, SimpleNamespace)
+
+
+# --- rows a referee rejected under the old rules: each test fails on them --------------------------------------
+
+
+def _rows(values: dict, **const) -> pd.DataFrame:
+    """Selected checkpoints with per-seed metrics: ``values[label] = {metric: [per seed]}``."""
+    rows = []
+    for label, metrics in values.items():
+        seeds = len(next(iter(metrics.values())))
+        for s in range(seeds):
+            row = dict(label=label, seed=s, step=8, **const)
+            row.update({m: v[s] for m, v in metrics.items()})
+            rows.append(row)
+    return pd.DataFrame(rows).fillna(0.0)
+
+
+def _jitter(level, seeds=5, scale=0.002, shift=0.0):
+    return [level + shift + scale * ((s * 7) % 5 - 2) / 2 for s in range(seeds)]
+
+
+def test_f_grpo_is_not_the_highest_on_a_lead_below_the_practical_threshold():
+    """Old rule: +0.0016 on every seed was "higher" (the KL row equalled GRPO's), so "F-GRPO has the highest pass@1"
+    was reproduced. Now a resolved +0.0016 is a tie below δ = 0.005 and the sentence is not reproduced."""
+    base = _jitter(0.90, scale=0.01)
+    values = {
+        "GRPO N=8": {"pass1": base, "pass256": _jitter(0.8)},
+        "F-GRPO γ=0.5 N=8": {"pass1": [b + 0.0016 for b in base], "pass256": _jitter(0.8)},
+        "GRPO N=8 KL": {"pass1": [b + 0.00001 for b in base], "pass256": _jitter(0.8)},
+        **_LOW_AND_DS,
+    }
+    chosen = _rows(values, mret=1.0, dnll=0.0, rare256=0.5)
+    best = cc._sentences(chosen)[2]
+    assert best.verdict == "partly"  # above low-LR and DS, a tie below δ with GRPO and KL
+    assert [d.outcome for d, _ in best.parts] == ["tie (below δ)", "higher", "tie (below δ)", "higher"]
+
+
+_LOW_AND_DS = {
+    "GRPO N=8 low-LR": {"pass1": _jitter(0.80), "pass256": _jitter(0.8)},
+    "GRPO N=8 DS": {"pass1": _jitter(0.80), "pass256": _jitter(0.8)},
+}
+
+
+def test_a_control_equal_to_grpo_is_labelled_identical_and_left_out_of_the_sentence():
+    base = _jitter(0.90, scale=0.01)
+    values = {
+        "GRPO N=8": {"pass1": base, "pass256": _jitter(0.8)},
+        "F-GRPO γ=0.5 N=8": {"pass1": [b + 0.02 for b in base], "pass256": _jitter(0.8)},
+        "GRPO N=8 KL": {"pass1": list(base), "pass256": _jitter(0.8)},
+        **_LOW_AND_DS,
+    }
+    chosen = _rows(values, mret=1.0, dnll=0.0, rare256=0.5)
+    assert cc.identical_to_grpo(chosen, ["GRPO N=8 KL", "F-GRPO γ=0.5 N=8"]) == {"GRPO N=8 KL": "GRPO N=8"}
+    best = cc._sentences(chosen)[2]
+    assert [d.b for d, _ in best.parts] == ["GRPO N=8", "GRPO N=8 low-LR", "GRPO N=8 DS"]
+    assert best.verdict == "reproduced"
+
+
+def _gamma_runs(pass1: dict, pass256: dict) -> pd.DataFrame:
+    values = {}
+    for method in ("grpo", "dapo+ds", "cispo"):
+        for g in (0.0, 0.5, 1.0, 2.0):
+            values[cc.focal_label(g, method)] = {
+                "pass1": _jitter(pass1[(method, g)], scale=0.004),
+                "pass256": _jitter(pass256[(method, g)], scale=0.004),
+            }
+    return _rows(values, mret=1.0, dnll=0.0, rare256=0.5)
+
+
+def test_usual_gamma_counts_no_copy_of_grpo():
+    """CISPO's runs equal GRPO's: the old rule counted "3 of 3 methods"; now CISPO counts nowhere, and γ = 0.5
+    must also beat the other focal γ beyond noise."""
+    p1 = {
+        (m, g): {0.0: 0.5, 0.5: 0.56, 1.0: 0.53, 2.0: 0.50}[g] for m in ("grpo", "dapo+ds", "cispo") for g in cc.GAMMAS
+    }
+    p1[("dapo+ds", 1.0)] = 0.60  # DAPO selects γ = 1
+    chosen = _gamma_runs(p1, {k: 0.8 for k in p1})
+    chosen.loc[chosen["label"].str.startswith("CISPO") | chosen["label"].str.startswith("F-CISPO"), "pass1"] = (
+        chosen.loc[chosen["label"].str.startswith("GRPO") | chosen["label"].str.startswith("F-GRPO"), "pass1"].values
+    )
+    assert cc.identical_methods(chosen) == ("CISPO",)
+    _, choices = cc.gamma_table(chosen)
+    assert [c.selected for c in choices] == [0.5, 1.0, 0.5]
+    # GRPO yes, DAPO no (γ = 1 beats 0.5): 1 of 2 distinct methods, not "usual"; counting CISPO made it 2 of 3
+    assert cc.gamma_usual_verdict(choices, ("CISPO",)) == "not resolved"
+    assert cc.gamma_usual_verdict(choices) == "reproduced"
+
+
+def test_gamma_two_is_judged_on_pass256_too():
+    """γ = 2 costs pass@1 for every method but pass@256 falls for every method too: "sometimes adds pass@256"
+    fails, so the sentence is refuted (the old rule judged pass@1 only and said reproduced)."""
+    p1 = {
+        (m, g): {0.0: 0.5, 0.5: 0.56, 1.0: 0.55, 2.0: 0.53}[g] for m in ("grpo", "dapo+ds", "cispo") for g in cc.GAMMAS
+    }
+    p256 = {
+        (m, g): {0.0: 0.80, 0.5: 0.84, 1.0: 0.83, 2.0: 0.81}[g] for m in ("grpo", "dapo+ds", "cispo") for g in cc.GAMMAS
+    }
+    two = cc.gamma_two(_gamma_runs(p1, p256))
+    assert all(d["pass1"].outcome == "lower" and d["pass256"].outcome == "lower" for d in two.values())
+    assert cc.gamma_two_verdict(two) == "refuted"
+    p256.update({("dapo+ds", 2.0): 0.87})
+    assert cc.gamma_two_verdict(cc.gamma_two(_gamma_runs(p1, p256))) == "reproduced"
+
+
+def test_a_constant_pass_at_k_lead_does_not_grow_with_k():
+    """The old rule ("no sign change and higher at k = 256") passed a constant lead; growth is now the lead at
+    k = 256 against the lead at k = 1, paired by seed."""
+    rows = []
+    for seed in range(5):
+        for k in cc.KS:
+            rows.append(("GRPO N=8", seed, "exact", k, 0.5 + 0.001 * seed))
+            noise = 0.0005 * ((seed * 3) % 5 - 2) * (k == 256)
+            rows.append(("F-GRPO γ=0.5 N=8", seed, "exact", k, 0.53 + 0.001 * seed + noise))
+    curves = pd.DataFrame(rows, columns=["label", "seed", "scoring", "k", "value"])
+    grow = cc.lead_growth(curves)["GRPO"]
+    assert grow.outcome in ("tie", "tie (below δ)")
+    steeper = curves.assign(
+        value=curves["value"] + np.where(curves["label"].str.startswith("F-"), 0.0002 * curves["k"], 0)
+    )
+    assert cc.lead_growth(steeper)["GRPO"].outcome == "higher"
+
+
+def test_fig1bc_is_judged_on_the_whole_caption():
+    """F-GRPO N = 8 beats GRPO N = 8 on both axes, but GRPO N = 8 does not lose pass@256 against N = 2 and F-GRPO
+    N = 8 stays below GRPO N = 32: the caption is refuted (the old row kept the first sub-claim: reproduced)."""
+    values = {
+        "GRPO N=2": {"pass1": _jitter(0.80), "pass256": _jitter(0.70)},
+        "GRPO N=8": {"pass1": _jitter(0.85), "pass256": _jitter(0.75)},
+        "GRPO N=32": {"pass1": _jitter(0.90), "pass256": _jitter(0.85)},
+        "F-GRPO γ=0.5 N=8": {"pass1": _jitter(0.87), "pass256": _jitter(0.78)},
+    }
+    s = cc.fig1bc_sentence(_rows(values, mret=1.0, dnll=0.0, rare256=0.5))
+    assert [o for o in (d.outcome for d, _ in s.parts)] == ["higher", "higher", "higher", "lower"]
+    assert s.verdict == "refuted"

@@ -299,9 +299,11 @@ def test_shape_and_focal_tables():
     shape = shape_table(final)
     base = shape[shape["gamma"] == 0].iloc[0]
     assert base["worst_n"] == 8 and base["recovers"] and base["zones"] == ("I", "I", "I")
+    assert base["recovery"].test == "paired t" and base["recovery"].outcome == "higher"  # the noise rule
     focal = focal_table(final)
     np.testing.assert_allclose(focal["mean"], 0.1)
     np.testing.assert_allclose(focal["sd"], 0.0, atol=1e-12)
+    assert (focal["outcome"] == "higher").all() and (focal["family"] == 3).all() and (focal["dof"] == 2).all()
 
 
 def test_matched_table_reads_mret_where_qpos_reaches_the_target():

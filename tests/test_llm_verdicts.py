@@ -1,16 +1,33 @@
-"""Verdicts of the small-transformer claims that must not claim more than their numbers: F-GRPO Table 1's "DAPO
-differs from GRPO" (run by run, then paired by seed: :func:`dapo_claims`), Table 2's "F-GRPO N = 8 reaches GRPO
-N = 32" (cannot be judged where N = 32 is GRPO's worst N: :func:`nsweep_claims`) and Table 4's "F-GRPO beats GRPO
-at every N" on the maze (paired by seed at each N; one seed cannot tell: :func:`maze_claims`)."""
+"""Verdicts of the small-transformer claims, each by the report's one noise rule (:mod:`tailmiss.results.claims.rule`)
+on per-seed values: F-GRPO Table 1 (the focal weight raises rare hit@256 and keeps pass@1: :func:`objectives_claims`;
+"DAPO differs from GRPO": :func:`dapo_claims`), Table 2 (:func:`nsweep_claims`; "F-GRPO N = 8 reaches GRPO N = 32"
+cannot be judged where N = 32 is GRPO's worst N) and Table 4 ("F-GRPO beats GRPO at every N" on the maze, paired by
+seed at each N; one seed cannot tell: :func:`maze_claims`). The tests marked *old rule* fail on the rules these
+replaced (a tie within the larger seed sd; "keeps" = a pass@1 drop below max(0.01, sd); a t-test on one degree of
+freedom)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from tailmiss.results.claims.llm import METRICS, dapo_claims, maze_claims, nsweep_claims
+from tailmiss.report import ledger
+from tailmiss.results.claims.llm import (
+    METRICS,
+    VACUOUS,
+    combine,
+    dapo_claims,
+    maze_claims,
+    nsweep_claims,
+    objectives_claims,
+)
+from tailmiss.results.claims.rule import MIN_SEEDS, Outcome, Verdict
+
+R = Verdict
 
 
 def _final(dapo_shift, seeds=(0, 1, 2, 3), noise=None):
@@ -28,25 +45,42 @@ def _final(dapo_shift, seeds=(0, 1, 2, 3), noise=None):
     return SimpleNamespace(final=pd.DataFrame(rows))
 
 
-def test_identical_runs_are_no():
-    (claim,) = dapo_claims(_final(0.0))
-    assert claim.differ == 0 and claim.differs is False and claim.resolved == ()
+# ---- DAPO differs from GRPO ---------------------------------------------------------------------------------------
+
+
+def test_identical_runs_refute_dapo_differs_with_the_reason():
+    """A DAPO variant identical to GRPO: *refuted*, a fact (the same runs), not a test, at any number of seeds."""
+    for seeds in ((0, 1, 2, 3), (0, 1), (0,)):
+        (claim,) = dapo_claims(_final(0.0, seeds=seeds))
+        assert claim.differ == 0 and claim.identical and claim.resolved == ()
+        assert claim.differs == R.REFUTED and "equals its GRPO twin" in claim.reason
+        assert all(d.outcome == Outcome.IDENTICAL for _, d in claim.diffs)
     assert len(claim.diffs) == 2 * len(METRICS) and {g for g, _ in claim.diffs} == {0.0, 0.5}
 
 
-def test_a_difference_within_the_seed_spread_is_no_and_one_beyond_it_is_yes():
-    # differences of ±0.01 around 0: one run in four differs from its twin, nothing resolved
+def test_a_dapo_difference_within_noise_is_not_resolved_and_one_beyond_it_is_reproduced():
+    """Old rule: a difference within the seed spread was "no" (refuted); now not resolved."""
     (within,) = dapo_claims(_final(0.0, noise={0: 0.01, 1: -0.01, 2: 0.0, 3: 0.0}))
-    assert within.differ > 0 and within.resolved == () and within.differs is False
-    # a steady +0.02 with small noise: resolved "higher" on every metric at both γ
-    (beyond,) = dapo_claims(_final(0.02, noise={0: 0.001, 1: -0.001, 2: 0.0005, 3: 0.0}))
-    assert beyond.differs is True and len(beyond.resolved) == 2 * len(METRICS)
-    assert all(d.outcome == "higher" and d.seeds == 4 for _, d in beyond.resolved)
+    assert within.differ > 0 and within.resolved == () and within.differs == R.NOT_RESOLVED
+    (beyond,) = dapo_claims(_final(0.06, noise={0: 0.001, 1: -0.001, 2: 0.0005, 3: 0.0}))
+    assert beyond.differs == R.REPRODUCED and len(beyond.resolved) == 2 * len(METRICS)  # 0.06 ≥ every δ
+    assert all(d.outcome == Outcome.HIGHER and d.seeds == 4 for _, d in beyond.resolved)
+    # every variant − GRPO comparison of the variant is one Holm family
+    assert {d.family for _, d in beyond.diffs} == {2 * len(METRICS)}
+    assert all(d.p_adjusted >= d.p for _, d in beyond.diffs)
+
+
+def test_dapo_with_two_seeds_cannot_tell():
+    """Old rule: a paired t-test on one degree of freedom called this "no" (refuted)."""
+    (claim,) = dapo_claims(_final(0.02, seeds=(0, 1), noise={0: 0.01, 1: -0.005}))
+    assert claim.seeds == 2 < MIN_SEEDS and claim.differ == 4
+    assert claim.differs == R.CANNOT_TELL and "fewer than the rule's 3" in claim.reason
+    assert all(d.outcome == Outcome.CANNOT_TELL for _, d in claim.diffs)
 
 
 def test_one_seed_cannot_tell():
     (claim,) = dapo_claims(_final(0.05, seeds=(0,)))
-    assert claim.differ == 2 and claim.differs is None
+    assert claim.differ == 2 and claim.differs == R.CANNOT_TELL
 
 
 @pytest.mark.parametrize("method", ["dapo+ds"])
@@ -57,26 +91,200 @@ def test_each_variant_is_judged_on_its_own_twins(method):
     assert names == ["dapo", method]
 
 
-def _nsweep(rare_by_n: dict, focal_rare: float):
-    """A group-size sweep's seed means: GRPO at each N with rare hit@256 ``rare_by_n[N]``, F-GRPO γ = 0.5 at N = 8."""
-    rows = [
-        {"label": f"GRPO N={n}", "method": "grpo", "gamma": 0.0, "group_size": n, "rare_pass_at_256": r}
-        for n, r in rare_by_n.items()
-    ]
-    rows.append({"label": "F", "method": "grpo", "gamma": 0.5, "group_size": 8, "rare_pass_at_256": focal_rare})
-    frame = pd.DataFrame(rows)
-    for metric in METRICS:
-        frame[metric] = frame.get(metric, 0.5)
-        frame[f"{metric}_sd"] = 0.0
-    frame["rollouts"] = frame["group_size"] * 100.0
-    return SimpleNamespace(seed_mean=lambda: frame)
+# ---- Table 1: the focal weight raises rare hit@256 and keeps pass@1 ----------------------------------------------
+
+
+def _objectives(values: dict, seeds=(0, 1, 2)):
+    """An objective sweep at N = 8, γ ∈ {0, 0.5}: ``values[(method, γ)]`` maps a metric to its per-seed values
+    (every other metric 0.5 + a wobble by γ and seed)."""
+    rows = [{"method": "sft", "gamma": 0.0, "group_size": 0, "seed": 0} | dict.fromkeys(METRICS, 0.1)]
+    for (method, gamma), given in values.items():
+        for i, seed in enumerate(seeds):
+            row = {m: 0.5 + 0.001 * ((i + int(10 * gamma)) % 3) for m in METRICS}
+            row |= {m: v[i] for m, v in given.items()}
+            rows.append({"method": method, "gamma": gamma, "group_size": 8, "seed": seed} | row)
+    return SimpleNamespace(final=pd.DataFrame(rows))
+
+
+def test_raises_is_paired_by_seed_where_seed_effects_are_shared():
+    """Old rule: a difference smaller than the larger seed sd is a tie. Paired by seed, a steady +0.05 over seed
+    effects of sd 0.1 is higher; a +0.06 whose per-seed differences scatter (the sides' sds 0.01 and 0.05) is not
+    resolved."""
+    base = [0.2, 0.3, 0.4]
+    steady = {
+        ("grpo", 0.0): {"rare_pass_at_256": base},
+        ("grpo", 0.5): {"rare_pass_at_256": [b + 0.05 + e for b, e in zip(base, (0.001, -0.001, 0.0005))]},
+    }
+    (p,) = objectives_claims(_objectives(steady)).methods
+    assert p.base_rare.sd == pytest.approx(0.1) and p.covers.mean < p.base_rare.sd  # a tie by the old rule
+    assert p.covers.test == "paired t" and p.covers.outcome == Outcome.HIGHER and p.raises == R.REPRODUCED
+    scattered = {
+        ("grpo", 0.0): {"rare_pass_at_256": [0.50, 0.60, 0.55]},
+        ("grpo", 0.5): {"rare_pass_at_256": [0.60, 0.61, 0.62]},
+    }
+    (q,) = objectives_claims(_objectives(scattered)).methods
+    assert q.covers.mean > max(q.base_rare.sd, q.focal_rare.sd)  # "yes" by the old rule
+    assert q.covers.outcome == Outcome.TIE and q.raises == R.NOT_RESOLVED
+
+
+def test_keeps_fails_for_a_resolved_drop_of_a_point_at_pass1_near_099():
+    """Old rule: kept when pass@1 drops by less than max(0.01, the seed sd) (here the sd is 0.012). By the noise
+    rule a resolved drop of 0.01 ≥ δ = 0.005 is lower: not kept; a resolved drop below δ is kept."""
+    base = [0.975, 0.987, 0.999]
+    drop = {
+        ("grpo", 0.0): {"exact_pass_at_1": base},
+        ("grpo", 0.5): {"exact_pass_at_1": [b - 0.01 + e for b, e in zip(base, (0.0004, -0.0004, 0.0))]},
+    }
+    c = objectives_claims(_objectives(drop))
+    (p,) = c.methods
+    assert p.base_pass1.sd > 0.01 and -p.keeps.mean < max(0.01, p.base_pass1.sd)  # kept by the old rule
+    assert p.keeps.outcome == Outcome.LOWER and p.kept == R.REFUTED and c.keeps == R.REFUTED
+    small = {
+        ("grpo", 0.0): {"exact_pass_at_1": base},
+        ("grpo", 0.5): {"exact_pass_at_1": [b - 0.003 + e for b, e in zip(base, (0.0002, -0.0002, 0.0))]},
+    }
+    (s,) = objectives_claims(_objectives(small)).methods
+    assert s.keeps.outcome == Outcome.BELOW_DELTA and s.kept == R.REPRODUCED
+
+
+def test_table1_counts_only_methods_not_identical_to_grpo():
+    grpo = {
+        ("grpo", 0.0): {"rare_pass_at_256": [0.2, 0.3, 0.4]},
+        ("grpo", 0.5): {"rare_pass_at_256": [0.3, 0.41, 0.5]},
+    }
+    same = {("dapo", g): v for (_, g), v in grpo.items()}
+    cispo = {
+        ("cispo", 0.0): {"rare_pass_at_256": [0.2, 0.3, 0.4]},
+        ("cispo", 0.5): {"rare_pass_at_256": [0.21, 0.29, 0.405]},
+    }
+    c = objectives_claims(_objectives(grpo | same | cispo))
+    assert c.same_as_grpo == ("dapo",) and [p.method for p in c.counted] == ["grpo", "cispo"]
+    assert [p.raises for p in c.methods] == [R.REPRODUCED, R.REPRODUCED, R.NOT_RESOLVED]
+    assert c.raises == R.PARTLY  # GRPO yes, CISPO a tie; DAPO (a copy of GRPO) not counted
+    two = objectives_claims(_objectives(grpo | cispo, seeds=(0, 1)))
+    assert two.raises == R.CANNOT_TELL and two.keeps == R.CANNOT_TELL  # 2 seeds: the full preset today
+
+
+def test_combine_per_method_verdicts():
+    assert combine([R.REPRODUCED, R.REPRODUCED]) == R.REPRODUCED
+    assert combine([R.REPRODUCED, R.REFUTED]) == R.REFUTED
+    assert combine([R.REPRODUCED, R.NOT_RESOLVED, R.CANNOT_TELL]) == R.PARTLY
+    assert combine([R.NOT_RESOLVED, R.CANNOT_TELL]) == R.CANNOT_TELL
+    assert combine([R.NOT_RESOLVED]) == R.NOT_RESOLVED and combine([]) == R.NOT_TESTABLE
+
+
+# ---- Table 2: the group-size sweep --------------------------------------------------------------------------------
+
+
+def _nsweep(rare_by_n: dict, focal_rare=None, pass1_by_n=None, dnll_by_n=None, seeds=(0, 1, 2)):
+    """A group-size sweep, per seed: GRPO γ = 0 at each N (rare hit@256 ``rare_by_n[N]``, pass@1 ``pass1_by_n[N]``,
+    ΔNLL_rare ``dnll_by_n[N]``; keys ``"F"`` for F-GRPO γ = 0.5 at N = 8) plus a seed effect of 0.03 shared by
+    every run and a per-run wobble of about 0.002."""
+    rng = np.random.default_rng(0)
+    variants = [("grpo", 0.0, n) for n in rare_by_n] + ([("grpo", 0.5, 8)] if focal_rare is not None else [])
+    rows = [{"method": "sft", "gamma": 0.0, "group_size": 0, "seed": 0, "rollouts": 0} | dict.fromkeys(METRICS, 0.1)]
+    for method, gamma, n in variants:
+        key = "F" if gamma else n
+        mean = {
+            "rare_pass_at_256": focal_rare if gamma else rare_by_n[n],
+            "exact_pass_at_1": (pass1_by_n or {}).get(key, 0.4),
+            "dnll_rare": (dnll_by_n or {}).get(key, 0.3),
+        }
+        for seed in seeds:
+            row = {m: 0.5 + 0.03 * seed + rng.normal(0, 0.002) for m in METRICS}
+            row |= {m: v + 0.03 * seed + rng.normal(0, 0.002) for m, v in mean.items()}
+            rows.append({"method": method, "gamma": gamma, "group_size": n, "seed": seed, "rollouts": 100.0 * n} | row)
+    return SimpleNamespace(final=pd.DataFrame(rows))
 
 
 def test_reaching_grpo_n32_cannot_be_judged_where_n32_is_grpos_worst():
     worst_at_32 = nsweep_claims(_nsweep({2: 0.9, 8: 0.5, 32: 0.1}, focal_rare=0.6)).focal_reach
-    assert worst_at_32.vacuous and worst_at_32.comparison.diff > 0
+    assert worst_at_32.vacuous and worst_at_32.comparison.outcome == Outcome.HIGHER
+    assert worst_at_32.verdict == R.NOT_RESOLVED and worst_at_32.reason == VACUOUS
+    below = nsweep_claims(_nsweep({2: 0.9, 8: 0.5, 32: 0.1}, focal_rare=0.02)).focal_reach
+    assert below.vacuous and below.verdict == R.REFUTED  # lower than even GRPO's worst N
     recovered = nsweep_claims(_nsweep({2: 0.9, 8: 0.3, 32: 0.6}, focal_rare=0.6)).focal_reach
-    assert not recovered.vacuous
+    assert not recovered.vacuous and recovered.reason == ""
+    assert recovered.comparison.outcome in (Outcome.TIE, Outcome.BELOW_DELTA) and recovered.verdict == R.REPRODUCED
+    assert recovered.grpo32_rollouts / recovered.focal_rollouts == 4
+
+
+def test_pass1_rises_by_the_rule():
+    """Old rule: a rise in rank with a step down was "partly"; a step resolved lower now refutes it."""
+    rare = {2: 0.9, 8: 0.3, 32: 0.6}
+
+    def rises(pass1, **kw):
+        return nsweep_claims(_nsweep(rare, pass1_by_n=pass1, **kw))
+
+    up = rises({2: 0.30, 8: 0.35, 32: 0.40})
+    assert up.pass1_rise.outcome == Outcome.HIGHER and up.pass1_rises == R.REPRODUCED
+    assert len(up.pass1_steps) == 2 and {d.family for d in up.pass1_steps} == {2}
+    down = rises({2: 0.30, 8: 0.45, 32: 0.40})
+    assert down.pass1_spearman > 0 and down.pass1_rise.outcome == Outcome.HIGHER
+    assert down.pass1_steps[1].outcome == Outcome.LOWER and down.pass1_rises == R.REFUTED
+    assert rises({2: 0.30, 8: 0.30, 32: 0.301}).pass1_rises == R.NOT_RESOLVED
+    assert rises({2: 0.30, 8: 0.35, 32: 0.40}, seeds=(0, 1)).pass1_rises == R.CANNOT_TELL
+
+
+def test_the_rare_dip_needs_a_recovery_beyond_noise():
+    dip = nsweep_claims(_nsweep({2: 0.9, 4: 0.6, 8: 0.3, 16: 0.4, 32: 0.6}))
+    assert (dip.rare_best_n, dip.rare_worst_n) == (2, 8) and dip.recovery.outcome == Outcome.HIGHER
+    assert dip.dip == R.REPRODUCED and {d.family for d in dip.rare_best} == {4}
+    elsewhere = nsweep_claims(_nsweep({2: 0.9, 4: 0.3, 8: 0.5, 16: 0.6, 32: 0.7}))
+    assert elsewhere.rare_worst_n == 4 and elsewhere.dip == R.PARTLY
+    flat = nsweep_claims(_nsweep({2: 0.9, 8: 0.3, 32: 0.301}))
+    assert flat.recovery.outcome != Outcome.HIGHER and flat.dip == R.NOT_RESOLVED
+    falling = nsweep_claims(_nsweep({2: 0.9, 8: 0.5, 32: 0.1}))
+    assert falling.recovery.outcome == Outcome.LOWER and falling.dip == R.REFUTED
+    assert nsweep_claims(_nsweep({2: 0.9, 8: 0.3, 32: 0.6}, seeds=(0, 1))).dip == R.CANNOT_TELL
+    assert nsweep_claims(_nsweep({2: 0.9, 32: 0.6})).dip == R.NOT_TESTABLE
+
+
+def test_the_dnll_order_is_two_gaps_each_lower():
+    rare = {2: 0.9, 8: 0.3, 32: 0.6}
+    ordered = nsweep_claims(_nsweep(rare, 0.6, dnll_by_n={2: 0.2, 32: 0.5, 8: 0.7, "F": 0.45})).dnll
+    assert [(d.outcome, want) for d, want in ordered.order.parts] == [(Outcome.LOWER, "lower")] * 2
+    assert ordered.ordered == R.REPRODUCED and ordered.between.verdict == R.REPRODUCED
+    swapped = nsweep_claims(_nsweep(rare, 0.6, dnll_by_n={2: 0.2, 32: 0.7, 8: 0.5, "F": 0.9})).dnll
+    assert swapped.ordered == R.REFUTED and swapped.between.verdict == R.REFUTED
+    assert nsweep_claims(_nsweep({2: 0.9, 4: 0.3, 8: 0.6})).dnll is None
+
+
+def test_every_ledger_row_of_the_section_is_a_verdict_from_the_rule():
+    """The section's records reach the ledger as :class:`Verdict` (``ledger.record`` refuses anything else)."""
+    from tailmiss.report import llm as report_llm
+
+    nsweep = nsweep_claims(_nsweep({2: 0.9, 8: 0.3, 32: 0.6}, 0.6, dnll_by_n={2: 0.2, 32: 0.5, 8: 0.7}))
+    objectives = _objectives(
+        {(m, g): {"rare_pass_at_256": [0.2 + g, 0.3 + g, 0.4 + g]} for m in ("grpo", "dapo") for g in (0.0, 0.5)}
+    )
+    with ledger.collecting() as rows:
+        report_llm._record_nsweep(nsweep)
+        report_llm._record_objectives(objectives, objectives_claims(objectives))
+    got = {key: verdict for key, _, verdict, _ in rows}
+    assert got == {
+        "t2-pass1": "not resolved",
+        "t2-dip": "reproduced",
+        "t2-reach": "reproduced",
+        "t2-dnll": "reproduced",
+        "t1-pass256": "reproduced",
+        "t1-pass1": "reproduced",
+    }
+    ours = {key: text for key, text, _, _ in rows}
+    assert "left out, its runs identical to GRPO's: DAPO" in ours["t1-pass256"]
+    assert "paired t" in ours["t2-dip"]
+
+
+def test_the_zone_caveat_is_never_reproduced_and_the_sources_cite_v2():
+    from tailmiss.report import llm as report_llm
+
+    assert "consistent with the caveat" in report_llm.zones_caveat(False, "zones agree at 33% of N")
+    for agrees in (False, True):
+        assert "reproduc" not in report_llm.zones_caveat(agrees, "zones agree at 100% of N")
+    root = Path(report_llm.__file__).resolve().parents[1]
+    for rel in ("report/llm.py", "results/claims/llm.py", "results/claims/llm_objectives.py"):
+        text = (root / rel).read_text()
+        assert "§7.1" not in text and "§J" not in text and "called a tie" not in text, rel
 
 
 def test_the_large_n_regime_is_zone_iii_or_a_recovery_and_zone_iii_keeps_fig2s_meaning():
@@ -153,16 +361,21 @@ def _maze(shift_by_n: dict, seeds=(0, 1, 2), wobble: dict | None = None):
 def test_the_maze_claim_is_paired_by_seed_at_each_n_and_one_seed_cannot_tell():
     # one seed: a positive difference at every N is still "cannot tell"
     one = maze_claims(_maze({4: 0.05, 8: 0.05}, seeds=(0,)))
-    assert [c.k for c in one] == [1, 256] and all(c.verdict is None and c.seeds == 1 for c in one)
+    assert [c.k for c in one] == [1, 256] and all(c.verdict == R.CANNOT_TELL and c.seeds == 1 for c in one)
     assert (
         one[0].deltas == ((4, pytest.approx(0.05, abs=0.002)), (8, pytest.approx(0.05, abs=0.002))) and one[0].wins == 0
     )
-    # three seeds, higher beyond the spread at every N: yes
+    # three seeds, higher beyond noise at every N (the N one Holm family): reproduced
     (yes, _) = maze_claims(_maze({4: 0.05, 8: 0.05, 16: 0.05}))
-    assert yes.verdict is True and yes.wins == 3 and yes.seeds == 3
-    # lower beyond the spread at one N: no
+    assert yes.verdict == R.REPRODUCED and yes.wins == 3 and yes.seeds == 3
+    assert {d.family for _, d in yes.diffs} == {3} and all(d.test == "paired t" for _, d in yes.diffs)
+    # lower beyond noise at one N: refuted
     (no, _) = maze_claims(_maze({4: 0.05, 8: -0.05, 16: 0.05}))
-    assert no.verdict is False and no.wins == 2
-    # a difference within its seed spread at one N (a tie): not resolved
+    assert no.verdict == R.REFUTED and no.wins == 2
+    # a difference within noise at one N (a tie): partly
     (tie, _) = maze_claims(_maze({4: 0.05, 8: 0.002, 16: 0.05}, wobble={8: 0.05}))
-    assert tie.verdict is None and [d.outcome for _, d in tie.diffs] == ["higher", "tie", "higher"]
+    assert tie.verdict == R.PARTLY and [d.outcome for _, d in tie.diffs] == [
+        Outcome.HIGHER,
+        Outcome.TIE,
+        Outcome.HIGHER,
+    ]

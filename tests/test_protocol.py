@@ -18,6 +18,7 @@ from tailmiss.llm.rollouts import step_prompts, training_pool
 from tailmiss.llm.tasks import MultiSolutionTask
 from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
+from tailmiss.results.claims.rule import Outcome, Verdict
 
 # ---- trainer options ----------------------------------------------------------------------------------------------
 
@@ -215,46 +216,201 @@ def test_selection_takes_the_best_held_out_pass1_and_limits_focal_runs_to_the_ba
         pc.select_checkpoints(h, "last")
 
 
-def _table(pass256, sd=0.01, dnll=None, focal=None):
+_SHARED = np.array([-0.02, 0.01, 0.0, 0.015, -0.005])
+"""A seed effect that every N shares (the same SFT model and seed): the paired rule cancels it."""
+
+
+def _chosen(pass256, dnll=None, focal=None, seeds=5, shared=None, jitter=0.002, dnll_shared=None):
+    """Selected checkpoints (one row per run): per N (and per focal γ at N = 8) a mean or per-seed values, plus the
+    shared seed effect ``shared`` and a small per-run jitter."""
+    rng = np.random.default_rng(0)
+    shared = _SHARED[:seeds] if shared is None else np.asarray(shared)
+    dnll_shared = np.zeros(seeds) if dnll_shared is None else np.asarray(dnll_shared)
     rows = []
-    for n, v in pass256.items():
-        d = (dnll or {}).get(n, 0.5)
-        rows.append(dict(label=f"GRPO N={n}", method="grpo", gamma=0.0, group_size=n, seeds=5))
-        rows[-1].update(pass256=v, pass256_sd=sd, dnll=d, dnll_sd=0.01)
-    for g, v in (focal or {}).items():
-        rows.append(dict(label=f"F γ={g}", method="grpo", gamma=g, group_size=8, seeds=5))
-        rows[-1].update(pass256=v, pass256_sd=sd, dnll=0.5, dnll_sd=0.01)
+    runs = [(f"GRPO N={n}", 0.0, n, v, (dnll or {}).get(n, 0.5)) for n, v in pass256.items()]
+    runs += [(f"F γ={g}", g, 8, v, 0.5) for g, v in (focal or {}).items()]
+    for label, g, n, v, d in runs:
+        p = np.broadcast_to(v, seeds) + shared + rng.normal(0, jitter, seeds)
+        dn = np.broadcast_to(d, seeds) + dnll_shared + rng.normal(0, jitter, seeds)
+        for s in range(seeds):
+            row = dict(label=label, method="grpo", gamma=g, group_size=n, seed=s, step=8, pass1=0.4)
+            rows.append(row | dict(pass256=p[s], rare256=0.1, mret=0.5, dnll=dn[s]))
     return pd.DataFrame(rows)
 
 
-def test_rung_verdicts_follow_their_stated_rules():
-    dip = _table({2: 0.75, 4: 0.71, 8: 0.64, 16: 0.67, 32: 0.70}, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.703})
-    v = pc.rung_verdicts(dip)
-    assert v.dip and v.pass256_shape.worst_n == 8
-    assert v.dnll_order is True
-    assert v.focal_reach[0.5] is True and v.focal_margin[0.5] == pytest.approx(0.003)
-    # within twice the combined seed spread: the recovery does not count, the order cannot be told
-    noisy = pc.rung_verdicts(_table({2: 0.75, 8: 0.64, 32: 0.70}, sd=0.05, dnll={2: 0.5, 8: 0.51, 32: 0.5}))
-    assert not noisy.dip and noisy.dnll_order is None
-    # monotone: N = 32 is GRPO's worst, so F-GRPO "reaching" it is vacuous
-    mono = pc.rung_verdicts(_table({2: 0.8, 8: 0.7, 32: 0.6}, dnll={2: 0.6, 8: 0.4, 32: 0.2}, focal={0.5: 0.65}))
-    assert not mono.dip and mono.focal_reach[0.5] is None and mono.dnll_order is False
-    # one seed: no spread, so neither the order nor the reach is judged (a -0.0001 difference is not a "no")
-    one = _table({2: 0.75, 8: 0.64, 32: 0.70}, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.6999})
-    one[["pass256_sd", "dnll_sd"]] = np.nan
-    single = pc.rung_verdicts(one)
-    assert single.dnll_order is None and single.focal_reach[0.5] is None and single.dip
+_TABLE2 = {2: 0.75, 4: 0.71, 8: 0.64, 16: 0.67, 32: 0.70}
+
+
+def test_rung_verdicts_follow_the_noise_rule():
+    R = Verdict
+    v = pc.rung_verdicts(_chosen(_TABLE2, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.703}))
+    assert v.dip == R.REPRODUCED and v.pass256_shape.worst_n == 8
+    assert (v.recovery.a, v.recovery.b, v.recovery.test) == ("GRPO N=32", "GRPO N=8", "paired t")
+    assert [d.b for d in v.best] == ["GRPO N=4", "GRPO N=8", "GRPO N=16", "GRPO N=32"]
+    assert {d.family for d in v.best} == {4} and {d.family for d, _ in v.dnll.parts} == {2}  # Holm families
+    assert v.dnll_order == R.REPRODUCED and v.focal_reach == {0.5: R.REPRODUCED}
+    assert v.reach[0.5].parts[0][0].mean == pytest.approx(0.003, abs=0.003)
+    # seed noise of its own per run (no shared effect): the recovery is a tie, so the dip is only partly there
+    p8, p32 = [0.60, 0.70, 0.58, 0.68, 0.64], [0.74, 0.62, 0.75, 0.66, 0.73]
+    d8, d32 = [0.45, 0.58, 0.47, 0.55, 0.5], [0.52, 0.47, 0.53, 0.48, 0.5]
+    noisy = _chosen({2: 0.75, 8: p8, 32: p32}, shared=np.zeros(5), jitter=0.0, dnll={2: 0.5, 8: d8, 32: d32})
+    nv = pc.rung_verdicts(noisy)
+    assert nv.recovery.outcome == Outcome.TIE and nv.dip == R.PARTLY
+    assert nv.dnll_order == R.NOT_RESOLVED
+    # monotone: N = 32 is below the interior N beyond noise (refuted); F-GRPO "reaching" GRPO's worst is vacuous
+    mono = pc.rung_verdicts(_chosen({2: 0.8, 8: 0.7, 32: 0.6}, dnll={2: 0.6, 8: 0.4, 32: 0.2}, focal={0.5: 0.65}))
+    assert mono.dip == R.REFUTED and mono.focal_reach[0.5] == R.NOT_RESOLVED and mono.dnll_order == R.REFUTED
+    # one seed (or two): the rule cannot tell, whatever the numbers
+    one = pc.rung_verdicts(_chosen(_TABLE2, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.6}, seeds=2))
+    assert one.dip == one.dnll_order == one.focal_reach[0.5] == R.CANNOT_TELL
+    with pytest.raises(ValueError, match="N = 2, 8 and 32"):
+        pc.rung_verdicts(_chosen({2: 0.7, 8: 0.6}))
+
+
+def test_dnll_gaps_beyond_twice_the_combined_sd_are_not_resolved_when_seed_effects_oppose():
+    """Fails on the old rule (each gap beyond twice the combined seed sd → ordered): seed effects that go opposite
+    ways at neighbouring N make the paired differences spread, and three seeds do not resolve them."""
+    e = np.array([-0.06, 0.0, 0.06])
+    frame = _chosen({2: 0.75, 8: 0.64, 32: 0.70}, dnll={2: 0.3, 8: 0.7, 32: 0.5}, seeds=3, jitter=0.0)
+    sign = frame["group_size"].map({2: -1.0, 32: 1.0, 8: -1.0})
+    frame["dnll"] += sign * e[frame["seed"]]
+    g = frame.groupby("group_size")["dnll"]
+    for lo, hi in ((2, 32), (32, 8)):  # the old rule's test: beyond twice the combined seed sd
+        assert abs(g.mean()[hi] - g.mean()[lo]) > 2 * np.hypot(g.std()[hi], g.std()[lo])
+    v = pc.rung_verdicts(frame)
+    assert [d.outcome for d, _ in v.dnll.parts] == [Outcome.TIE, Outcome.TIE]
+    assert v.dnll_order == Verdict.NOT_RESOLVED
+
+
+def test_dnll_gaps_within_the_seed_spread_are_resolved_when_every_n_shares_the_seed_effect():
+    """Fails on the old rule (gaps within twice the combined sd → cannot tell): the SFT model and the seed are
+    shared across N, so their effect cancels in the paired differences."""
+    shared = np.array([-0.2, -0.1, 0.0, 0.1, 0.2])
+    frame = _chosen(_TABLE2, dnll={2: 0.19, 8: 0.68, 32: 0.52}, dnll_shared=shared)
+    t = pc.rung_table(frame).set_index("label")
+    assert t.loc["GRPO N=32", "dnll"] - t.loc["GRPO N=2", "dnll"] < 2 * np.hypot(
+        *t.loc[["GRPO N=32", "GRPO N=2"], "dnll_sd"]
+    )
+    v = pc.rung_verdicts(frame)
+    assert [d.outcome for d, _ in v.dnll.parts] == [Outcome.HIGHER, Outcome.HIGHER]
+    assert v.dnll_order == Verdict.REPRODUCED
+
+
+def test_a_recovery_below_the_old_margin_counts_when_the_paired_rule_resolves_it():
+    """Fails on the old rule (recovery by more than 0.05): 0.03 over the worst N on every seed is beyond noise and δ."""
+    v = pc.rung_verdicts(_chosen({2: 0.75, 4: 0.71, 8: 0.64, 16: 0.65, 32: 0.67}))
+    assert not v.pass256_shape.recovers  # the old margin
+    assert v.recovery.outcome == Outcome.HIGHER and v.dip == Verdict.REPRODUCED
+
+
+def test_a_reach_below_grpo_n32_beyond_noise_is_refuted():
+    """Fails on the old rule (not below by more than twice the combined seed sd → reaches): ten seeds with a seed
+    effect of sd 0.05 shared by every run, F-GRPO N = 8 0.045 below GRPO N = 32 on each."""
+    shared = np.random.default_rng(1).normal(0, 0.05, 10)
+    frame = _chosen(_TABLE2, focal={0.5: 0.655}, seeds=10, shared=shared)
+    t = pc.rung_table(frame).set_index("label")
+    gap = t.loc["F γ=0.5", "pass256"] - t.loc["GRPO N=32", "pass256"]
+    assert gap > -2 * np.hypot(*t.loc[["F γ=0.5", "GRPO N=32"], "pass256_sd"])  # the old rule: reaches
+    v = pc.rung_verdicts(frame)
+    d = v.reach[0.5].parts[0][0]
+    assert d.outcome == Outcome.LOWER and d.seeds == 10 and d.mean == pytest.approx(-0.045, abs=0.003)
+    assert v.focal_reach[0.5] == Verdict.REFUTED
 
 
 def test_ingredient_effects_name_what_each_rung_changes():
-    a = pc.rung_verdicts(_table({2: 0.8, 8: 0.7, 32: 0.6}))
-    b = pc.rung_verdicts(_table({2: 0.75, 8: 0.64, 32: 0.70}))
+    a = pc.rung_verdicts(_chosen({2: 0.8, 8: 0.7, 32: 0.6}))
+    b = pc.rung_verdicts(_chosen({2: 0.75, 8: 0.64, 32: 0.70}))
+    assert (a.dip, b.dip) == (Verdict.REFUTED, Verdict.REPRODUCED)
     effects = pc.ingredient_effects({"today": a, "difficulty": b, "on-policy": a, "epochs": b})
     assert [(e.rung, e.against, e.dip) for e in effects] == [
         ("difficulty", "today", "creates"),
         ("on-policy", "difficulty", "removes"),
         ("epochs", "difficulty", "none"),
     ]
+
+
+# ---- App. Q: the same-config rate against the test's own size ------------------------------------------------------
+
+
+def test_rate_difference_matches_newcombe_and_fisher():
+    from scipy import stats
+
+    d = pc.rate_difference(56 / 70, 70, 48 / 80, 80)  # Newcombe (1998), example (a): method 10
+    assert (d.low, d.high) == pytest.approx((0.0524, 0.3339), abs=1e-4)
+    assert d.p == pytest.approx(stats.fisher_exact([[56, 14], [48, 32]])[1])
+    assert d.mean == pytest.approx(0.2) and d.outcome == Outcome.HIGHER and d.delta == 0.05
+    assert pc.rate_difference(0.08, 20_000, 0.05, 20_000).outcome == Outcome.BELOW_DELTA  # resolved, below δ
+    assert pc.rate_difference(0.1, 10, 0.05, 100).outcome == Outcome.TIE
+    assert "Fisher exact" in d.describe()
+
+
+def _same(significant, pairs, null=None, tests=2000):
+    frame = pd.DataFrame(dict(benchmark=["30", "500"], pairs=pairs, significant=significant))
+    if null is not None:
+        frame = frame.assign(null_significant=null, null_tests=tests, form="corrected")
+    return frame
+
+
+def test_appq_verdict_from_the_same_config_rate_against_the_tests_own_size():
+    """App. Q's verdict comes from numbers (it was the literal word "partly")."""
+    refuted = pc.appq_verdict(_same([0.06, 0.30], [225, 225], null=[0.05, 0.05]))
+    assert refuted.verdict == Verdict.REFUTED and "500-prompt" in refuted.reason
+    assert refuted.diffs["500"].outcome == Outcome.HIGHER and refuted.diffs["500"].family == 2
+    kept = pc.appq_verdict(_same([0.05, 0.045], [450, 450], null=[0.05, 0.05]))
+    assert kept.verdict == Verdict.REPRODUCED and all(d.high < 0.05 for d in kept.diffs.values())
+    few = pc.appq_verdict(_same([0.1, 0.0], [9, 9], null=[0.05, 0.05]))
+    assert few.verdict == Verdict.NOT_RESOLVED and "too few pairs" in few.reason
+    plain = pc.appq_verdict(_same([0.4, 0.4], [90, 90]))  # without the null columns: nothing to compare with
+    assert plain.verdict == Verdict.NOT_RESOLVED and "own size" in plain.reason and not plain.diffs
+
+
+def _claims(same, focal=0.655):
+    """A :class:`ProtocolClaims` from hand-made selected checkpoints (every rung the same) and noise tables."""
+    frame = _chosen(_TABLE2, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: focal}, seeds=10,
+                    shared=np.random.default_rng(1).normal(0, 0.05, 10))  # fmt: skip
+    verdicts = {r.name: pc.rung_verdicts(frame) for r in pc.RUNGS}
+    spread = pd.DataFrame(
+        [
+            dict(scoring=s, group_size=n, mean=0.7, sd=0.05, seeds=10)
+            for s in ("exact-30", "sampled-30")
+            for n in _TABLE2
+        ]
+    )
+    single = pd.DataFrame([dict(scoring=s, seeds=10, monotone=False, worst_n=8, p_table2=0.01, p_interior=0.2,
+                                pooled_sd=0.05, seeds_needed=11) for s in ("exact-30", "sampled-30")])  # fmt: skip
+    noise = nc.NoiseClaims(pd.DataFrame(), spread, single, same, {"30": 40}, 1024, 100)
+    return pc.ProtocolClaims(
+        {r.name: pc.rung_table(frame) for r in pc.RUNGS},
+        {r.name: frame for r in pc.RUNGS},
+        verdicts,
+        pc.ingredient_effects(verdicts),
+        noise,
+        pc.appq_verdict(same),
+        {r.sweep: r.sweep for r in pc.RUNGS},
+        False,
+    )
+
+
+@pytest.mark.parametrize("null, appq", [([0.05, 0.05], "refuted"), (None, "not resolved")])
+def test_the_protocol_section_records_verdicts_computed_from_its_numbers(null, appq):
+    from tailmiss.report import ledger
+    from tailmiss.report.protocol import protocol_text
+
+    claims = _claims(_same([0.06, 0.30], [225, 225], null=null))
+    with ledger.collecting() as rows:
+        text = protocol_text(claims)
+    got = {key: (ours, verdict) for key, ours, verdict, _ in rows}
+    assert set(got) == {"t2-protocol", "t2-reach", "appQ"}
+    assert got["t2-protocol"][1] == "reproduced" and got["t2-reach"][1] == "refuted" and got["appQ"][1] == appq
+    reach = claims.verdicts["selection"].reach[0.5].parts[0][0]
+    assert reach.describe() in got["t2-reach"][0] and "10 seeds" in got["t2-reach"][0]
+    assert claims.verdicts["selection"].recovery.describe() in text and reach.describe() in text
+    assert "the report's noise rule" in text and "δ: pass@256 0.01" in text
+    assert "App. L.3/L.4" in text and "§" not in text and "twice the combined" not in text
+    if null is not None:
+        assert claims.appq.diffs["500"].describe() in text and "| corrected |" in text
+    else:
+        assert "not measured" in got["appQ"][0]
 
 
 def test_single_seed_probabilities_match_enumeration_by_hand():
@@ -288,6 +444,14 @@ def test_noise_claims_score_the_paper_way_and_count_same_config_significance():
     exact_all = claims.scores[claims.scores["scoring"] == "exact-30"].set_index(["group_size", "seed"])["pass256"]
     assert abs((sampled - exact_all).mean()) < 0.03  # the estimator is unbiased: 9 runs average out its noise
     assert claims.same_config["pairs"].tolist() == [9, 9]  # 3 pairs of seeds at each of 3 N
+    # beside each share, the test's own rejection rate under its null at the same masses, one null per pair
+    same = claims.same_config
+    assert same["null_tests"].tolist() == [9, 9] and set(same["form"]) == {"corrected"}
+    assert same[["significant", "null_significant"]].apply(lambda c: c.between(0, 1)).all().all()
+    again = nc.noise_claims(pd.DataFrame(rows), per_prompt, n_samples=1024, iterations=100, m=256)
+    pd.testing.assert_frame_equal(again.same_config, same)  # the per-pair seeds are deterministic
+    with pytest.raises(ValueError, match="'pivot'"):
+        nc.noise_claims(pd.DataFrame(rows), per_prompt, iterations=100, form="pivot")
     single = claims.single_seed.set_index("scoring")
     assert single.loc["exact-30", "worst_n"] == 8 and not single.loc["exact-30", "monotone"]
     assert set(claims.problems_needed) == {"30", "10"}

@@ -77,10 +77,10 @@ def test_each_section_is_stamped_and_the_check_names_what_changed(ctx, tmp_path,
     assert "## Theory" not in stale
     _edit(package_copy, "objectives/token_losses.py", "ratio.clamp(max=3.0)", "ratio.clamp(max=cfg.clip_high)")
     assert check_stamps(report, ctx=ctx) == []
-    _edit(package_copy, "report/protocol.py", '"cannot tell"', '"the seeds cannot tell"')
+    _edit(package_copy, "report/protocol.py", '"the test (a one-run', '"this test (a one-run')
     stale = _stale(report, ctx)
     assert list(stale) == ["## The paper's protocol"] and "report/protocol.py" in stale["## The paper's protocol"]
-    _edit(package_copy, "report/protocol.py", '"the seeds cannot tell"', '"cannot tell"')
+    _edit(package_copy, "report/protocol.py", '"this test (a one-run', '"the test (a one-run')
 
     report.write_text(text.replace(record["sections"][THEORY]["code"], "0" * 16, 1))
     assert "edited by hand" in _stale(report, ctx)["## Theory"]
@@ -153,3 +153,24 @@ def test_repro_check_on_the_command_line(ctx, tmp_path):
     assert result.exit_code == 1 and f"stale section '{THEORY}'" in result.output
     result = runner.invoke(app, ["repro", "--check", "--out", str(tmp_path / "none.md")])
     assert result.exit_code == 2 and "does not exist" in result.output and "Traceback" not in result.output
+
+
+def test_a_change_to_any_verdict_rule_stales_the_ledger(ctx, package_copy):
+    """The ledger's stamp holds every claims module and the one noise rule: editing the rule's α, or a section's
+    claims module, changes the ledger's code (before, a rule change left the ledger current)."""
+    from tailmiss.report.ledger import LEDGER_HEADING
+
+    before = section_stamp(LEDGER_HEADING, ctx)
+    for rel in ("results/claims/rule.py", "results/claims/ladder.py", "results/claims/controls.py", "report/ledger.py"):
+        assert rel in before["files"], rel
+    _edit(package_copy, "results/claims/rule.py", "ALPHA = 0.05", "ALPHA = 0.01")
+    after = section_stamp(LEDGER_HEADING, ctx)
+    assert (
+        after["code"] != before["code"]
+        and after["files"]["results/claims/rule.py"] != before["files"]["results/claims/rule.py"]
+    )
+    _edit(package_copy, "results/claims/rule.py", "ALPHA = 0.01", "ALPHA = 0.05")
+    assert section_stamp(LEDGER_HEADING, ctx)["code"] == before["code"]
+    _edit(package_copy, "results/claims/controls.py", "def _family(", "def _family_(")
+    _edit(package_copy, "results/claims/controls.py", "_family(FIG1BC", "_family_(FIG1BC")
+    assert section_stamp(LEDGER_HEADING, ctx)["files"] != before["files"]

@@ -92,7 +92,7 @@ _PARTS = {
 """Each name of :data:`SECTIONS`: its heading, what writes it, and the ledger section its verdicts belong to."""
 
 _DEFERRED_CLAIMS = {
-    "objectives": ("t1-pass256", "t1-pass1", "t1-dapo"),
+    "objectives": ("t1-pass256", "t1-pass1"),
     "maze": ("t4-pass1", "t4-pass256"),
     "protocol": ("t2-protocol", "appQ"),
     "controls": ("t3-lowlr", "t3-ds", "t3-best", "t67-usual", "t67-two", "t1214", "fig1bc"),

@@ -26,28 +26,31 @@ def _ms(mean: float, sd: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if not np.isfinite(sd) else f"{mean:.{digits}f}±{sd:.{digits}f}"
 
 
-def _outcome(d: cc.PairedDiff) -> str:
-    if d.outcome is None:
-        return "cannot tell (1 seed)"
-    return {"higher": "higher", "lower": "lower", "tie": "tie"}[d.outcome]
+def _outcome(d: cc.Difference) -> str:
+    return str(d.outcome)
 
 
-def _diff(d: cc.PairedDiff, digits: int = 3) -> str:
-    """``+0.012 ± 0.004 (t: 0.005) → higher``: mean, sd of the per-seed differences, the rule's threshold."""
-    if d.outcome is None:
-        return f"{d.mean:+.{digits}f} (1 seed: cannot tell)"
-    return f"{d.mean:+.{digits}f} (sd {d.sd:.{digits}f}, threshold {d.threshold:.{digits}f}) → {_outcome(d)}"
+def _diff(d: cc.Difference, digits: int = 3) -> str:
+    """``+0.012 (paired t, df 9, p 0.004) → higher``: the mean difference, its test and the rule's outcome."""
+    return f"{d.describe()} → {_outcome(d)}"
 
 
-def _verdict(word: str) -> str:
-    return {"yes": "yes", "no": "**no**"}.get(word, word)
+def _verdict(verdict) -> str:
+    word = str(verdict)
+    return f"**{word}**" if word == "refuted" else word
+
+
+def _name(label: str, claims: cc.ControlsClaims) -> str:
+    """A row's name, marked when its runs equal GRPO N = 8's."""
+    tag = label.removeprefix("GRPO N=8 ")
+    name = cc.CONTROL_TAGS.get(tag, label)
+    return f"{name} (identical to {claims.copies[label]})" if label in claims.copies else name
 
 
 def _controls_rows(claims: cc.ControlsClaims) -> list[list[str]]:
     rows = []
     for _, r in claims.controls.iterrows():
-        tag = r["label"].removeprefix("GRPO N=8 ")
-        name = cc.CONTROL_TAGS.get(tag, r["label"])
+        name = _name(r["label"], claims)
         cells = [_ms(r[m], r[f"{m}_sd"], 2 if m == "dnll" else 3) for m in _NAMES]
         rows.append([name, *cells, str(int(r["seeds"]))])
     return rows
@@ -74,7 +77,7 @@ def _gamma_rows(claims: cc.ControlsClaims) -> list[list[str]]:
                 cells.append(f"{_ms(r['pass1'], r['pass1_sd'])} / {_ms(r['pass256'], r['pass256_sd'])}")
             else:
                 cells.append("—")
-        rows.append([method, *cells])
+        rows.append([f"{method} (identical to GRPO)" if method in claims.identical else method, *cells])
     return rows
 
 
@@ -82,40 +85,53 @@ def _choice_rows(claims: cc.ControlsClaims) -> list[list[str]]:
     rows = []
     for c in claims.choices:
         best = [
-            f"γ = {c.best[m]:g} ({'beyond the spread' if c.resolved[m] else 'not resolved'})"
-            for m in _NAMES
-            if m in c.best
+            f"γ = {c.best[m]:g} ({'beyond noise' if c.resolved[m] else 'not resolved'})" for m in _NAMES if m in c.best
         ]
         against = "; ".join(f"vs γ = {g:g}: {_diff(d)}" for g, d in c.selected_beats.items()) or "—"
         rows.append([c.method, *best, f"γ = {c.selected:g}", against, f"γ = {PAPER_GAMMA[c.method]:g}"])
     return rows
 
 
-def _gamma_sentences(claims: cc.ControlsClaims) -> list[str]:
-    picks = claims.choices
+def _usual_words(claims: cc.ControlsClaims) -> tuple[str, int, int]:
+    """``(summary, γ = 0.5 picks, distinct methods)`` of Table 7's claim over the methods not identical to GRPO."""
+    picks = [c for c in claims.choices if c.method not in claims.identical]
     halves = sum(c.selected == 0.5 for c in picks)
     resolved = [c for c in picks if c.selected_beats and all(d.outcome == "higher" for d in c.selected_beats.values())]
+    left = f" ({', '.join(claims.identical)}: identical to GRPO, not counted)" if claims.identical else ""
+    text = (
+        f"the App. L.3 rule picks γ = 0.5 for {halves} of {len(picks)} distinct methods{left}; the pick beats every "
+        f"other focal γ on pass@1 by the noise rule for {len(resolved)} of them "
+        f"({', '.join(c.method for c in resolved) or 'none'})"
+    )
+    return text, halves, len(picks)
+
+
+def _gamma_sentences(claims: cc.ControlsClaims) -> list[str]:
+    text, _, _ = _usual_words(claims)
     lines = [
-        f"- “γ = 0.5 is the usual choice” (F-GRPO Table 7; rule: the §7.1 selection picks 0.5 for most methods): "
-        f"{'yes' if claims.gamma_usual else '**no**'}, {halves} of {len(picks)} methods. The selection beats every "
-        f"other focal γ on pass@1 beyond the spread for {len(resolved)} of {len(picks)} "
-        f"({', '.join(c.method for c in resolved) or 'none'}); where it does not, the seeds do not single out a γ, and "
-        "the choice is only the largest of near-equal means.",
+        "- “γ = 0.5 is the usual choice” (F-GRPO Table 7; rule: a method says yes when the selection picks 0.5 and "
+        "beats every other focal γ beyond noise, no when another γ beats 0.5; more than half the distinct methods "
+        f"decide): {text}: {_verdict(claims.gamma_usual)}. Where the pick beats no γ beyond noise, the seeds do not "
+        "single out a γ and the choice is only the largest of near-equal means.",
     ]
     two = [
-        f"{name}: pass@256 {_diff(d['pass256'])}, pass@1 {_diff(d['pass1'])}" for name, d in claims.gamma_two.items()
+        f"{name}: pass@256 {_diff(d['pass256'])}, pass@1 {_diff(d['pass1'])}"
+        for name, d in claims.gamma_two.items()
+        if name not in claims.identical
     ]
     if two:
         lines.append(
-            "- “γ = 2 sometimes adds pass@256 but more often costs pass@1” (F-GRPO §7.1), γ = 2 − γ = 0.5: "
+            "- “γ = 2 sometimes adds pass@256 but more often costs pass@1” (F-GRPO App. L.3), γ = 2 − γ = 0.5, both "
+            "halves judged (some method's pass@256 higher; more than half the methods' pass@1 lower): "
             + "; ".join(two)
-            + "."
+            + f": {_verdict(claims.gamma_two_verdict)}."
         )
     for name in claims.identical:  # the tables would otherwise hide it
         lines.append(
-            f"- {name}'s runs coincide with GRPO's at every γ (|Δ pass@256| < 1e-6): at this learning rate the "
-            "policy moves so little per step that no mini-batch's importance ratio reaches a clip bound, and "
-            f"without clipping {name}'s gradient is GRPO's. Its rows are GRPO's, not evidence about {name}."
+            f"- {name}'s runs are identical to GRPO's at every γ (every metric within 1e-6 on every seed): at this "
+            "learning rate the policy moves so little per step that no mini-batch's importance ratio reaches a clip "
+            f"bound, and without clipping {name}'s gradient is GRPO's. Its rows are GRPO's, not evidence about "
+            f"{name}, and no count above includes it."
         )
     return lines
 
@@ -150,10 +166,11 @@ def _tradeoff_lines(claims: cc.ControlsClaims) -> list[str]:
     focal = cc.focal_label(cc.FOCAL_GAMMA)
     for key, (d1, d256) in claims.tradeoff_diffs.items():
         lines.append(f"- {focal} {key}: pass@1 {_diff(d1)}; pass@256 {_diff(d256)}.")
+    s = claims.tradeoff_sentence
+    parts = "; ".join(f"{d.a} − {d.b} {_NAMES[d.metric]} {_diff(d)} (want {w})" for d, w in s.parts)
     lines.append(
-        "- Fig. 1(b,c)'s reading “F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8” (AIME25 +3.5 / "
-        f"+11.8 points, IFEval +1.9 / +5.4; rule: both paired differences higher): "
-        f"{_verdict(claims.tradeoff_sentence.verdict)}."
+        f"- Fig. 1(b,c)'s caption “{s.text}” (AIME25 +3.5 / +11.8 points, IFEval +1.9 / +5.4), every part (one Holm "
+        f"family): {parts}: {_verdict(s.verdict)}."
     )
     return lines
 
@@ -162,15 +179,15 @@ def _conclusion(claims: cc.ControlsClaims) -> list[str]:
     """What the controls say, from the paired differences against GRPO N = 8 (each with its outcome)."""
     parts = []
     for row, d in claims.against_grpo.items():
-        name = cc.CONTROL_TAGS.get(row.removeprefix("GRPO N=8 "), row)
         parts.append(
-            f"{name}: "
+            f"{_name(row, claims)}: "
             + ", ".join(f"{_NAMES[m]} {d[m].mean:+.4f} ({_outcome(d[m])})" for m in ("pass256", "pass1", "mret"))
         )
+    family = next((d.family for ds in claims.against_grpo.values() for d in ds.values() if d.family > 1), 1)
     lines = [
-        "Each row against GRPO N = 8, paired by seed: " + "; ".join(parts) + ". The seeds share the SFT model, the "
-        "prompt order and the evaluation set, so pairing resolves differences as small as 1e-4: “higher” and "
-        "“lower” say the sign is beyond seed noise, not that the difference matters."
+        f"Each row against GRPO N = 8, paired by seed (one Holm family of {family} tests): " + "; ".join(parts) + ". "
+        "The seeds share the SFT model, the prompt order and the evaluation set, so pairing resolves differences as "
+        "small as 1e-4; the practical threshold δ turns such differences into “tie (below δ)”."
     ]
     if claims.low_lr_undertrains:
         last, runs = claims.last_epoch
@@ -193,34 +210,32 @@ def _seeds(claims: cc.ControlsClaims) -> int:
     return int(claims.controls["seeds"].min())
 
 
+def _brief(d: cc.Difference) -> str:
+    return f"{d.a} − {d.b} {_NAMES.get(d.metric, d.metric)} {d.mean:+.4f} ({d.outcome})"
+
+
 def _record(claims: cc.ControlsClaims) -> None:
-    """Table 3's sentences, Tables 6-7, 12-14 and Fig. 1(b,c), for the claims ledger."""
-    words = {"yes": True, "no": False, "not resolved": None, "cannot tell": None}
+    """Table 3's sentences, Tables 6-7, 12-14 and Fig. 1(b,c), for the claims ledger: every verdict from the rule."""
+    copies = "; " + ", ".join(f"{_name(r, claims)}" for r in claims.copies) if claims.copies else ""
     for key, s in zip(("t3-lowlr", "t3-ds", "t3-best"), claims.sentences):
-        parts = "; ".join(f"{d.a} − {d.b} {_NAMES[d.metric]} {d.mean:+.4f}" for d, _ in s.parts)
-        ledger.record(key, parts, words[s.verdict])
-    picks = claims.choices
-    halves = sum(c.selected == 0.5 for c in picks)
-    ledger.record("t67-usual", f"§7.1's rule picks γ = 0.5 for {halves} of {len(picks)} methods", claims.gamma_usual)
+        ledger.record(key, "; ".join(_brief(d) for d, _ in s.parts) + (copies if key == "t3-best" else ""), s.verdict)
+    text, _, _ = _usual_words(claims)
+    ledger.record("t67-usual", text, claims.gamma_usual)
     if claims.gamma_two:
-        costs = [d["pass1"].outcome for d in claims.gamma_two.values()]
-        text = "; ".join(f"{n}: pass@1 {d['pass1'].mean:+.4f}, pass@256 {d['pass256'].mean:+.4f}"
-                         for n, d in claims.gamma_two.items())  # fmt: skip
-        verdict = None if all(o is None for o in costs) else sum(o == "lower" for o in costs) * 2 >= len(costs)
-        ledger.record("t67-two", f"γ = 2 − γ = 0.5: {text}", verdict)
-    exact = [c for c in claims.crossings if c.scoring == "exact" and c.base.startswith("GRPO")]
-    if exact:
-        c = exact[0]
-        grows = None if c.resolved_k is None else (c.cross_k is None and c.resolved == "higher")
-        ledger.record(
-            "t1214",
-            f"{c.focal} − {c.base}, exact pass@k: {c.diffs[0].mean:+.4f} at k = 1, {c.diffs[-1].mean:+.4f} at k = 256"
-            + ("" if c.cross_k is None else f"; sign change at k = {c.cross_k}"),
-            grows,
+        two = "; ".join(
+            f"{n}: pass@1 {d['pass1'].mean:+.4f} ({d['pass1'].outcome}), pass@256 {d['pass256'].mean:+.4f} "
+            f"({d['pass256'].outcome})"
+            for n, d in claims.gamma_two.items()
+            if n not in claims.identical
         )
+        ledger.record("t67-two", f"γ = 2 − γ = 0.5: {two}", claims.gamma_two_verdict)
+    if claims.lead_growth:
+        grow = "; ".join(
+            f"{n}: {d.mean:+.4f} ({d.outcome})" for n, d in claims.lead_growth.items() if n not in claims.identical
+        )
+        ledger.record("t1214", f"lead at k = 256 − lead at k = 1 (exact): {grow}", claims.lead_grows)
     s = claims.tradeoff_sentence
-    parts = "; ".join(f"{_NAMES[d.metric]} {d.mean:+.4f}" for d, _ in s.parts)
-    ledger.record("fig1bc", f"F-GRPO N = 8 − GRPO N = 8: {parts}", words[s.verdict])
+    ledger.record("fig1bc", "; ".join(_brief(d) for d, _ in s.parts), s.verdict)
 
 
 def controls_text(claims: cc.ControlsClaims) -> str:
@@ -228,7 +243,6 @@ def controls_text(claims: cc.ControlsClaims) -> str:
     _record(claims)
     names = claims.names
     presets = ", ".join(f"`{names[f]}`" for f in names)
-    t_crit = "t₀.₉₇₅,ₙ₋₁" if _seeds(claims) > 1 else "(one seed: no test)"
     parts = [
         CONTROLS_HEADING,
         "",
@@ -240,10 +254,10 @@ def controls_text(claims: cc.ControlsClaims) -> str:
         "1e-3, KL penalty 1e-3, and DS-GRPO (differential smoothing, Gai et al. 2025: −β log π(y) added to the reward "
         f"of correct rollouts only, β = {claims.overrides.get('DS', {}).get('transform_coef', float('nan')):g}, "
         "a value fixed "
-        "before any run; the paper gives none). **Rule for every comparison**: paired by seed, the mean difference "
-        f"against {t_crit} × its sd / √n (two-sided paired t-test, α = 0.05): beyond it “higher” or “lower”, "
-        "within it a tie. A sentence is “yes” when every part goes its way, “**no**” when a part goes the other "
-        "way, “not resolved” when a part is a tie.",
+        "before any run; the paper gives none). Every comparison follows the report's noise rule (stated at the top: "
+        "paired t by seed, Holm within a family, δ per metric); a sentence is *reproduced* when every part goes its "
+        "way, ***refuted*** when a part goes the other way, *partly* when the other parts are ties, *not resolved* "
+        "when every part is a tie.",
         "",
         "### Table 3: F-GRPO against the controls (figure `controls.png`)",
         "",
@@ -262,7 +276,7 @@ def controls_text(claims: cc.ControlsClaims) -> str:
                 "method",
                 "best γ for pass@1",
                 "best γ for pass@256",
-                "selected (§7.1: best pass@1 among 0.5, 1, 2)",
+                "selected (App. L.3: best pass@1 among 0.5, 1, 2)",
                 "selected − other γ, pass@1",
                 "paper (Table 7, Qwen2.5-7B)",
             ],
@@ -280,7 +294,11 @@ def controls_text(claims: cc.ControlsClaims) -> str:
         f"F-GRPO (γ = {cc.FOCAL_GAMMA:g}) − base method by k, exact and the paper's way (`sampled`: "
         f"{cc.SAMPLES} answers per prompt drawn from the exact masses, the unbiased estimator, one draw per run); "
         "the crossing is the first k whose mean difference has the other sign than at k = 1 (a sign, not a verdict); "
-        "the last column gives the k from which on every difference is resolved one way by the rule:",
+        "the last column gives the k from which on every difference is resolved one way by the rule (the nine k of a "
+        "pair form one Holm family). Tables 12-14's “the lead grows with k” is judged on the lead at k = 256 against "
+        "the lead at k = 1, paired by seed (a constant lead does not grow): "
+        + "; ".join(f"{n} {_diff(d)}" for n, d in claims.lead_growth.items() if n not in claims.identical)
+        + f": {_verdict(claims.lead_grows)}.",
         "",
         table(["pair", "scoring", "k = 1", "k = 16", "k = 256", "sign crossing", "resolved"], _crossing_rows(claims)),
         "",

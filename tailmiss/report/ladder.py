@@ -13,6 +13,7 @@ from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.report.text import mean_sd, table, yes
 from tailmiss.results import Context, ladder_result
 from tailmiss.results.claims import ladder as la
+from tailmiss.results.claims.rule import ALPHA, MIN_SEEDS, Outcome, practical_threshold
 
 __all__ = ["LADDER_HEADING", "ladder_section"]
 
@@ -29,17 +30,70 @@ def _informative(result, frame):
     return frame[(frame["set"] == "pool") | frame["rung"].isin(shared)]
 
 
-def _shape_rows(result, gamma: float = 0.0) -> list[list]:
-    """One row per rung and set: M_ret by N, its shape and zones, and the shapes of ΔNLL_rare and rare hit@256."""
+RULE = "the report's noise rule (stated at the top; `tailmiss.results.claims.rule`)"
+
+
+def _tests(diffs) -> str:
+    """The tests behind ``diffs`` (:class:`~tailmiss.results.claims.rule.Difference`, ``None`` skipped) in words."""
+    diffs = [d for d in diffs if d is not None]
+    out = []
+    for test in ("paired t", "Welch t"):
+        dofs = sorted({round(float(d.dof), 1) for d in diffs if d.test == test})
+        if dofs:
+            out.append(f"{test} on {dofs[0]:g}" + (f"-{dofs[-1]:g}" if len(dofs) > 1 else "") + " df")
+    for outcome, why in ((Outcome.CANNOT_TELL, f"cannot tell (< {MIN_SEEDS} seeds)"), (Outcome.IDENTICAL, "identical")):
+        if count := sum(d.outcome == outcome for d in diffs):
+            out.append(f"{count} {why}")
+    return "; ".join(out) or "no comparison"
+
+
+def _told(flag: bool, diff, judged: bool = True) -> str:
+    """``yes`` / ``**no**``, or ``cannot tell`` where the comparison ``diff`` behind a *no* had too few seeds."""
+    if not flag and judged and diff is not None and diff.outcome == Outcome.CANNOT_TELL:
+        return "cannot tell"
+    return yes(flag)
+
+
+def _inside(r) -> bool:
+    """Whether a curve's worst N lies strictly inside its sweep (a dip, not a monotone trend)."""
+    return r["group_sizes"][0] < r["worst_n"] < r["group_sizes"][-1]
+
+
+def _recovered(r) -> str:
+    """A curve's recovery (a :func:`~tailmiss.results.claims.ladder.shape_table` row) in words."""
+    return _told(r["recovers"], r["recovery"], _inside(r))
+
+
+def _regime(r) -> str:
+    """The large-N regime in words: *cannot tell* when it rests on a recovery too few seeds can judge."""
+    flag = la.has_large_n_regime(r)
+    return "cannot tell" if not flag and _recovered(r) == "cannot tell" else yes(flag)
+
+
+def _shape_block(result, gamma: float = 0.0) -> str:
+    """The shape table at ``gamma`` and the tests behind its recoveries."""
+    rows, diffs = _shape_rows(result, gamma)
+    return table(_SHAPE_HEADER, rows) + (
+        f"\n\n*Recovers*: the largest N against the worst N on per-seed values by {RULE}, one comparison per "
+        f"curve (not corrected across curves), δ = {practical_threshold('retained_mass'):g} (M_ret), "
+        f"{practical_threshold('dnll_rare'):g} (ΔNLL_rare, lower), {practical_threshold('rare hit@256'):g} "
+        f"(rare hit@256): {_tests(diffs)}.\n"
+    )
+
+
+def _shape_rows(result, gamma: float = 0.0) -> tuple[list[list], list]:
+    """One row per rung and set: M_ret by N, its shape and zones, and the shapes of ΔNLL_rare and rare hit@256; and
+    every recovery comparison behind them."""
     mret = la.shape_table(result.final, "retained_mass")
     dnll = la.shape_table(result.final, "dnll_rare").set_index(["rung", "set", "gamma"])
     hit = la.shape_table(result.final, "rare_hit_at_256").set_index(["rung", "set", "gamma"])
     q = la.shape_table(result.final, "q_pos").set_index(["rung", "set", "gamma"])
-    rows = []
+    rows, diffs = [], []
     mret = _informative(result, mret)
     for _, r in mret[mret["gamma"] == gamma].iterrows():
         key = (r["rung"], r["set"], r["gamma"])
         d, h = dnll.loc[key], hit.loc[key]
+        diffs += [r["recovery"], d["recovery"], h["recovery"]]
         rows.append(
             [
                 f"`{r['rung']}`",
@@ -49,12 +103,12 @@ def _shape_rows(result, gamma: float = 0.0) -> list[list]:
                 f"{r['spearman']:+.2f}" if np.isfinite(r["spearman"]) else "flat",
                 r["worst_n"],
                 " ".join(r["zones"]),
-                yes(la.has_large_n_regime(r)),
-                f"{d['worst_n']} / {yes(d['recovers'])}",
-                f"{h['worst_n']} / {yes(h['recovers'])}",
+                _regime(r),
+                f"{d['worst_n']} / {_recovered(d)}",
+                f"{h['worst_n']} / {_recovered(h)}",
             ]
         )
-    return rows
+    return rows, diffs
 
 
 _SHAPE_HEADER = [
@@ -71,57 +125,59 @@ _SHAPE_HEADER = [
 ]
 
 
-def _two_se(focal, result):
-    """Twice the standard error of each focal-table row's mean ΔM_ret over the ladder's seeds."""
-    return 2 * focal["sd"] / np.sqrt(max(len(result.ladder.seeds), 1))
+def _family(focal) -> int:
+    """The focal table's Holm family: its tested cells (every rung × prompts × γ × N with enough seeds)."""
+    tested = focal[focal["test"] != "none"]
+    return int(tested["family"].max()) if len(tested) else 0
 
 
-def _focal_rows(result) -> list[list]:
+def _focal_block(result) -> str:
+    """The focal table (ΔM_ret by N per rung, prompts and γ; where it helps by the rule) and its rule."""
     focal = la.focal_table(result.final)
     if focal.empty:
-        return []
-    focal = _informative(result, focal)
+        return "No focal runs in this ladder.\n"
+    family, delta = _family(focal), practical_threshold("retained_mass")
     rows = []
-    for (rung, where, gamma), part in focal.groupby(["rung", "set", "gamma"], sort=False):
+    for (rung, where, gamma), part in _informative(result, focal).groupby(["rung", "set", "gamma"], sort=False):
         part = part.sort_values("group_size")
-        sig = (part["mean"] > _two_se(part, result)) & (part["mean"] > 0)
-        rows.append(
-            [
-                f"`{rung}`",
-                _where(where),
-                f"{gamma:g}",
-                ", ".join(f"{m:+.3f}" for m in part["mean"]),
-                f"{part['mean'].mean():+.3f}",
-                f"{int(sig.sum())}/{len(part)}",
-            ]
-        )
-    return rows
+        helps = int((part["outcome"] == Outcome.HIGHER).sum())
+        unknown = int((part["outcome"] == Outcome.CANNOT_TELL).sum())
+        means = ", ".join(f"{m:+.3f}" for m in part["mean"])
+        count = f"{helps}/{len(part)}" + (f" ({unknown} cannot tell)" if unknown else "")
+        rows.append([f"`{rung}`", _where(where), f"{gamma:g}", means, f"{part['mean'].mean():+.3f}", count])
+    header = ["rung", "prompts", "γ", "ΔM_ret by N", "mean over N"]
+    over = f"Holm over the table's {family} cells" if family else f"no cell has {MIN_SEEDS} seeds"
+    header.append(f"N where it helps (paired t, {over}, δ = {delta:g})")
+    return table(header, rows) + (
+        f"\n\nEach cell (rung × prompts × γ × N) is judged by {RULE}: a paired t-test of M_ret(γ) against M_ret(0) "
+        f"over seeds ({_tests(focal['diff'])}); the whole table is one Holm family: its {family} tested cells of "
+        f"{len(focal)}, the unprinted held-out rows of rungs without shared parameters counted (identical runs and "
+        f"cells under {MIN_SEEDS} seeds are untested); γ *helps* at N when the Holm-adjusted p < {ALPHA:g} and "
+        f"ΔM_ret ≥ δ = {delta:g}.\n"
+    )
+
+
+def _said(word: str, diff) -> str:
+    return word if diff is None else f"{word}: {diff.describe()}"
 
 
 def _matched_rows(result) -> list[list]:
-    m = la.matched_table(result.history)
+    """One row per rung: M_ret at matched Q_pos by N, whether N matters and whether it dips and recovers (the rule)."""
     rows = []
-    for rung, part in m[m["gamma"] == 0].groupby("rung", sort=False):
-        part = part.sort_values("group_size")
-        shape = la.n_shape(part["group_size"], part["mean"], part["sd"])
+    for _, r in la.matched_shape_table(result.history).iterrows():
         rows.append(
             [
-                f"`{rung}`",
-                f"{part['target'].iloc[0]:.3f}",
-                ", ".join(f"{a:.3f}±{b:.3f}" for a, b in zip(part["mean"], part["sd"])),
-                f"{shape.spearman:+.2f}" if np.isfinite(shape.spearman) else "flat",
-                f"{np.ptp(part['mean']):.3f}",
-                yes(_n_matters(part)),
-                shape.worst_n,
-                yes(shape.recovers),
+                f"`{r['rung']}`",
+                f"{r['target']:.3f}",
+                mean_sd(r["means"], r["sds"]),
+                f"{r['spearman']:+.2f}" if np.isfinite(r["spearman"]) else "flat",
+                f"{np.ptp(r['means']):.3f}",
+                _said(_told(r["n_matters"], r["spread"]), r["spread"]),
+                r["worst_n"],
+                _said(_recovered(r), r["recovery"] if _inside(r) else None),
             ]
         )
     return rows
-
-
-def _n_matters(part) -> bool:
-    """Whether M_ret at matched Q_pos differs across N beyond the seed spread (range > 2 × the largest sd)."""
-    return bool(np.ptp(part["mean"]) > max(2 * float(part["sd"].max()), 0.01))
 
 
 def _lemma_line(result) -> str:
@@ -213,9 +269,11 @@ def _intro(mode: str) -> str:
         "and prompts); each with Adam (AdamW, no weight decay) and plain SGD. Learning rates were set once per rung "
         "so that Q_pos on the pool moves by a similar amount at N = 8 (never from an N-shape). Zones keep F-GRPO "
         f"Fig. 2's meaning (II: M_ret < {ZONE_THRESHOLD:g}; III: not II, above some zone-II N; I: the rest). The "
-        "*large-N regime* is where retained mass is high again at large N: zone III, or a significant dip and "
-        "recovery (M_ret's worst N strictly inside the sweep and M_ret at the largest N above it by > 0.05 and > "
-        "twice the seed spread) on a curve that never enters zone II. "
+        "*large-N regime* is where retained mass is high again at large N: zone III, or a dip and recovery on a "
+        "curve that never enters zone II (M_ret's worst N strictly inside the sweep and M_ret at the largest N "
+        f"*higher* than at it by {RULE}: per-seed values paired by seed, p < {ALPHA:g} and at least δ = "
+        f"{practical_threshold('retained_mass'):g}). Every *beyond noise* below is that rule; the test, its "
+        "degrees of freedom and its Holm family are printed with each table. "
         f"Table rungs hold the prompts they were built on only, so their held-out rows are 1 by construction; {mode}. "
         "Reproduce with `tailmiss llm sweep --preset ladder` (and `ladder-budget`, `ladder-hard`), then "
         "`tailmiss figures make ladder frontier`.\n"
@@ -228,9 +286,9 @@ _MATCHED_HEADER = [
     "M_ret at target by N",
     "Spearman(M_ret, N)",
     "range over N",
-    "N matters",
+    "N matters (best − worst N)",
     "worst N",
-    "dip and recovery",
+    "dip and recovery (largest − worst N)",
 ]
 
 
@@ -265,27 +323,24 @@ def ladder_section(ctx: Context) -> str:
     parts.append(_intro(mode))
     parts.append("- " + "\n- ".join(_describe(r.ladder) for r in (main, budget, hard)) + "\n")
     parts.append(f"### GRPO: M_ret against N on every rung (`{main.ladder.name}`; figure `ladder.png`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(main)) + "\n")
+    parts.append(_shape_block(main))
     parts.append(_lemma_line(main) + "\n")
     parts.append("### Focal weight: ΔM_ret = M_ret(γ) − M_ret(0), paired by seed\n")
-    rows = _focal_rows(main)
-    if rows:
-        parts.append(
-            table(["rung", "prompts", "γ", "ΔM_ret by N", "mean over N", "N where it helps (> 2 se)"], rows) + "\n"
-        )
-    else:
-        parts.append("No focal runs in this ladder.\n")
+    parts.append(_focal_block(main))
     parts.append(
         "### At matched Q_pos (figure `frontier.png`)\n\n"
         "Rungs learn at different speeds, so M_ret is also read along training, where each run's trained-on Q_pos "
-        "first reaches a common target (its rung's start plus half the smallest γ = 0 gain over N).\n"
+        "first reaches a common target (its rung's start plus half the smallest γ = 0 gain over N). *N matters* "
+        f"when M_ret at the best N against the worst N is resolved by {RULE}, on per-seed values paired by seed "
+        "where both N reached the target on the same seeds, else Welch, one comparison per rung (not corrected "
+        "across rungs); *dip and recovery* as above.\n"
     )
     parts.append(table(_MATCHED_HEADER, _matched_rows(main)))
     parts.append("")
     parts.append(f"### Equal rollout budget (`{budget.ladder.name}`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(budget)) + "\n")
+    parts.append(_shape_block(budget))
     parts.append(f"### Difficulty (`{hard.ladder.name}`)\n")
-    parts.append(table(_SHAPE_HEADER, _shape_rows(hard)) + "\n")
+    parts.append(_shape_block(hard))
     parts.append(_lemma_line(hard) + "\n")
     verdicts = la.ingredient_verdicts(main, budget, hard)
     parts += _verdict_parts(main, hard, verdicts)
@@ -297,56 +352,61 @@ def ladder_section(ctx: Context) -> str:
 def _claims_text(main, verdicts) -> str:
     shape = _informative(main, la.shape_table(main.final))
     base = shape[shape["gamma"] == 0]
-    label = {True: [], False: []}
+    label = {"yes": [], "**no**": [], "cannot tell": []}
     for _, r in base.iterrows():
-        label[la.has_large_n_regime(r)].append(f"`{r['rung']}` ({_where(r['set'])})")
+        label[_regime(r)].append(f"`{r['rung']}` ({_where(r['set'])})")
+    unknown = f"; too few seeds to tell on {', '.join(label['cannot tell'])}" if label["cannot tell"] else ""
     dips = [
-        f"`{r['rung']}` ({_where(r['set'])}, worst N = {r['worst_n']})" for _, r in base.iterrows() if r["recovers"]
+        f"`{r['rung']}` ({_where(r['set'])}, worst N = {r['worst_n']}, {r['recovery'].describe()})"
+        for _, r in base.iterrows()
+        if r["recovers"]
     ]
     proper = [f"`{r['rung']}` ({_where(r['set'])})" for _, r in base.iterrows() if "III" in (r.get("zones") or ())]
     changes = [f"{v.ingredient} ({v.comparison}): {verdict_text(v)}" for v in verdicts if v.effect != "none"]
     trends = [f"{v.ingredient} ({v.comparison})" for v in verdicts if v.reverses_trend]
-    matched = la.matched_table(main.history)
-    matched = matched[matched["gamma"] == 0]
-    matters = {rung: _n_matters(part) for rung, part in matched.groupby("rung", sort=False)}
+    matched = la.matched_shape_table(main.history)
+    matters = {r["rung"]: _told(r["n_matters"], r["spread"]) for _, r in matched.iterrows()}
+    untold = [f"`{r}`" for r, v in matters.items() if v == "cannot tell"]
     focal = la.focal_table(main.final)
-    focal = _informative(main, focal) if not focal.empty else focal
-    helps = focal.groupby(["rung", "set", "gamma"])["mean"].mean() if not focal.empty else None
     lines = [
-        "- The large-N regime (F-GRPO Fig. 2's zone III, or a significant dip and recovery of M_ret) at γ = 0: "
-        "present on "
-        + (", ".join(label[True]) if label[True] else "**no rung**")
+        "- The large-N regime (F-GRPO Fig. 2's zone III, or a dip and recovery of M_ret resolved by the noise rule) "
+        "at γ = 0: present on "
+        + (", ".join(label["yes"]) if label["yes"] else "**no rung**")
         + "; absent on "
-        + (", ".join(label[False]) if label[False] else "none")
+        + (", ".join(label["**no**"]) if label["**no**"] else "none")
+        + unknown
         + ". Zone III itself (M_ret back at or above the threshold above a zone-II N): "
         + (", ".join(proper) if proper else "**on no rung**")
         + ".",
-        "- A significant dip and recovery of M_ret over N (F-GRPO Table 2's non-monotone shape, worst N strictly "
-        "inside the sweep): " + (", ".join(dips) if dips else "**on no rung**") + ".",
+        "- A dip and recovery of M_ret over N resolved by the noise rule (F-GRPO Table 2's non-monotone shape, worst "
+        "N strictly inside the sweep, the largest N higher): " + (", ".join(dips) if dips else "**on no rung**") + ".",
         "- Ingredients that change whether the large-N regime appears: "
         + ("; ".join(changes) if changes else "**none** of those tested")
         + (". Ingredients that reverse the direction of M_ret in N: " + "; ".join(trends) if trends else "")
         + ".",
         "- At matched Q_pos (one retention/accuracy frontier per N, figure `frontier.png`), N changes the retained "
-        "mass beyond the seed spread on "
-        + (", ".join(f"`{r}`" for r, v in matters.items() if v) or "**no rung**")
-        + "; every N lies on one frontier on "
-        + (", ".join(f"`{r}`" for r, v in matters.items() if not v) or "**no rung**")
+        "mass beyond noise (best N against worst N, the noise rule) on "
+        + (", ".join(f"`{r}`" for r, v in matters.items() if v == "yes") or "**no rung**")
+        + "; no difference is resolved (consistent with one frontier) on "
+        + (", ".join(f"`{r}`" for r, v in matters.items() if v == "**no**") or "**no rung**")
+        + (f"; too few seeds to tell on {', '.join(untold)}" if untold else "")
         + ". Where every N shares one frontier, a larger N only travels further along it in the same number of "
         "steps, so at equal steps M_ret falls with N.",
     ]
-    if helps is not None:
-        positive = int((helps > 0).sum())
-        se = _two_se(focal, main)
-        keys = ["rung", "set", "gamma"]
-        most = (focal.assign(up=focal["mean"] > se).groupby(keys)["up"].mean() > 0.5).sum()
-        down = focal[focal["mean"] < -se].drop_duplicates(keys)
+    if not focal.empty:
+        family, keys = _family(focal), ["rung", "set", "gamma"]
+        focal = _informative(main, focal)
+        helps = focal.groupby(keys)["mean"].mean()
+        most = (focal.assign(up=focal["outcome"] == Outcome.HIGHER).groupby(keys)["up"].mean() > 0.5).sum()
+        down = focal[focal["outcome"] == Outcome.LOWER].drop_duplicates(keys)
         where = ", ".join(f"`{r.rung}` ({_where(r.set)}, γ = {r.gamma:g})" for r in down.itertuples())
         lines.append(
-            f"- The focal weight raises mean M_ret over N on {positive} of {len(helps)} rung × prompts × γ cells, "
-            f"beyond 2 se at most N on {int(most)} of them (F-GRPO: γ = 1 lifts M_ret, mostly in zone II); it lowers "
-            "M_ret beyond 2 se at some N on " + (f"{len(down)}: {where}" if len(down) else "none") + ". Under SGD it "
-            "also shrinks the step (g ≤ 1 multiplies the gradient), under Adam much less (Adam divides the scale "
-            "out), so SGD rows mix the two effects."
+            f"- The focal weight raises mean M_ret over N on {int((helps > 0).sum())} of {len(helps)} rung × prompts "
+            f"× γ cells, resolved higher (paired t, Holm over the focal table's {family} cells, δ = "
+            f"{practical_threshold('retained_mass'):g}) at most N on {int(most)} of them (F-GRPO: γ = 1 lifts M_ret, "
+            "mostly in zone II); it lowers M_ret, resolved the same way, at some N on "
+            + (f"{len(down)}: {where}" if len(down) else "none")
+            + ". Under SGD it also shrinks the step (g ≤ 1 multiplies the gradient), under Adam much less (Adam "
+            "divides the scale out), so SGD rows mix the two effects."
         )
     return "\n".join(lines)

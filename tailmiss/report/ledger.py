@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from tailmiss.results.claims.rule import Verdict, rule_text
+
 __all__ = [
     "LEDGER_HEADING",
     "CATALOGUE",
@@ -53,6 +55,10 @@ class Claim:
 
 
 _7B = "a 7B model's math and OOD benchmark scores; this project trains a 0.1M-parameter transformer on CPUs"
+_OOD = (
+    "the miniature trains and evaluates on one task; it has no out-of-domain benchmark to score (the paper's are "
+    "GPQA-Diamond, IFEval and SynLogic)"
+)
 CATALOGUE: tuple[Claim, ...] = (
     Claim(
         "lemma31",
@@ -62,18 +68,18 @@ CATALOGUE: tuple[Claim, ...] = (
         THEORY,
     ),
     Claim("fig1a", "F-GRPO Fig. 1(a)", "Lemma 3.1 is 0 at N = 1, rises, then falls (μ = 0.3)", THEORY),
-    Claim("fig3", "F-GRPO Fig. 3", "a smaller ρ moves the tail-miss peak right and up", THEORY),
+    Claim("fig3", "F-GRPO Fig. 3 (v1 Fig. 2)", "a smaller ρ moves the tail-miss peak right and up", THEORY),
     Claim("fig5", "F-GRPO Fig. 5", "the tail miss is below 1e-3 at N = 2^17 for a non-anchor action", THEORY),
     Claim("prop32", "F-GRPO Prop. 3.2", "the unsampled correct mass falls (ΔQ_u,pos < 0) while ΔQ_pos > 0", THEORY),
     Claim(
         "lemmaH1",
-        "F-GRPO Lemma H.1 / Cor. H.2",
+        "F-GRPO Lemma H.1 / Cor. H.2 (v1 B.1 / B.2)",
         "E[S_R | X = k] is non-decreasing in the number k of correct draws when R_c > R_w and R_w ≤ 0",
         THEORY,
     ),
     Claim(
         "fig4",
-        "F-GRPO Fig. 4",
+        "F-GRPO Fig. 4 (v1 Fig. 3)",
         "the focal weight shrinks high-success groups' updates; |A−| is unbounded at γ = 0",
         THEORY,
     ),
@@ -85,13 +91,13 @@ CATALOGUE: tuple[Claim, ...] = (
         THEORY,
     ),
     Claim("cor3", "BroRL Cor. 3", "the unsampled coupling shrinks with N; large N makes ΔQ_pos ≥ 0", THEORY),
-    Claim("fig2-rises", "F-GRPO Fig. 2", "Q_pos rises for every N", SIM),
-    Claim("fig2-nonmono", "F-GRPO Fig. 2", "M_ret is non-monotone in N, lowest at intermediate N", SIM),
-    Claim("fig2-lift", "F-GRPO Fig. 2", "γ = 1 lifts M_ret, mostly in zone II", SIM),
-    Claim("fig2-alone", "F-GRPO Fig. 2", "N = 131,072 alone keeps M_ret ≈ 1 throughout", SIM),
+    Claim("fig2-rises", "F-GRPO Fig. 2 (v1 Fig. 4)", "Q_pos rises for every N", SIM),
+    Claim("fig2-nonmono", "F-GRPO Fig. 2 (v1 Fig. 4)", "M_ret is non-monotone in N, lowest at intermediate N", SIM),
+    Claim("fig2-lift", "F-GRPO Fig. 2 (v1 Fig. 4)", "γ = 1 lifts M_ret, mostly in zone II", SIM),
+    Claim("fig2-alone", "F-GRPO Fig. 2 (v1 Fig. 4)", "N = 131,072 alone keeps M_ret ≈ 1 throughout", SIM),
     Claim(
         "fig2-zones",
-        "F-GRPO §J",
+        "F-GRPO §5.1 (caveat)",
         "the zone boundaries depend on the initial distribution and are not LLM predictions",
         LLM,
     ),
@@ -102,7 +108,14 @@ CATALOGUE: tuple[Claim, ...] = (
     Claim("brorl-improved", "BroRL Fig. 3", "larger N improves more correct actions", SIM),
     Claim("t1-pass256", "F-GRPO Table 1", "the focal weight raises pass@256 for every method", LLM),
     Claim("t1-pass1", "F-GRPO Table 1", "the focal weight keeps pass@1 (9/9 pairs)", LLM),
-    Claim("t1-dapo", "F-GRPO Table 1", "DAPO differs from GRPO", LLM),
+    Claim(
+        "t1-ood",
+        "F-GRPO Table 1",
+        "out of domain (GPQA-Diamond, IFEval, SynLogic) the focal weight improves pass@1 in 7 of 9 pairs (mean +1.5) "
+        "and pass@256 by +4.1 on average",
+        LLM,
+        _OOD,
+    ),
     Claim("t1-values", "F-GRPO Table 1", "the per-model cells (Qwen2.5-7B, Qwen3-4B-Base, Llama-3.2-3B)", LLM, _7B),
     Claim("t2-pass1", "F-GRPO Table 2", "pass@1 rises with N", LLM),
     Claim(
@@ -113,6 +126,13 @@ CATALOGUE: tuple[Claim, ...] = (
         "F-GRPO Table 2",
         "F-GRPO at N = 8 reaches GRPO N = 32's pass@256 with a quarter of the rollouts",
         LLM,
+    ),
+    Claim(
+        "t2-ood",
+        "F-GRPO Table 2",
+        "out of domain, GRPO pass@256 is worst near N = 8-16, and F-GRPO N = 8 reaches GRPO N = 32 (63.3 vs 61.7)",
+        LLM,
+        _OOD,
     ),
     Claim("t2-dnll", "F-GRPO Table 2", "ΔNLL_rare is ordered N = 2 < N = 32 < N = 8", LLM),
     Claim(
@@ -151,7 +171,7 @@ CATALOGUE: tuple[Claim, ...] = (
         "row)",
     ),
     Claim("t67-usual", "F-GRPO Tables 6-7", "γ = 0.5 is the usual choice (best pass@1 among 0.5, 1, 2)", CONTROLS),
-    Claim("t67-two", "F-GRPO §7.1", "γ = 2 sometimes adds pass@256 but more often costs pass@1", CONTROLS),
+    Claim("t67-two", "F-GRPO App. L.3", "γ = 2 sometimes adds pass@256 but more often costs pass@1", CONTROLS),
     Claim(
         "t811",
         "F-GRPO Tables 8-11",
@@ -164,27 +184,29 @@ CATALOGUE: tuple[Claim, ...] = (
 )
 """Every claim, in the order of the report's sections."""
 
-_WORDS = {True: "reproduced", False: "refuted", None: "not resolved", "partly": "partly"}
 _records: list | None = None
 _section = ""
 
 
 def verdict_word(verdict) -> str:
-    """The ledger's word for a section's verdict: ``True`` reproduced, ``False`` refuted, ``None`` not resolved,
-    ``"partly"`` partly."""
-    return _WORDS[verdict]
+    """The ledger's word for a :class:`~tailmiss.results.claims.rule.Verdict` (``True`` reproduced, ``False``
+    refuted, ``None`` not resolved are read as the same verdicts)."""
+    return Verdict.of(verdict).value
 
 
-def record(key: str, ours: str, verdict) -> None:
-    """Give the ledger the verdict on claim ``key`` (``True`` / ``False`` / ``None`` / ``"partly"``) and its number.
+def record(key: str, ours: str, verdict: Verdict) -> None:
+    """Give the ledger the :class:`~tailmiss.results.claims.rule.Verdict` on claim ``key`` and its number.
 
-    Nothing happens outside :func:`collecting` (a section written on its own).
+    Nothing happens outside :func:`collecting` (a section written on its own). ``TypeError`` for anything but a
+    :class:`Verdict`: a claim's verdict comes from a rule, never from a literal word.
     """
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"the verdict on {key!r} must be a Verdict, got {verdict!r}")
     if _records is None:
         return
     if key not in {c.key for c in CATALOGUE}:
         raise ValueError(f"unknown ledger claim {key!r}")
-    _records.append((key, ours, _WORDS[verdict], _section))
+    _records.append((key, ours, verdict.value, _section))
 
 
 @contextlib.contextmanager
@@ -303,11 +325,16 @@ def ledger_section(rows: list, deferred: dict | None = None) -> str:
     counts = {w: sum(1 for r in out if r[3].strip("*").startswith(w)) for w in _COUNTED}
     summary = ", ".join(f"{n} {w}" for w, n in counts.items() if n)
     return (
-        f"{LEDGER_HEADING}\n\nEvery claim of F-GRPO (arXiv 2602.06717 v2) and of BroRL §4.1 (arXiv 2510.01180), one "
-        "row each ("
+        f"{LEDGER_HEADING}\n\nEvery claim of F-GRPO (arXiv 2602.06717 v2; numbers follow v2, with v1's figure and "
+        "lemma numbers in brackets where they differ) and of BroRL §4.1 (arXiv 2510.01180), one row each ("
         + summary
-        + "). *Reproduced* / *refuted* / *partly* come from the rule that the section named prints beside its "
-        "numbers; *not resolved* means that rule cannot tell (one seed, a tie, a vacuous comparison).\n\n"
+        + "). Every verdict comes from the one noise rule below, applied by the section named, over seeds: "
+        "*reproduced* (every part of the sentence goes its way), ***refuted*** (a part goes the other way beyond "
+        "noise and δ), *partly* (some parts hold, the rest are ties), *not resolved* (ties), *cannot tell* (too few "
+        "seeds, or a comparison with a copy of another run), *caveat* (a caution of the paper's, shown beside our "
+        "numbers, not a prediction to reproduce), *not testable* (with the reason).\n\n"
+        + rule_text()
+        + "\n\n"
         + table(["source", "the paper's claim", "ours", "verdict", "section"], out)
         + "\n"
     )
@@ -318,6 +345,8 @@ _COUNTED = (
     "refuted",
     "partly",
     "not resolved",
+    "cannot tell",
+    "caveat",
     "not testable",
     "not in this report",
     "not judged",

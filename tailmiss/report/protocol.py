@@ -13,14 +13,17 @@ from tailmiss.report.text import table
 from tailmiss.results import Context, protocol_data
 from tailmiss.results.claims import noise as nc
 from tailmiss.results.claims import protocol as pc
+from tailmiss.results.claims import rule
+from tailmiss.results.claims.rule import Verdict, compare
 
 __all__ = ["PROTOCOL_HEADING", "protocol_section", "protocol_text"]
 
 PROTOCOL_HEADING = "## The paper's protocol: does Table 2's dip appear, and could one seed show it?"
 
 
-def _word(flag) -> str:
-    return "cannot tell" if flag is None else ("yes" if flag else "**no**")
+def _verdict(v) -> str:
+    """A verdict as the ledger writes it (refuted in bold)."""
+    return f"**{v}**" if v == Verdict.REFUTED else str(v)
 
 
 def _ms(mean: float, sd: float, digits: int = 3) -> str:
@@ -31,6 +34,15 @@ def _grpo(t):
     return t[(t["method"] == "grpo") & (t["gamma"] == 0)].sort_values("group_size")
 
 
+def _n(label: str) -> str:
+    return label.removeprefix("GRPO ")
+
+
+def _vs(d) -> str:
+    """``a − b: number (test, df, p)``."""
+    return f"{_n(d.a)} − {_n(d.b)} {d.describe()}"
+
+
 def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
     rows = []
     for rung in pc.RUNGS:
@@ -38,7 +50,8 @@ def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
         g = _grpo(t).set_index("group_size")
         curve = ", ".join(_ms(g.loc[n, "pass256"], g.loc[n, "pass256_sd"]) for n in g.index)
         dnll = ", ".join(_ms(g.loc[n, "dnll"], g.loc[n, "dnll_sd"], 2) for n in (2, 8, 32) if n in g.index)
-        reach = ", ".join(f"γ={gm:g}: {m:+.3f} ({_word(v.focal_reach[gm])})" for gm, m in v.focal_margin.items())
+        gaps = "; ".join(_vs(d) for d, _ in v.dnll.parts)
+        reach = "; ".join(f"γ={gm:g}: {s.parts[0][0].describe()}: {_verdict(s.verdict)}" for gm, s in v.reach.items())
         rows.append(
             [
                 f"`{rung.name}`",
@@ -46,13 +59,20 @@ def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
                 str(int(g["seeds"].min())),
                 curve,
                 str(v.pass256_shape.worst_n),
-                _word(v.dip),
+                _verdict(v.dip),
+                f"{_vs(v.recovery)}",
                 dnll,
-                _word(v.dnll_order),
+                _verdict(v.dnll_order),
+                gaps,
                 reach or "—",
             ]
         )
     return rows
+
+
+def _best_lines(claims: pc.ProtocolClaims) -> list[str]:
+    """(a)'s first part per rung: the smallest N against each other N, one Holm family."""
+    return [f"- `{rung.name}`: " + "; ".join(_vs(d) for d in claims.verdicts[rung.name].best) for rung in pc.RUNGS]
 
 
 def _paper_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
@@ -104,24 +124,58 @@ def _single_rows(noise: nc.NoiseClaims) -> list[list[str]]:
 
 def _focal_and_selection(claims: pc.ProtocolClaims) -> list[str]:
     """Two readings of the paper-protocol table: F-GRPO against GRPO at the same N, and what selection chose."""
-    t = claims.tables["selection"].set_index("label")
+    chosen = claims.chosen["selection"]
     out = []
-    if "GRPO N=8" in t.index:
-        g = t.loc["GRPO N=8"]
-        for label, r in t[(t["gamma"] > 0) & (t["group_size"] == 8)].iterrows():
+    if "GRPO N=8" in set(chosen["label"]):
+        focal = chosen[(chosen["gamma"] > 0) & (chosen["group_size"] == 8)]
+        for label in dict.fromkeys(focal["label"]):
             parts = []
             for metric, name in (("pass256", "pass@256"), ("pass1", "pass@1")):
-                diff = r[metric] - g[metric]
-                tie = 2 * np.hypot(np.nan_to_num(r[f"{metric}_sd"]), np.nan_to_num(g[f"{metric}_sd"]))
-                word = "tie" if abs(diff) <= tie else ("higher" if diff > 0 else "lower")
-                parts.append(f"{name} {diff:+.3f} ({word}; twice the combined sd {tie:.3f})")
+                d = compare(chosen, label, "GRPO N=8", metric)
+                parts.append(f"{name} {d.describe()}: {d.outcome}")
             out.append(f"{label} against GRPO N=8 on the paper's protocol: " + ", ".join(parts) + ".")
-    chosen, last = claims.chosen["selection"], claims.chosen["epochs"]
+    last = claims.chosen["epochs"]
     same = (chosen["step"].to_numpy() == last["step"].to_numpy()).mean() if len(chosen) == len(last) else np.nan
     if np.isfinite(same):
         why = ": held-out pass@1 still rises at the end of these runs, so selection changes nothing here"
         out.append(f"Checkpoint selection chose the last epoch in {same:.0%} of the runs{why if same == 1 else ''}.")
     return out
+
+
+def _appq_sentence(claims: pc.ProtocolClaims) -> str:
+    """App. Q's verdict from the same-config rate against the test's own size."""
+    q, same = claims.appq, claims.noise.same_config
+    calls = " and ".join(
+        f"{r['significant']:.0%} of {r['pairs']} on the {r['benchmark']}-prompt set" for _, r in same.iterrows()
+    )
+    head = f"The App. Q test calls same-config, different-seed pairs significant at α = 0.05 in {calls}"
+    if not q.diffs:
+        return f"{head}; App. Q's use of the test is not resolved here: {q.reason}."
+    beside = " and ".join(f"{d.rate_b:.1%} of {d.n_b} tests ({b} prompts)" for b, d in q.diffs.items())
+    head += f", against its own size {beside} under its null (two independent answer draws from the same masses)"
+    if q.verdict == Verdict.REFUTED:
+        return (
+            f"{head}: {q.reason}. It accounts for sampling one checkpoint's answers, not for training another seed, "
+            "so a one-run comparison it calls significant is not evidence of a method difference (App. Q: **refuted**)."
+        )
+    return f"{head}: {q.reason} (App. Q: {q.verdict})."
+
+
+def _appq_table(claims: pc.ProtocolClaims) -> tuple[list[str], list[list[str]]]:
+    """App. Q's rows per benchmark: same-config rate, and where measured the test's own size and the difference."""
+    same, q = claims.noise.same_config, claims.appq
+    head = ["benchmark prompts", "same-config pairs", "called significant"]
+    if q.diffs:
+        head += ["test's own size (tests)", "seed contribution [95 % interval] (test)", "outcome"]
+    head += ["form"] if "form" in same else []
+    rows = []
+    for _, r in same.iterrows():
+        row = [str(r["benchmark"]), str(r["pairs"]), f"{r['significant']:.1%}"]
+        d = q.diffs.get(str(r["benchmark"]))
+        if q.diffs:
+            row += [f"{d.rate_b:.1%} ({d.n_b})", d.describe(), str(d.outcome)] if d else ["—", "—", "—"]
+        rows.append(row + ([str(r["form"])] if "form" in same else []))
+    return head, rows
 
 
 def _conclusion(claims: pc.ProtocolClaims) -> str:
@@ -133,11 +187,11 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
     lines = [
         "**What this miniature can and cannot say about Table 2.** "
         + (
-            "Under the paper's protocol the seed-mean pass@256 of GRPO dips at an interior N and recovers at N = 32 "
-            "beyond the seed noise, as in Table 2."
-            if v.dip
-            else f"Under the paper's protocol the seed-mean pass@256 of GRPO shows no interior minimum that recovers "
-            f"beyond the seed noise (worst N = {v.pass256_shape.worst_n}); the dip of Table 2 is not reproduced here."
+            "Under the paper's protocol GRPO's pass@256 is best at N = 2, dips at an interior N and recovers at N = 32 "
+            f"beyond the seed noise (recovery {_vs(v.recovery)}), as in Table 2."
+            if v.dip == Verdict.REPRODUCED
+            else f"Under the paper's protocol Table 2's dip is {_verdict(v.dip)} (worst N = "
+            f"{v.pass256_shape.worst_n}; {_vs(v.recovery)})."
         )
     ]
     if worst_p is not None:
@@ -157,14 +211,7 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
             + (", where the seed-mean curve has none." if best_int["monotone"] else ".")
         )
     if len(same):
-        calls = " and ".join(
-            f"{r['significant']:.0%} of {r['pairs']} on the {r['benchmark']}-prompt set" for _, r in same.iterrows()
-        )
-        lines.append(
-            f"The App. Q test calls same-config, different-seed pairs significant at α = 0.05 in {calls}: it "
-            "accounts for sampling one checkpoint's answers, not for training another seed, so it does not guard a "
-            "one-run-per-N comparison against seed noise."
-        )
+        lines.append(_appq_sentence(claims))
     need = " and ".join(
         f"about {v} (per-problem spread of the {k}-prompt set)" for k, v in noise.problems_needed.items() if v
     )
@@ -184,26 +231,47 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
 
 
 def _record(claims: pc.ProtocolClaims) -> None:
-    """Table 2's dip under the paper's protocol and App. Q's test, for the claims ledger."""
+    """Table 2's dip and F-GRPO's reach under the paper's protocol, and App. Q's test, for the claims ledger: each
+    verdict from the rule and the numbers the section prints (this section's reach replaces the small-transformer
+    section's, written before it)."""
     v = claims.verdicts["selection"]
     g = _grpo(claims.tables["selection"])
     curve = ", ".join(f"{int(n)}: {p:.3f}" for n, p in zip(g["group_size"], g["pass256"]))
-    ledger.record("t2-protocol", f"GRPO pass@256 by N {curve} (worst N = {v.pass256_shape.worst_n})", bool(v.dip))
-    same = claims.noise.same_config
-    if len(same):
-        calls = ", ".join(f"{r['significant']:.0%} of {r['pairs']}" for _, r in same.iterrows())
+    seeds = f"{int(g['seeds'].min())} seeds, paired"
+    ledger.record(
+        "t2-protocol",
+        f"paper's protocol, GRPO pass@256 by N {curve} (worst N = {v.pass256_shape.worst_n}); recovery "
+        f"{_vs(v.recovery)}; {seeds}",
+        v.dip,
+    )
+    if v.reach:
+        gamma = 0.5 if 0.5 in v.reach else min(v.reach)
+        s = v.reach[gamma]
+        d = s.parts[0][0]
         ledger.record(
-            "appQ",
-            f"same config, different seeds called significant in {calls} pairs: the test covers sampling answers, "
-            "not training another seed",
-            "partly",
+            "t2-reach",
+            f"paper's protocol, pass@256 F-GRPO γ = {gamma:g} N = 8 − GRPO N = 32 {d.describe()}, {d.seeds} seeds"
+            + (" (N = 32 is GRPO's worst: vacuous)" if v.pass256_shape.worst_n == 32 else ""),
+            s.verdict,
         )
+    q, same = claims.appq, claims.noise.same_config
+    if q.diffs:
+        rates = "; ".join(
+            f"{b} prompts: {d.rate_a:.1%} of {d.n_a} vs {d.rate_b:.1%}, {d.describe()}" for b, d in q.diffs.items()
+        )
+        ours = f"same-config pairs called significant vs the test's own size: {rates}"
+    else:
+        calls = ", ".join(
+            f"{r['significant']:.0%} of {r['pairs']} ({r['benchmark']} prompts)" for _, r in same.iterrows()
+        )
+        ours = f"same-config pairs called significant: {calls or '—'}"
+    ledger.record("appQ", f"{ours} ({q.reason})", q.verdict)
 
 
 def protocol_text(claims: pc.ProtocolClaims) -> str:
     """The section's body from computed claims."""
     _record(claims)
-    names, same = claims.names, claims.noise.same_config
+    names = claims.names
     seeds_paper = int(claims.tables["selection"]["seeds"].max())
     parts = [
         PROTOCOL_HEADING,
@@ -215,11 +283,15 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
         "(the path today → difficulty → epochs → selection ends at the paper's protocol); every rung has the same "
         "budget and scores the same held-out prompts (exact correct masses). Presets: "
         + ", ".join(f"`{names[r]}`" for r in dict.fromkeys(rung.sweep for rung in pc.RUNGS))
-        + ". Rules: (a) GRPO's worst pass@256 lies strictly inside N = 2 … 32 and N = 32 exceeds it by more than "
-        "0.05 and twice the two points' combined seed sd; (b) ΔNLL_rare N=2 < N=32 < N=8 with each gap beyond twice "
-        'the combined seed sd ("cannot tell" when a gap is within it); (c) F-GRPO N = 8 is not below GRPO N = 32 '
-        'by more than twice the combined sd, judged only when N = 32 is not GRPO\'s worst N (else "cannot tell": '
-        "the comparison is vacuous); with one seed (b) and (c) cannot tell.",
+        + ". Each comparison below is judged by the report's noise rule, paired by seed (every N of a rung shares "
+        f"the seeds and the SFT model; δ: pass@256 {rule.practical_threshold('pass256'):g}, ΔNLL_rare "
+        f"{rule.practical_threshold('dnll'):g}), and printed a − b with its test. (a) pass@256 best at N = 2 (N = 2 "
+        "not lower than any other N, one Holm family), its seed-mean worst N strictly inside, and N = 32 higher than "
+        "that worst N; (b) ΔNLL_rare N=2 < N=32 < N=8: N = 32 − N = 2 and N = 8 − N = 32 both higher (one Holm "
+        "family); (c) F-GRPO N = 8 not lower than GRPO N = 32 on pass@256 (a resolved lower refutes it; where N = 32 "
+        "is GRPO's worst N a reach is vacuous: not resolved). Each sentence is *reproduced* when every part goes its "
+        "way, *refuted* when one goes the other way beyond noise and δ, *partly* / *not resolved* on ties, *cannot "
+        "tell* with fewer than three seeds.",
         "",
         "### The protocol ladder (figure `protocol.png`)",
         "",
@@ -230,13 +302,19 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
                 "seeds",
                 "GRPO pass@256 by N = " + ", ".join(map(str, _ns(claims.noise))),
                 "worst N",
-                "(a) dip + recovery",
+                "(a) dip",
+                "(a) recovery",
                 "ΔNLL_rare N = 2, 8, 32",
                 "(b) order",
+                "(b) gaps",
                 "(c) F-GRPO N=8 − GRPO N=32",
             ],
             _ladder_rows(claims),
         ),
+        "",
+        "(a)'s first part, N = 2 against each other N on pass@256 (one Holm family per rung):",
+        "",
+        *_best_lines(claims),
         "",
         "What each ingredient does to each property (creates / removes / none, against the named rung):",
         "",
@@ -258,7 +336,7 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
         "",
         f"GRPO's selected checkpoints on the paper-protocol rung, pass@256 scored exactly (`exact-P`) and the paper's "
         f"way (`sampled-P`: {claims.noise.n_samples} answers per prompt drawn from the checkpoint's exact correct "
-        "masses, the unbiased estimator; P prompts). Seed mean ± sd by N = 2, 4, 8, 16, 32:",
+        "masses, the unbiased estimator of F-GRPO App. L.3/L.4; P prompts). Seed mean ± sd by N = 2, 4, 8, 16, 32:",
         "",
         table(["scoring", "N=2", "N=4", "N=8", "N=16", "N=32"], _noise_rows(claims.noise)),
         "",
@@ -279,12 +357,15 @@ def protocol_text(claims: pc.ProtocolClaims) -> str:
         "",
         "App. Q (`tailmiss.analytic.significance.paired_subsampling_test`, m = 256 of "
         f"n = {claims.noise.n_samples}, two-sided α = 0.05, {claims.noise.iterations:,} subsamples per pair) on pairs "
-        "of seeds of one GRPO config:",
+        "of seeds of one GRPO config, beside the test's own size (the share of tests it calls significant under its "
+        "null: two independent answer draws from the same masses); their difference is what training another seed "
+        "adds (Fisher's exact test, α = 0.05, one Holm family over the benchmarks, δ "
+        f"{rule.practical_threshold('share'):g}: `tailmiss.results.claims.protocol.rate_difference`). App. Q's use of "
+        "the test (a one-run comparison it calls significant is evidence of a method difference) is refuted when the "
+        "same-config rate is higher on some benchmark, reproduced when no benchmark's is and every interval's upper "
+        "end is below δ (enough pairs to rule out a seed excess of δ), not resolved otherwise:",
         "",
-        table(
-            ["benchmark prompts", "same-config pairs", "called significant"],
-            [[r["benchmark"], str(r["pairs"]), f"{r['significant']:.1%}"] for _, r in same.iterrows()],
-        ),
+        table(*_appq_table(claims)),
         "",
         _conclusion(claims),
         "",

@@ -7,26 +7,42 @@ from tailmiss.report import ledger
 from tailmiss.report.text import table, yes
 from tailmiss.results import Context, simulated_means
 from tailmiss.results.claims import Fig2Claims, brorl_claims, fig2_claims
-from tailmiss.results.claims.sim import KEEPS, VANISHED
+from tailmiss.results.claims.rule import Verdict
+from tailmiss.results.claims.sim import KEEPS, VANISHED, brorl_verdicts, fig2_verdicts
 
 __all__ = ["simulation_section"]
 
 
-def _fig2_rows(label: str, c: Fig2Claims) -> list[list[str]]:
+def _word(verdict) -> str:
+    word = str(verdict)
+    return f"**{word}**" if word == "refuted" else word
+
+
+def _rule(v: dict, key: str) -> str:
+    """`` → verdict`` of claim ``key`` by the noise rule over seeds (its parts' outcomes in brackets)."""
+    if key not in v:
+        return " → cannot tell (no γ = 1 runs or no zone II)"
+    s = v[key]
+    outcomes = ", ".join(str(d.outcome) for d, _ in s.parts)
+    return f" → by the noise rule over seeds ({outcomes}): {_word(s.verdict)}"
+
+
+def _fig2_rows(label: str, c: Fig2Claims, v: dict) -> list[list[str]]:
     zone = "none" if c.zone is None else f"N ∈ ({c.zone[0]:.0f}, {c.zone[1]:.0f})"
     return [
-        [label, "Q_pos rises for every N", f"final > initial for every (N, γ): {yes(c.rises)}"],
+        [label, "Q_pos rises for every N", "final against initial Q_pos, every (N, γ)" + _rule(v, "fig2-rises")],
         [
             label,
             "M_ret is non-monotone in N, lowest at intermediate N",
             f"min M_ret = {c.min_mret:.3f} at N = {c.argmin}; ends {c.ends[0]:.3f} / {c.ends[1]:.3f}; "
-            f"zone II (γ=0 M_ret < {ZONE_THRESHOLD:g}): {zone}; non-monotone: {yes(c.nonmonotone)}",
+            f"zone II (γ=0 M_ret < {ZONE_THRESHOLD:g}): {zone}; both ends against the minimum"
+            + _rule(v, "fig2-nonmono"),
         ],
         [
             label,
             "γ = 1 lifts M_ret, mostly in zone II",
-            f"mean ΔM_ret (γ=1 − γ=0): {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside (rule: positive "
-            f"inside and larger than outside): {yes(c.lifts_in_zone)}",
+            f"mean ΔM_ret (γ=1 − γ=0): {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside; the lift inside "
+            "against 0 and against the lift outside" + _rule(v, "fig2-lift"),
         ],
         [
             label,
@@ -57,8 +73,9 @@ def simulation_section(ctx: Context) -> str:
         "it does not); the literal reading contradicts it (Q_pos falls at small N and M_ret collapses even at the "
         "largest N), so its **no** cells are the finding, not a regression.\n"
     )
-    _record_fig2(c_log)
-    rows = _fig2_rows("Fig. 2, log-prob + Adam", c_log) + _fig2_rows("Fig. 2, prob + AdamW", c_prob)
+    v_log, v_prob = fig2_verdicts(fig2, c_log), fig2_verdicts(prob, c_prob)
+    _record_fig2((c_log, v_log), (c_prob, v_prob))
+    rows = _fig2_rows("Fig. 2, log-prob + Adam", c_log, v_log) + _fig2_rows("Fig. 2, prob + AdamW", c_prob, v_prob)
     parts.append(table(["setup", "paper", "ours"], rows) + "\n")
     final = c_log.final.pivot(index="group_size", columns="gamma", values=["q_pos", "retained_mass", "entropy"])
     table_rows = [
@@ -77,81 +94,106 @@ def simulation_section(ctx: Context) -> str:
 
     brorl = simulated_means("brorl-fig3", ctx)
     b = brorl_claims(brorl)
-    _record_brorl(b)
+    vb = brorl_verdicts(brorl)
+    _record_brorl(b, vb)
     brows = [
         [
             "BroRL Fig. 3",
             "larger N raises Q_pos faster",
             "ΔQ_pos by N "
             + ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(b.group_sizes, b.gains))
-            + f"; increasing in N: {yes(b.gains_increase)}"
-            + (f"; Q_pos *falls* at N = {', '.join(map(str, b.falls_at))}" if b.falls_at else ""),
+            + "; each N against the next smaller"
+            + _rule(vb, "brorl-faster"),
         ],
         [
             "BroRL §4.1",
             "small N is slow and noisy and sometimes regresses",
-            (
-                f"Q_pos ends below its start at N = {', '.join(map(str, b.falls_at))} of "
-                f"{', '.join(str(int(n)) for n in b.group_sizes)}: "
-                + ("regresses at every small N, not sometimes" if len(b.falls_at) > 1 else "yes")
-                if b.falls_at
-                else "Q_pos rises at every N: no regression"
-            ),
+            "end against start Q_pos at N ≤ 16 (“sometimes regresses”: one of them lower)" + _rule(vb, "brorl-regress"),
         ],
         [
             "BroRL §4.1",
             "gains are monotone but concave in N",
             "ΔQ_pos per doubling of N between neighbouring N: "
             + ", ".join(f"{x:+.4f}" for x in b.slopes)
-            + f" (rule: increasing gains, a gain per doubling that never grows): {yes(b.concave)}",
+            + "; increasing gains and a gain per doubling never above the one before"
+            + _rule(vb, "brorl-concave"),
         ],
         [
             "BroRL Fig. 3",
             "worst drops vanish at large N",
             "final worst drop by N "
             + ", ".join(f"{int(n)}: {w:.2e}" for n, w in zip(b.group_sizes, b.worst_drop))
-            + f" (rule: below {VANISHED:g} in size at the largest N and smaller than at the smallest): "
-            + yes(b.drops_vanish),
+            + f"; the largest N's against the smallest N's, and below {VANISHED:g} on every seed"
+            + _rule(vb, "brorl-drops"),
         ],
         [
             "BroRL Fig. 3",
             "larger N improves more correct actions",
             "final % improved "
             + ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in zip(b.group_sizes, b.improved))
-            + f"; rises with N: {yes(b.improved_increase)}",
+            + "; each N against the next smaller"
+            + _rule(vb, "brorl-improved"),
         ],
     ]
     parts.append(
-        f"BroRL preset `{brorl.preset}` (`tailmiss figures make brorl-fig3`):\n\n"
+        f"BroRL preset `{brorl.preset}`, {brorl.num_seeds} seeds (`tailmiss figures make brorl-fig3`):\n\n"
         + table(["figure", "paper", "ours"], brows)
         + "\n"
     )
     return "\n".join(parts)
 
 
-def _record_fig2(c: Fig2Claims) -> None:
-    """F-GRPO Fig. 2's verdicts for the claims ledger (the log-prob reading, the one that follows the paper)."""
-    ledger.record("fig2-rises", "final Q_pos above the start for every (N, γ)", c.rises)
-    ledger.record("fig2-nonmono", f"min M_ret {c.min_mret:.3f} at N = {c.argmin}; ends {c.ends[0]:.3f} / "
-                  f"{c.ends[1]:.3f}", c.nonmonotone)  # fmt: skip
-    ledger.record("fig2-lift", f"mean ΔM_ret {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside",
-                  c.lifts_in_zone)  # fmt: skip
-    keep = "partly" if c.largest_keeps and not c.alone else c.alone
-    ledger.record("fig2-alone", f"M_ret ≥ {KEEPS:g} at every step at N = {', '.join(map(str, c.keepers)) or 'none'}",
-                  keep)  # fmt: skip
+_READINGS = (
+    "log-prob surrogate + Adam, no weight decay (the reading that follows the figure)",
+    "literal probability surrogate + AdamW, weight decay 0.01",
+)
 
 
-def _record_brorl(b) -> None:
-    """BroRL Fig. 3's and §4.1's verdicts for the claims ledger."""
-    small = [int(n) for n in b.group_sizes if n <= 16]
-    falls = [n for n in b.falls_at if n in small]
+def _both(verdicts: list) -> Verdict:
+    """One row for two readings: their verdict when they agree, *partly* when they do not."""
+    return verdicts[0] if verdicts[0] == verdicts[1] else Verdict.PARTLY
+
+
+def _record_fig2(*readings) -> None:
+    """F-GRPO Fig. 2's verdicts for the claims ledger, under both readings of App. J (each named with its
+    assumptions): one verdict when they agree, *partly* when they do not."""
+    texts = {
+        "fig2-rises": lambda c: "final Q_pos against the start, every (N, γ)",
+        "fig2-nonmono": lambda c: (
+            f"min M_ret {c.min_mret:.3f} at N = {c.argmin}; ends {c.ends[0]:.3f} / {c.ends[1]:.3f}"
+        ),
+        "fig2-lift": lambda c: f"mean ΔM_ret {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside",
+    }
+    for key, text in texts.items():
+        words, verdicts = [], []
+        for name, (c, v) in zip(_READINGS, readings):
+            verdict = v[key].verdict if key in v else Verdict.CANNOT_TELL
+            verdicts.append(verdict)
+            words.append(f"{name}: {text(c)}, {verdict}")
+        ledger.record(key, "; ".join(words), _both(verdicts))
+    words, verdicts = [], []
+    for name, (c, _) in zip(_READINGS, readings):
+        verdict = Verdict.REPRODUCED if c.alone else Verdict.PARTLY if c.largest_keeps else Verdict.REFUTED
+        verdicts.append(verdict)
+        words.append(f"{name}: M_ret ≥ {KEEPS:g} at every step at N = {', '.join(map(str, c.keepers)) or 'none'}, "
+                     f"{verdict}")  # fmt: skip
+    ledger.record("fig2-alone", "; ".join(words), _both(verdicts))
+
+
+def _parts(s) -> str:
+    return ", ".join(f"{d.a} − {d.b} {d.mean:+.2g} ({d.outcome})" for d, _ in s.parts)
+
+
+def _record_brorl(b, v: dict) -> None:
+    """BroRL Fig. 3's and §4.1's verdicts for the claims ledger, each by the noise rule over the preset's seeds."""
+    seeds = f" ({v['brorl-faster'].parts[0][0].seeds} seeds)"
     gains = ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(b.group_sizes, b.gains))
-    ledger.record("brorl-faster", f"ΔQ_pos by N {gains}", b.gains_increase)
-    regress = (True if len(falls) < len(small) else "partly") if falls else False
-    ledger.record("brorl-regress", f"Q_pos falls at N = {', '.join(map(str, falls)) or 'none'} of the small N "
-                  f"{', '.join(map(str, small))}", regress)  # fmt: skip
-    ledger.record("brorl-concave", "gain per doubling " + ", ".join(f"{x:+.4f}" for x in b.slopes), b.concave)
-    ledger.record("brorl-drops", f"final worst drop at N = {int(b.group_sizes[-1])}: {b.worst_drop[-1]:.2e}",
-                  b.drops_vanish)  # fmt: skip
+    ledger.record("brorl-faster", f"ΔQ_pos by N {gains}{seeds}", v["brorl-faster"].verdict)
+    ledger.record("brorl-regress", "end − start Q_pos at N ≤ 16: " + _parts(v["brorl-regress"]),
+                  v["brorl-regress"].verdict)  # fmt: skip
+    ledger.record("brorl-concave", "gain per doubling " + ", ".join(f"{x:+.4f}" for x in b.slopes) + seeds,
+                  v["brorl-concave"].verdict)  # fmt: skip
+    ledger.record("brorl-drops", f"final worst drop at N = {int(b.group_sizes[-1])}: {b.worst_drop[-1]:.2e}{seeds}",
+                  v["brorl-drops"].verdict)  # fmt: skip
     ledger.record("brorl-improved", "% improved " + ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in
-                  zip(b.group_sizes, b.improved)), b.improved_increase)  # fmt: skip
+                  zip(b.group_sizes, b.improved)) + seeds, v["brorl-improved"].verdict)  # fmt: skip

@@ -43,13 +43,15 @@ __all__ = [
 STAMP_LINE = "*Made by*"
 """How the visible stamp line at the end of each ``## `` section starts."""
 
-# heading prefix -> (report module, LLM families, reads the simulation presets, the deferrable section it is)
+# heading prefix -> (report module(s), LLM families, reads the simulation presets, the deferrable section it is); a
+# folder stands for its modules. The ledger's verdicts come from every section's rules, so every claims module (and
+# the one noise rule) is in its stamp: a change to any verdict rule stales the ledger.
 _SECTIONS = {
     "## Theory": ("report/theory.py", (), False, None),
     "## Simulation": ("report/simulation.py", (), True, None),
     "## Small transformer": ("report/llm.py", families_of(TRANSFORMER_PARTS), False, None),
     LADDER_HEADING: ("report/ladder.py", SECTION_LLM["ladder"], False, "ladder"),
-    LEDGER_HEADING: ("report/ledger.py", (), False, None),
+    LEDGER_HEADING: (("report/ledger.py", "results/claims"), (), False, None),
     PROTOCOL_HEADING: ("report/protocol.py", SECTION_LLM["protocol"], False, "protocol"),
     CONTROLS_HEADING: ("report/controls.py", SECTION_LLM["controls"], False, "controls"),
 }
@@ -117,10 +119,14 @@ def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) ->
     prefix = next((p for p in _SECTIONS if heading.startswith(p)), None)
     if prefix is None:
         raise ValueError(f"no stamp rule for the section {heading!r}")
-    module, families, simulated, name = _SECTIONS[prefix]
+    modules, families, simulated, name = _SECTIONS[prefix]
     skip = set(families) if name in deferred else {f for d in deferred for f in _DEFERRED_PARTS.get(d, ())}
+    roots = []
+    for rel in (modules,) if isinstance(modules, str) else modules:
+        path = _package() / rel
+        roots += sorted(path.glob("*.py")) if path.is_dir() else [path]
     return {
-        **_code([_package() / module]),
+        **_code(roots),
         "presets": _presets([f for f in families if f not in skip], simulated, ctx),
         "made": _today(),
     }

@@ -47,12 +47,16 @@ class SimulatedMeans:
     final_step : int
         The last step (the preset's ``steps``).
     num_seeds : int
+    ends : DataFrame
+        Per seed: the rows at step 0 and at :attr:`final_step` (``group_size, gamma, seed, step`` and the
+        metrics), for comparisons over seeds by the report's noise rule.
     """
 
     preset: str
     means: pd.DataFrame
     final_step: int
     num_seeds: int
+    ends: pd.DataFrame | None = None
 
     @property
     def start(self) -> pd.DataFrame:
@@ -81,8 +85,14 @@ def simulated_means(preset_name: str, ctx: Context) -> SimulatedMeans:
     config = preset(quick_name(preset_name) if ctx.quick else preset_name)
     with phase("simulation", preset=config.name):
         result = run_cached(config, ctx.cache_dir, ctx.options)
+    history = result.history
+    ends = history[history["step"].isin([0, config.steps])].drop(columns=["run"]).reset_index(drop=True)
     return SimulatedMeans(
-        preset=config.name, means=result.seed_mean(), final_step=config.steps, num_seeds=len(config.seeds)
+        preset=config.name,
+        means=result.seed_mean(),
+        final_step=config.steps,
+        num_seeds=len(config.seeds),
+        ends=ends,
     )
 
 

@@ -39,7 +39,7 @@ _BRORL = SimConfig(
     advantage="mean",
     group_sizes=(4, 8, 16, 512, 51200),
     gammas=(0.0,),
-    seeds=(0,),
+    seeds=(0, 1, 2),
     steps=1000,
     log_every=10,
 )

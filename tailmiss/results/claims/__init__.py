@@ -19,11 +19,13 @@ ladder
 protocol
     F-GRPO Table 2 under its own protocol (Table 5), one ingredient per rung: checkpoint selection, verdicts on the
     dip, the ΔNLL_rare order and F-GRPO's reach.
-paired
-    Paired comparisons over seeds (a paired t-test) and verdicts on the paper's sentences built from them.
+rule
+    The one rule for "beyond noise" (paired t by seed, else Welch; Holm within a family; a practical threshold δ per
+    metric; identical runs are no evidence) and the one verdict vocabulary, used by every section and the ledger.
+gamma
+    F-GRPO Tables 6-7's γ sensitivity and Tables 12-14's pass@k curves on the paper's protocol.
 controls
-    F-GRPO Table 3's controls, Tables 6-7's γ sensitivity, Tables 12-14's pass@k curves and Fig. 1(b,c)'s
-    trade-off plane on the paper's protocol, each verdict from a paired test over seeds.
+    F-GRPO Table 3's controls and Fig. 1(b,c)'s trade-off plane on the paper's protocol.
 noise
     Could one seed show Table 2's dip? Seed spread of pass@256 scored exactly and the paper's way, single-seed
     probabilities, the App. Q test on same-config pairs.

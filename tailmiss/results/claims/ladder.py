@@ -1,5 +1,11 @@
 r"""The ladder's claims (:mod:`tailmiss.experiments.ladder`): N-shapes, matched-Q_pos retention, focal effects, one
 verdict per ingredient, the best simulator setting.
+
+Every "beyond noise" here is the report's one rule (:mod:`tailmiss.results.claims.rule`), judged once in this
+layer so the report only prints it: a focal cell helps when ``M_ret(γ) − M_ret(0)`` paired by seed is *higher*
+after Holm over the whole focal table (:func:`focal_table`); a curve recovers when its largest N against its worst
+N is resolved the good way (:func:`shape_table`); N matters at matched Q_pos when the best N against the worst N
+is resolved (:func:`matched_shape_table`).
 """
 
 from __future__ import annotations
@@ -12,43 +18,80 @@ import pandas as pd
 
 from tailmiss.analytic.regimes import n_shape, spearman, zone_agreement, zones
 from tailmiss.experiments.ladder import METRICS, LadderResult
+from tailmiss.results.claims.rule import Difference, Outcome, compare, compare_values, holm
 
 __all__ = [
     "IngredientVerdict",
     "BestSimulator",
     "shape_table",
+    "matched_runs",
     "matched_table",
+    "matched_shape_table",
     "focal_table",
     "has_large_n_regime",
     "ingredient_verdicts",
     "best_simulator",
 ]
 
+_RULE_METRIC = {"rare_hit_at_256": "rare hit@256"}
+"""Ladder columns whose δ (:data:`~tailmiss.results.claims.rule.THRESHOLDS`) the rule does not know by column name."""
 
-def _seed_stats(frame: pd.DataFrame, keys: list[str], metric: str) -> pd.DataFrame:
-    g = frame.groupby(keys)[metric]
-    return pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1).fillna(0.0), "seeds": g.size()}).reset_index()
+
+def _between(part: pd.DataFrame, metric: str, a: int, b: int, column: str | None = None) -> Difference:
+    """``metric`` at N = ``a`` minus at N = ``b`` from ``part``'s per-seed rows (columns ``group_size, seed`` and
+    ``column``, default ``metric``), by the rule: paired by seed when both N have the same seeds, else
+    :func:`~tailmiss.results.claims.rule.compare` (paired on the seeds they share, or Welch)."""
+    column = column or metric
+    name, labels = _RULE_METRIC.get(metric, metric), (f"N={a}", f"N={b}")
+    va, vb = (part[part["group_size"] == n].groupby("seed")[column].mean() for n in (a, b))
+    if set(va.index) == set(vb.index):
+        return compare_values(va.to_numpy(), vb.reindex(va.index).to_numpy(), name, paired=True, labels=labels)
+    rows = pd.concat(
+        [pd.DataFrame({"label": x, "seed": v.index, name: v.to_numpy()}) for x, v in zip(labels, (va, vb))]
+    )
+    return compare(rows, *labels, name)
+
+
+def _curve(part: pd.DataFrame, metric: str, lower_is_worse: bool = True, column: str | None = None) -> dict:
+    """One curve over N from per-seed rows: :func:`~tailmiss.analytic.regimes.n_shape` of the seed means, with
+    ``recovers`` judged by the rule (not ``n_shape``'s margin): the worst N lies strictly inside the sweep and the
+    largest N against it (``recovery``, a :class:`~tailmiss.results.claims.rule.Difference`; ``None`` when the
+    largest N is the worst) is *higher* (*lower* where higher is worse, ΔNLL_rare)."""
+    g = part.groupby("group_size")[column or metric]
+    stats = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1).fillna(0.0)}).sort_index()
+    ns = [int(n) for n in stats.index]
+    shape = n_shape(ns, stats["mean"], stats["sd"], lower_is_worse)
+    recovery = None if shape.worst_n == ns[-1] else _between(part, metric, ns[-1], shape.worst_n, column)
+    want = Outcome.HIGHER if lower_is_worse else Outcome.LOWER
+    recovers = bool(ns[0] < shape.worst_n < ns[-1] and recovery is not None and recovery.outcome == want)
+    return {
+        **dataclasses.asdict(shape),
+        "recovers": recovers,
+        "recovery": recovery,
+        "group_sizes": tuple(ns),
+        "means": tuple(float(m) for m in stats["mean"]),
+        "sds": tuple(float(sd) for sd in stats["sd"]),
+    }
 
 
 def shape_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
-    """The N-shape of ``metric`` per rung, set and γ (seed means): :func:`tailmiss.analytic.regimes.n_shape` plus zones.
+    """The N-shape of ``metric`` per rung, set and γ: :func:`tailmiss.analytic.regimes.n_shape` of the seed means,
+    recovery by the noise rule, and zones.
 
     Columns: ``rung, set, gamma``, the :class:`~tailmiss.analytic.regimes.NShape` fields ``spearman, worst_n,
-    worst, at_max_n, recovers``, the curve ``group_sizes, means, sds`` (tuples by N: seed mean and sd) and, for
-    M_ret only, ``zones`` (a tuple such as ``("I", "II", "III")``).
+    worst, at_max_n, recovers``, ``recovery`` (the largest N against the worst N on per-seed values, a
+    :class:`~tailmiss.results.claims.rule.Difference`, unadjusted; ``None`` when the largest N is the worst), the
+    curve ``group_sizes, means, sds`` (tuples by N: seed mean and sd) and, for M_ret only, ``zones`` (a tuple such
+    as ``("I", "II", "III")``). ``recovers`` overrides ``n_shape``'s (a margin of
+    :data:`~tailmiss.analytic.regimes.RECOVERY_MARGIN` and twice the seed sd): the worst N strictly inside the
+    sweep and ``recovery`` *higher* by the rule (*lower* for ΔNLL_rare, where higher is worse).
     """
     lower_is_worse = METRICS[metric][1]
-    stats = _seed_stats(final, ["rung", "set", "gamma", "group_size"], metric)
     rows = []
-    for (rung, where, gamma), part in stats.groupby(["rung", "set", "gamma"], sort=False):
-        part = part.sort_values("group_size")
-        shape = n_shape(part["group_size"], part["mean"], part["sd"], lower_is_worse)
-        row = {"rung": rung, "set": where, "gamma": gamma, **dataclasses.asdict(shape)}
+    for (rung, where, gamma), part in final.groupby(["rung", "set", "gamma"], sort=False):
+        row = {"rung": rung, "set": where, "gamma": gamma, **_curve(part, metric, lower_is_worse)}
         if metric == "retained_mass":
-            row["zones"] = tuple(zones(part["group_size"].to_numpy(), part["mean"].to_numpy()))
-        row["group_sizes"] = tuple(int(n) for n in part["group_size"])
-        row["means"] = tuple(float(m) for m in part["mean"])
-        row["sds"] = tuple(float(sd) for sd in part["sd"])
+            row["zones"] = tuple(zones(np.asarray(row["group_sizes"]), np.asarray(row["means"])))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -65,15 +108,14 @@ def _value_at(q: np.ndarray, m: np.ndarray, target: float) -> float:
     return float(m[i - 1] + w * (m[i] - m[i - 1]))
 
 
-def matched_table(history: pd.DataFrame, where: str = "pool", fraction: float = 0.5) -> pd.DataFrame:
-    r"""M_ret at matched :math:`Q_{pos}` per rung, γ and N: learning speed taken out of the comparison.
+def matched_runs(history: pd.DataFrame, where: str = "pool", fraction: float = 0.5) -> pd.DataFrame:
+    r"""M_ret at matched :math:`Q_{pos}` per run: learning speed taken out of the comparison.
 
     For each rung the target is its start plus ``fraction`` of the smallest
     gain :math:`Q_{pos}(T) - Q_{pos}(0)` over its γ = 0 cells (seed means), so
     every cell reaches it; each run's :math:`M_{ret}` is read where its
     :math:`Q_{pos}` first reaches the target. Columns: ``rung, gamma,
-    group_size, target, mean, sd`` (over seeds; runs that never reach it are
-    left out).
+    group_size, seed, target, m`` (runs that never reach it are left out).
     """
     h = history[history["set"] == where]
     rows = []
@@ -87,22 +129,66 @@ def matched_table(history: pd.DataFrame, where: str = "pool", fraction: float = 
             run = run.sort_values("step")
             value = _value_at(run["q_pos"].to_numpy(), run["retained_mass"].to_numpy(), target)
             rows.append({"rung": rung, "gamma": gamma, "group_size": n, "seed": seed, "target": target, "m": value})
-    frame = pd.DataFrame(rows).dropna(subset=["m"])
-    g = frame.groupby(["rung", "gamma", "group_size"])
+    return pd.DataFrame(rows).dropna(subset=["m"])
+
+
+def matched_table(history: pd.DataFrame, where: str = "pool", fraction: float = 0.5) -> pd.DataFrame:
+    """:func:`matched_runs` over seeds per rung, γ and N. Columns: ``rung, gamma, group_size, target, mean, sd``."""
+    g = matched_runs(history, where, fraction).groupby(["rung", "gamma", "group_size"])
     return g.agg(target=("target", "first"), mean=("m", "mean"), sd=("m", "std")).fillna(0.0).reset_index()
 
 
-def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
-    """The focal effect per rung, set, γ > 0 and N: mean and sd over seeds of ``metric(γ) − metric(0)`` (paired)."""
-    base = final[final["gamma"] == 0].set_index(["rung", "set", "group_size", "seed"])[metric]
+def matched_shape_table(
+    history: pd.DataFrame, where: str = "pool", fraction: float = 0.5, gamma: float = 0.0
+) -> pd.DataFrame:
+    """M_ret at matched Q_pos by N per rung at ``gamma`` (:func:`matched_runs`), judged by the noise rule.
+
+    Columns: ``rung, target``, the curve fields of :func:`shape_table` (``recovers`` and ``recovery`` by the rule),
+    ``best_n``, ``spread`` (M_ret at the best N against the worst N on per-seed values, paired by seed when both N
+    have the same runs, else :func:`~tailmiss.results.claims.rule.compare`; unadjusted; ``None`` with one N) and
+    ``n_matters`` (``spread`` resolved: N changes the retained mass beyond noise and δ).
+    """
+    runs = matched_runs(history, where, fraction)
     rows = []
+    for rung, part in runs[runs["gamma"] == gamma].groupby("rung", sort=False):
+        curve = _curve(part, "retained_mass", column="m")
+        best = curve["group_sizes"][int(np.argmax(curve["means"]))]
+        spread = None if best == curve["worst_n"] else _between(part, "retained_mass", best, curve["worst_n"], "m")
+        n_matters = bool(spread is not None and spread.outcome.resolved)
+        target = float(part["target"].iloc[0])
+        rows.append({"rung": rung, "target": target, **curve, "best_n": best, "spread": spread, "n_matters": n_matters})
+    return pd.DataFrame(rows)
+
+
+def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
+    """The focal effect per rung, set, γ > 0 and N: ``metric(γ) − metric(0)`` paired by seed, judged by the rule.
+
+    Every cell (rung × set × γ × N) is one paired t-test on its seeds (seeds − 1 df); the whole table is ONE Holm
+    family (:func:`~tailmiss.results.claims.rule.holm`; identical runs and cells under
+    :data:`~tailmiss.results.claims.rule.MIN_SEEDS` seeds are untested and out of it). The focal weight *helps* a
+    cell when its ``outcome`` is *higher*. Columns: ``rung, set, group_size, gamma, mean, sd`` (of the per-seed
+    differences; sd 0 with one seed), ``seeds, test, dof, p, p_adjusted, family, outcome`` and ``diff`` (the
+    :class:`~tailmiss.results.claims.rule.Difference`).
+    """
+    keys = ["rung", "set", "group_size", "seed"]
+    base = final[final["gamma"] == 0].groupby(keys)[metric].mean()
+    name = _RULE_METRIC.get(metric, metric)
+    cells, diffs = [], []
     for gamma in sorted(g for g in final["gamma"].unique() if g > 0):
-        cur = final[final["gamma"] == gamma].set_index(["rung", "set", "group_size", "seed"])[metric]
-        diff = (cur - base.reindex(cur.index)).rename("delta").reset_index()
-        g = diff.groupby(["rung", "set", "group_size"])["delta"]
-        stats = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1).fillna(0.0)}).reset_index()
-        rows.append(stats.assign(gamma=gamma))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+        cur = final[final["gamma"] == gamma].groupby(keys)[metric].mean()
+        both = pd.DataFrame({"a": cur, "b": base.reindex(cur.index)}).dropna().reset_index()
+        for (rung, where, n), cell in both.groupby(["rung", "set", "group_size"]):
+            labels = (f"{rung} {where} N={n} γ={gamma:g}", f"{rung} {where} N={n} γ=0")
+            diffs.append(compare_values(cell["a"], cell["b"], name, paired=True, labels=labels))
+            cells.append({"rung": rung, "set": where, "group_size": n, "gamma": gamma})
+    if not cells:
+        return pd.DataFrame()
+    fields = ("seeds", "test", "dof", "p", "p_adjusted", "family", "outcome")
+    rows = [
+        {**cell, "mean": d.mean, "sd": np.nan_to_num(d.sd), **{f: getattr(d, f) for f in fields}, "diff": d}
+        for cell, d in zip(cells, holm(diffs))
+    ]
+    return pd.DataFrame(rows)
 
 
 # ---- verdicts: which ingredient creates or removes the large-N regime ---------------------------------
@@ -110,10 +196,9 @@ def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFr
 
 def has_large_n_regime(row) -> bool:
     """The large-N regime on a curve (a :func:`shape_table` row): F-GRPO Fig. 2's zone III (M_ret at or above
-    :data:`~tailmiss.analytic.regimes.ZONE_THRESHOLD` at some N above a zone-II N), or a significant dip and
-    recovery of M_ret (worst N strictly inside the sweep, the largest N above it by more than
-    :data:`~tailmiss.analytic.regimes.RECOVERY_MARGIN` and twice the seed spread). Zone III itself is only the
-    first: ``"III" in row["zones"]``."""
+    :data:`~tailmiss.analytic.regimes.ZONE_THRESHOLD` at some N above a zone-II N), or a dip and recovery of M_ret
+    resolved by the noise rule (``row["recovers"]``: worst N strictly inside the sweep, the largest N *higher* than
+    it, :func:`shape_table`). Zone III itself is only the first: ``"III" in row["zones"]``."""
     return bool(row["recovers"] or "III" in (row.get("zones") or ()))
 
 

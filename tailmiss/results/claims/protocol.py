@@ -3,41 +3,43 @@ r"""The paper's protocol in miniature (F-GRPO Table 2, Table 5, App. Q): the pro
 Two questions about F-GRPO Table 2 (GRPO's pass@256 75.0 / 71.1 / 64.1 / 67.5
 / 70.1 at N = 2 … 32, one training run per N):
 
-1. **The protocol ladder.** From the multi-solution N sweep's protocol to the
-   paper's, one ingredient per rung (:data:`RUNGS`); per rung, the
-   seed mean and spread of pass@1, pass@256, ΔNLL_rare and M_ret by N, and
-   three verdicts (:class:`RungVerdicts`) from stated rules:
-   (a) an interior minimum of pass@256 that recovers at N = 32 beyond the seed
-   noise (:func:`tailmiss.analytic.regimes.n_shape`: the worst N strictly
-   inside the sweep, N = 32 above it by more than 0.05 and more than twice the
-   two points' combined seed sd); (b) ΔNLL_rare ordered N=2 < N=32 < N=8 with
-   each gap beyond twice the combined seed sd; (c) F-GRPO N = 8 reaches GRPO
-   N = 32 on pass@256 (not below it by more than twice the combined seed sd)
-   while N = 32 is not GRPO's worst N (otherwise the comparison is vacuous).
-2. **Could one seed show it?** On the paper-protocol rung, many seeds, pass@256
-   scored exactly and the paper's way (n = 1024 samples per prompt drawn from
-   the selected checkpoint's exact correct masses, the unbiased estimator, on
-   benchmark-sized sets of 30 and 500 held-out prompts): the seed-to-seed sd
-   per N, the probability that a single-seed sweep shows a Table-2-like
-   pattern, and how often the App. Q test calls a same-config, different-seed
-   pair significant (:class:`NoiseClaims`).
+1. **The protocol ladder.** From the multi-solution N sweep's protocol to the paper's, one ingredient per rung
+   (:data:`RUNGS`); per rung, the seed mean and spread of pass@1, pass@256, ΔNLL_rare and M_ret by N, and three
+   verdicts (:class:`RungVerdicts`), each by the report's noise rule (:mod:`tailmiss.results.claims.rule`) on the
+   selected checkpoints' per-seed values, paired by seed (every N shares the seeds and the SFT model): (a) pass@256
+   best at N = 2, worst strictly inside, higher at N = 32 than at the worst N; (b) ΔNLL_rare ordered
+   N=2 < N=32 < N=8; (c) F-GRPO N = 8 not lower than GRPO N = 32 on pass@256.
+2. **Could one seed show it?** On the paper-protocol rung, many seeds, pass@256 scored exactly and the paper's way
+   (n = 1024 samples per prompt drawn from the selected checkpoint's exact correct masses, the unbiased estimator,
+   on benchmark-sized sets of 30 and 500 held-out prompts): the seed-to-seed sd per N, the probability that a
+   single-seed sweep shows a Table-2-like pattern, and how often the App. Q test calls a same-config,
+   different-seed pair significant (:class:`NoiseClaims`), against the test's own size (:func:`appq_verdict`).
 
-Checkpoint selection (F-GRPO §7.1): per run, the epoch-end checkpoint with the
-best held-out pass@1; for a focal run, the best among its checkpoints that used
-no more compute than its baseline's selected one (GRPO at the same N and seed,
-so no later step).
+Checkpoint selection (F-GRPO's evaluation protocol, App. L.3/L.4): per run, the epoch-end checkpoint with the best
+held-out pass@1; for a focal run, the best among its checkpoints that used no more compute than its baseline's
+selected one (GRPO at the same N and seed, so no later step).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import numpy as np
 import pandas as pd
 
 from tailmiss.analytic.regimes import NShape, n_shape
 from tailmiss.results.claims.noise import NoiseClaims, noise_claims
+from tailmiss.results.claims.rule import (
+    ALPHA,
+    Difference,
+    Outcome,
+    Sentence,
+    Verdict,
+    compare,
+    holm,
+    judge,
+    practical_threshold,
+)
 
 __all__ = [
     "RungSpec",
@@ -51,6 +53,10 @@ __all__ = [
     "rung_verdicts",
     "IngredientEffect",
     "ingredient_effects",
+    "RateDifference",
+    "rate_difference",
+    "AppQVerdict",
+    "appq_verdict",
 ]
 
 PAPER_PASS256 = {2: 75.0, 4: 71.1, 8: 64.1, 16: 67.5, 32: 70.1}
@@ -152,60 +158,84 @@ def rung_table(chosen: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class RungVerdicts:
-    """The three Table 2 properties on one rung (``None``: the seeds cannot tell).
+    """The three Table 2 properties on one rung, each judged by the report's noise rule
+    (:mod:`tailmiss.results.claims.rule`) on the selected checkpoints' per-seed values, paired by seed.
 
     Attributes
     ----------
     pass256_shape : NShape
-        GRPO's pass@256 over N (lower is worse).
-    dip : bool
-        (a) interior minimum with recovery at N = 32 beyond the margin.
-    dnll_order : bool or None
-        (b) N=2 < N=32 < N=8 beyond twice the combined seed sd per gap (True), an
-        inversion of a gap beyond it (False), else None (also with one seed).
-    focal_reach : dict
-        (c) per focal γ: True (F-GRPO N = 8 not below GRPO N = 32 by more than
-        twice the combined sd), False, or None when N = 32 is GRPO's worst N
-        (vacuous) or there is one seed.
-    focal_margin : dict
-        Per focal γ: F-GRPO N = 8 minus GRPO N = 32 pass@256.
+        GRPO's seed-mean pass@256 over N (lower is worse): its worst N, for printing.
+    best : tuple of Difference
+        pass@256 of the smallest N minus each other N (one Holm family), each wanted *not lower*.
+    recovery : Difference
+        pass@256 of the largest N minus the worst interior N (seed mean), wanted *higher*.
+    dip : Verdict
+        (a) :func:`judge` over ``best`` and ``recovery``; *reproduced* or *partly* only when the seed-mean worst
+        N lies strictly inside the sweep (else *not resolved*).
+    dnll : Sentence
+        (b) ΔNLL_rare N=2 < N=32 < N=8: the gaps N=32 − N=2 and N=8 − N=32 (one Holm family), each wanted *higher*.
+    reach : dict
+        (c) per focal γ: F-GRPO N = 8 minus GRPO N = 32 on pass@256, wanted *not lower*; a reproduced reach is
+        *not resolved* when N = 32 is GRPO's seed-mean worst N (vacuous).
     """
 
     pass256_shape: NShape
-    dip: bool
-    dnll_order: bool | None
-    focal_reach: dict
-    focal_margin: dict
+    best: tuple
+    recovery: Difference
+    dip: Verdict
+    dnll: Sentence
+    reach: dict
+
+    @property
+    def dnll_order(self) -> Verdict:
+        """(b)'s verdict."""
+        return self.dnll.verdict
+
+    @property
+    def focal_reach(self) -> dict:
+        """(c)'s verdict per focal γ."""
+        return {g: s.verdict for g, s in self.reach.items()}
 
 
 def _grpo(table: pd.DataFrame) -> pd.DataFrame:
     return table[(table["method"] == "grpo") & (table["gamma"] == 0)].set_index("group_size").sort_index()
 
 
-def _gap(table: pd.DataFrame, lo: int, hi: int) -> bool | None:
-    """Whether ΔNLL_rare(lo) < ΔNLL_rare(hi) beyond twice the combined seed sd (None within it)."""
-    g = _grpo(table)
-    sds = (g.loc[hi, "dnll_sd"], g.loc[lo, "dnll_sd"])
-    if not all(np.isfinite(sds)):  # one seed: no spread to judge a gap against
-        return None
-    diff = g.loc[hi, "dnll"] - g.loc[lo, "dnll"]
-    return None if abs(diff) <= 2 * math.hypot(*sds) else bool(diff > 0)
+def _labels(chosen: pd.DataFrame) -> dict:
+    """GRPO's label per N (γ = 0)."""
+    g = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0)]
+    return dict(sorted(zip(g["group_size"].astype(int), g["label"])))
 
 
-def rung_verdicts(table: pd.DataFrame) -> RungVerdicts:
-    """The rules of the module docstring applied to one :func:`rung_table` (GRPO at N = 2 … 32, F-GRPO at 8)."""
-    g = _grpo(table)
+def rung_verdicts(chosen: pd.DataFrame) -> RungVerdicts:
+    """The rules of :class:`RungVerdicts` on one rung's :func:`select_checkpoints` (GRPO at N = 2 … 32, F-GRPO at
+    N = 8): the runs of every N share the seeds and the SFT model, so each comparison is paired by seed."""
+    lab = _labels(chosen)
+    if not {2, 8, 32} <= set(lab):
+        raise ValueError(f"the rung needs GRPO at N = 2, 8 and 32, got N = {sorted(lab)}")
+    g = _grpo(rung_table(chosen))
     shape = n_shape(g.index.to_numpy(), g["pass256"].to_numpy(), g["pass256_sd"].to_numpy())
-    gaps = [_gap(table, 2, 32), _gap(table, 32, 8)]
-    order = True if all(x is True for x in gaps) else (False if any(x is False for x in gaps) else None)
-    reach, margin = {}, {}
-    for _, row in table[(table["gamma"] > 0) & (table["group_size"] == 8)].iterrows():
-        diff = float(row["pass256"] - g.loc[32, "pass256"])
-        sds = (row["pass256_sd"], g.loc[32, "pass256_sd"])
-        margin[float(row["gamma"])] = diff
-        judged = shape.worst_n != 32 and all(np.isfinite(sds))  # vacuous at GRPO's worst N; no spread: one seed
-        reach[float(row["gamma"])] = bool(diff >= -2 * math.hypot(*sds)) if judged else None
-    return RungVerdicts(shape, bool(shape.recovers), order, reach, margin)
+    ns = list(lab)
+    first, last, inner = ns[0], ns[-1], ns[1:-1]
+    best = holm(compare(chosen, lab[first], lab[n], "pass256") for n in ns[1:])
+    trough = min(inner, key=lambda n: g.loc[n, "pass256"])
+    recovery = compare(chosen, lab[last], lab[trough], "pass256")
+    dip = judge(
+        f"GRPO pass@256 best at N = {first}, worst inside, recovered at N = {last}",
+        [*((d, "not lower") for d in best), (recovery, "higher")],
+    ).verdict
+    if dip in (Verdict.REPRODUCED, Verdict.PARTLY) and shape.worst_n not in inner:
+        dip = Verdict.NOT_RESOLVED
+    gaps = holm([compare(chosen, lab[32], lab[2], "dnll"), compare(chosen, lab[8], lab[32], "dnll")])
+    dnll = judge("ΔNLL_rare N=2 < N=32 < N=8", [(d, "higher") for d in gaps])
+    reach = {}
+    focal = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] > 0) & (chosen["group_size"] == 8)]
+    for _, row in focal.drop_duplicates("label").iterrows():
+        d = compare(chosen, row["label"], lab[32], "pass256")
+        s = judge(f"F-GRPO γ = {row['gamma']:g} at N = 8 reaches GRPO N = 32 on pass@256", [(d, "not lower")])
+        vacuous = shape.worst_n == 32 and s.verdict == Verdict.REPRODUCED
+        reach[float(row["gamma"])] = replace(s, verdict=Verdict.NOT_RESOLVED) if vacuous else s
+    return RungVerdicts(shape, best, recovery, dip, dnll, reach)
 
 
 @dataclass(frozen=True)
@@ -221,11 +251,9 @@ class IngredientEffect:
 
 
 def _effect(before, after) -> str:
-    if (after is True) and (before is not True):
-        return "creates"
-    if (before is True) and (after is not True):
-        return "removes"
-    return "none"
+    """A property holds when its verdict is *reproduced*."""
+    was, now = before == Verdict.REPRODUCED, after == Verdict.REPRODUCED
+    return "creates" if now and not was else ("removes" if was and not now else "none")
 
 
 def ingredient_effects(verdicts: dict[str, RungVerdicts]) -> list[IngredientEffect]:
@@ -249,6 +277,99 @@ def ingredient_effects(verdicts: dict[str, RungVerdicts]) -> list[IngredientEffe
 
 
 @dataclass(frozen=True)
+class RateDifference(Difference):
+    """``a − b`` between two shares (of tests called significant), judged by :func:`rate_difference`."""
+
+    rate_a: float
+    n_a: int
+    rate_b: float
+    n_b: int
+    low: float
+    high: float
+    """Newcombe's (1 − α) interval of the difference (hybrid Wilson score)."""
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return self.low, self.high
+
+    def describe(self) -> str:
+        p = f"p {self.p:.2g}" if self.family == 1 else f"Holm p {self.p_adjusted:.2g} of {self.family}"
+        return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}] ({self.test}, {p})"
+
+
+def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
+    p, den = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / den, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return centre - half, centre + half
+
+
+def rate_difference(rate_a: float, n_a: int, rate_b: float, n_b: int, labels=("a", "b")) -> RateDifference:
+    """Share ``rate_a`` of ``n_a`` trials minus share ``rate_b`` of ``n_b`` by the report's rule for proportions.
+
+    The counts are ``round(rate × n)``; the test is Fisher's exact test on the 2 × 2 table (two-sided, valid at
+    any count); the outcome follows :mod:`~tailmiss.results.claims.rule`: *higher* / *lower* when p < α and
+    the difference is at least the ``"share"`` δ (0.05), *tie (below δ)* when only the first holds, else *tie*.
+    ``low`` / ``high``: Newcombe's hybrid score interval (Wilson's interval of each share, combined).
+    """
+    from scipy import stats
+
+    if n_a < 1 or n_b < 1:
+        raise ValueError(f"each share needs at least one trial, got {n_a} and {n_b}")
+    ka, kb = round(rate_a * n_a), round(rate_b * n_b)
+    p = float(stats.fisher_exact([[ka, n_a - ka], [kb, n_b - kb]])[1])
+    pa, pb, z = ka / n_a, kb / n_b, float(stats.norm.ppf(1 - ALPHA / 2))
+    (la, ua), (lb, ub) = _wilson(ka, n_a, z), _wilson(kb, n_b, z)
+    diff, delta = pa - pb, practical_threshold("share")
+    low, high = diff - math.hypot(pa - la, ub - pb), diff + math.hypot(ua - pa, pb - lb)
+    if not p < ALPHA:
+        outcome = Outcome.TIE
+    else:
+        outcome = Outcome.BELOW_DELTA if abs(diff) < delta else (Outcome.HIGHER if diff > 0 else Outcome.LOWER)
+    return RateDifference(
+        *labels, "share", diff, math.nan, min(n_a, n_b), "Fisher exact", math.nan, p, p, 1, delta,
+        (high - low) / 2, outcome, pa, n_a, pb, n_b, low, high,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AppQVerdict:
+    """App. Q's use of its test (a one-run comparison called significant is evidence of a method difference),
+    judged on same-config, different-seed pairs.
+
+    ``diffs``: per benchmark, the share of same-config pairs called significant minus the test's own size (the
+    share of tests significant under its null: two independent answer draws from the same masses), one Holm
+    family; ``verdict``: *refuted* when some benchmark's rate exceeds the size beyond noise and δ (the test
+    calls seed noise significant), *reproduced* when none does and every interval's upper end is below δ (enough
+    pairs to rule out an excess of δ), *not resolved* otherwise or without the null columns (``reason``)."""
+
+    verdict: Verdict
+    diffs: dict
+    reason: str
+
+
+def appq_verdict(same: pd.DataFrame) -> AppQVerdict:
+    """:class:`AppQVerdict` from :attr:`NoiseClaims.same_config` (one row per benchmark: ``pairs``,
+    ``significant``, and, where measured, ``null_significant`` and ``null_tests``)."""
+    if not len(same) or "null_significant" not in same or "null_tests" not in same:
+        why = "no same-config pairs" if not len(same) else "the test's own size under its null was not measured"
+        return AppQVerdict(Verdict.NOT_RESOLVED, {}, why)
+    rows = same[(same["pairs"] > 0) & (same["null_tests"] > 0)]
+    tests = [
+        rate_difference(r.significant, int(r.pairs), r.null_significant, int(r.null_tests), ("seeds", "null"))
+        for r in rows.itertuples()
+    ]
+    diffs = dict(zip(rows["benchmark"].astype(str), holm(tests)))
+    delta = practical_threshold("share")
+    over = [b for b, d in diffs.items() if d.outcome == Outcome.HIGHER]
+    if over:
+        sets = " and ".join(f"the {b}-prompt set" for b in over)
+        return AppQVerdict(Verdict.REFUTED, diffs, f"on {sets} it calls seed noise significant beyond its own size")
+    if diffs and len(diffs) == len(same) and all(d.high < delta for d in diffs.values()):
+        return AppQVerdict(Verdict.REPRODUCED, diffs, f"seeds add less than δ = {delta:g} to its size everywhere")
+    return AppQVerdict(Verdict.NOT_RESOLVED, diffs, f"too few pairs to rule out a seed excess of δ = {delta:g}")
+
+
+@dataclass(frozen=True)
 class ProtocolClaims:
     """Everything the report and the figures say about the protocol ladder and its noise.
 
@@ -262,6 +383,8 @@ class ProtocolClaims:
         Rung name -> :class:`RungVerdicts`.
     effects : list of IngredientEffect
     noise : NoiseClaims
+    appq : AppQVerdict
+        :func:`appq_verdict` of ``noise.same_config``.
     names : dict
         Sweep family -> the preset that ran.
     quick : bool
@@ -272,6 +395,7 @@ class ProtocolClaims:
     verdicts: dict
     effects: list
     noise: NoiseClaims
+    appq: AppQVerdict
     names: dict
     quick: bool
 
@@ -286,7 +410,8 @@ def protocol_claims(data, iterations: int | None = None) -> ProtocolClaims:
         history = data.histories[rung.sweep]
         chosen[rung.name] = select_checkpoints(history, rung.selection, rung.scoring)
         tables[rung.name] = rung_table(chosen[rung.name])
-        verdicts[rung.name] = rung_verdicts(tables[rung.name])
+        verdicts[rung.name] = rung_verdicts(chosen[rung.name])
     iterations = iterations or (200 if data.quick else 2_000)
     noise = noise_claims(chosen["selection"], data.per_prompt, iterations=iterations)
-    return ProtocolClaims(tables, chosen, verdicts, ingredient_effects(verdicts), noise, dict(data.names), data.quick)
+    effects, appq = ingredient_effects(verdicts), appq_verdict(noise.same_config)
+    return ProtocolClaims(tables, chosen, verdicts, effects, noise, appq, dict(data.names), data.quick)

@@ -1,4 +1,9 @@
-"""The simulation's claims: F-GRPO Fig. 2 and BroRL Fig. 3 on the simulated presets."""
+"""The simulation's claims: F-GRPO Fig. 2 and BroRL Fig. 3 on the simulated presets.
+
+The curves' numbers come from the seed means (:func:`fig2_claims`, :func:`brorl_claims`); the verdicts compare
+per-seed values by the report's noise rule (:func:`fig2_verdicts`, :func:`brorl_verdicts`,
+:mod:`tailmiss.results.claims.rule`).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,19 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
+from tailmiss.results.claims.rule import Difference, Outcome, Sentence, Verdict, compare_values, holm, judge
 from tailmiss.results.sim import SimulatedMeans
 
-__all__ = ["Fig2Claims", "fig2_claims", "BrorlClaims", "brorl_claims", "KEEPS", "VANISHED"]
+__all__ = [
+    "Fig2Claims",
+    "fig2_claims",
+    "fig2_verdicts",
+    "BrorlClaims",
+    "brorl_claims",
+    "brorl_verdicts",
+    "KEEPS",
+    "VANISHED",
+]
 
 KEEPS = 0.99
 """M_ret "≈ 1 throughout" (F-GRPO Fig. 2): its smallest value over the run's steps is at least this."""
@@ -150,3 +165,124 @@ def brorl_claims(means: SimulatedMeans) -> BrorlClaims:
         improved=bfinal["frac_correct_improved"].to_numpy(),
         gains_increase=bool(np.all(np.diff(gains) > 0)),
     )
+
+
+# ---- verdicts by the report's noise rule, over seeds ---------------------------------------------------------------
+
+
+def _wide(ends: pd.DataFrame, step: int, metric: str, gamma: float = 0.0) -> pd.DataFrame:
+    """``metric`` at ``step`` and ``gamma``, one row per seed and one column per N."""
+    rows = ends[(ends["step"] == step) & (ends["gamma"] == gamma)]
+    return rows.pivot_table(index="seed", columns="group_size", values=metric).sort_index(axis=1)
+
+
+def _vs(a, b, metric: str, labels: tuple[str, str]) -> Difference:
+    return compare_values(np.asarray(a, float), np.asarray(b, float), metric, paired=True, labels=labels)
+
+
+def _family(text: str, parts: list) -> Sentence:
+    """A sentence whose parts form one Holm family."""
+    diffs = holm(d for d, _ in parts)
+    return judge(text, [(d, w) for d, (_, w) in zip(diffs, parts)])
+
+
+def fig2_verdicts(means: SimulatedMeans, claims: Fig2Claims) -> dict:
+    """F-GRPO Fig. 2's claims judged over seeds by the noise rule: ``key → Sentence``.
+
+    ``fig2-rises``: Q_pos at the end against the start, every (N, γ) (one family); ``fig2-nonmono``: M_ret at the
+    smallest and at the largest N against the N of the lowest mean (one family; refuted when that N is an end);
+    ``fig2-lift``: the γ = 1 − γ = 0 lift averaged over zone II's N, against 0 and against the lift outside it.
+    ``fig2-alone`` stays a threshold (M_ret ≥ :data:`KEEPS` at every step, seed means): a property, not a
+    comparison.
+    """
+    ends, last = means.ends, means.final_step
+    out = {}
+    parts = []
+    for gamma in sorted(ends["gamma"].unique()):
+        start, final = _wide(ends, 0, "q_pos", gamma), _wide(ends, last, "q_pos", gamma)
+        for n in final.columns:
+            parts.append((_vs(final[n], start[n], "q_pos", (f"end N={n} γ={gamma:g}", "start")), "higher"))
+    out["fig2-rises"] = _family("Q_pos rises for every N", parts)
+    m = _wide(ends, last, "retained_mass")
+    ns = list(m.columns)
+    low = claims.argmin
+    if low in (ns[0], ns[-1]):
+        # the lowest mean sits at an end of the sweep: no interior minimum, whatever the seeds say
+        d = _vs(m[ns[-1]], m[ns[0]], "retained_mass", (f"N={ns[-1]}", f"N={ns[0]}"))
+        out["fig2-nonmono"] = Sentence("M_ret is lowest at intermediate N", ((d, "lowest at an end"),), Verdict.REFUTED)
+    else:
+        out["fig2-nonmono"] = _family(
+            "M_ret is non-monotone in N, lowest at intermediate N",
+            [
+                (_vs(m[ns[0]], m[low], "retained_mass", (f"N={ns[0]}", f"N={low}")), "higher"),
+                (_vs(m[ns[-1]], m[low], "retained_mass", (f"N={ns[-1]}", f"N={low}")), "higher"),
+            ],
+        )
+    zone = claims.zone
+    if 1.0 in set(ends["gamma"]) and zone is not None:
+        lift = _wide(ends, last, "retained_mass", 1.0) - m
+        inside = [n for n in lift.columns if zone[0] < n < zone[1]]
+        outside = [n for n in lift.columns if n not in inside]
+        if inside and outside:
+            lin, lout = lift[inside].mean(axis=1), lift[outside].mean(axis=1)
+            out["fig2-lift"] = _family(
+                "γ = 1 lifts M_ret, mostly in zone II",
+                [
+                    (_vs(lin, np.zeros(len(lin)), "retained_mass", ("lift in zone II", "0")), "higher"),
+                    (_vs(lin, lout, "retained_mass", ("lift in zone II", "lift outside")), "higher"),
+                ],
+            )
+    return out
+
+
+def brorl_verdicts(means: SimulatedMeans) -> dict:
+    """BroRL Fig. 3's and §4.1's claims judged over seeds by the noise rule: ``key → Sentence``.
+
+    Per seed: ΔQ_pos (end − start) by N, its gain per doubling between neighbouring N, the share of improved correct
+    actions and the size of the worst single-action drop. ``brorl-faster``: each N's ΔQ_pos against the next
+    smaller N's (one family); ``brorl-regress``: Q_pos at the end against the start at each N ≤ 16 — "sometimes
+    regresses" holds when one of them is lower; ``brorl-concave``: the ``faster`` parts plus each gain per doubling
+    not above the one before it (one family); ``brorl-drops``: the largest N's worst drop against the smallest N's,
+    lower, and below :data:`VANISHED` on every seed; ``brorl-improved``: each N's share against the next smaller N's.
+    """
+    ends, last = means.ends, means.final_step
+    start, final = _wide(ends, 0, "q_pos"), _wide(ends, last, "q_pos")
+    gains = final - start
+    ns = list(gains.columns)
+    out = {}
+    steps = [(_vs(gains[b], gains[a], "q_pos", (f"ΔQ_pos N={b}", f"N={a}")), "higher") for a, b in zip(ns, ns[1:])]
+    out["brorl-faster"] = _family("larger N raises Q_pos faster", steps)
+    small = [n for n in ns if n <= 16]
+    falls = holm(_vs(final[n], start[n], "q_pos", (f"end N={n}", "start")) for n in small)
+    verdict = (
+        Verdict.REPRODUCED
+        if any(d.outcome == Outcome.LOWER for d in falls)
+        else Verdict.CANNOT_TELL
+        if any(d.outcome == Outcome.CANNOT_TELL for d in falls)
+        else Verdict.REFUTED
+        if all(d.outcome in (Outcome.HIGHER, Outcome.BELOW_DELTA) for d in falls)
+        else Verdict.NOT_RESOLVED
+    )
+    out["brorl-regress"] = Sentence("small N sometimes regresses", tuple((d, "lower") for d in falls), verdict)
+    logn = np.log2(np.asarray(ns, dtype=float))
+    slopes = gains.diff(axis=1).iloc[:, 1:] / np.diff(logn)
+    bends = [
+        (_vs(slopes.iloc[:, i + 1], slopes.iloc[:, i], "q_pos", (f"gain/doubling {ns[i + 1]}→{ns[i + 2]}",
+                                                                    f"{ns[i]}→{ns[i + 1]}")), "not higher")
+        for i in range(slopes.shape[1] - 1)
+    ]  # fmt: skip
+    out["brorl-concave"] = _family("gains are monotone but concave in N", steps + bends)
+    drop = np.abs(np.minimum(_wide(ends, last, "worst_drop"), 0.0))
+    d = _vs(drop[ns[-1]], drop[ns[0]], "worst_drop", (f"|worst drop| N={ns[-1]}", f"N={ns[0]}"))
+    vanished = bool((drop[ns[-1]] < VANISHED).all())
+    s = judge("worst drops vanish at large N", [(d, "lower")])
+    if s.verdict == Verdict.REPRODUCED and not vanished:
+        s = Sentence(s.text, s.parts, Verdict.PARTLY)
+    out["brorl-drops"] = s
+    share = _wide(ends, last, "frac_correct_improved")
+    out["brorl-improved"] = _family(
+        "larger N improves more correct actions",
+        [(_vs(share[b], share[a], "frac_correct_improved", (f"improved N={b}", f"N={a}")), "higher")
+         for a, b in zip(ns, ns[1:])],
+    )  # fmt: skip
+    return out
