@@ -171,7 +171,7 @@ def test_the_real_packages_cache_keys_follow_its_numbers(tmp_path, monkeypatch):
 
     try:
         before = keys()
-        edit("report/protocol.py", '"cannot tell"', '"the seeds cannot tell"')
+        edit("report/protocol.py", '"the test (a one-run', '"this test (a one-run')
         moved = (pkg / "report" / "llm.py").read_text()
         start = moved.index("def verdict_word(")
         end = moved.index("\n\n\ndef ", start)

@@ -1,7 +1,7 @@
 """Could one seed show F-GRPO Table 2's dip? The noise of pass@256 on the paper-protocol rung.
 
 GRPO's selected checkpoints (:func:`tailmiss.results.claims.protocol.select_checkpoints`),
-pass@256 scored exactly and the paper's way (F-GRPO §7.1: n = 1024 samples per
+pass@256 scored exactly and the paper's way (F-GRPO App. L.4: n = 1024 samples per
 problem and the unbiased estimator, here drawn from each checkpoint's exact
 correct masses, :func:`tailmiss.analytic.significance.sample_outcomes`) on benchmark-sized
 sets of held-out prompts; the seed-to-seed spread, the probability that a
