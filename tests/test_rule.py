@@ -18,6 +18,7 @@ from tailmiss.results.claims.rule import Outcome, Verdict, compare, compare_valu
 _values = st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=3, max_size=12)
 
 
+@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")
 @settings(max_examples=60, deadline=None)
 @given(_values, st.data())
 def test_the_paired_test_is_scipys(a, data):
