@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from tailmiss.figures.registry import FigureSpec, register
-from tailmiss.figures.style import honest_panels
+from tailmiss.figures.style import honest_panels, mark_identical
 from tailmiss.results import CONTROL_FAMILIES, Context, controls_data
 from tailmiss.results.claims import controls as cc
+from tailmiss.results.claims.rule import IDENTICAL_TOL
 
 
 def controls_claims_data(ctx: Context) -> cc.ControlsClaims:
@@ -143,6 +144,7 @@ def _passk_plot(claims: cc.ControlsClaims):
     _k_axis(ax)
     ax.set_ylabel("pass@k (exact)")
     ax.set_title("pass@k curves")
+    mark_identical(ax, IDENTICAL_TOL)  # runs the report calls identical (CISPO's are GRPO's) differ by ~1e-9 here
     honest_panels(ax)
     ax = axes[0, 1]
     for i, c in enumerate(claims.crossings):
@@ -158,6 +160,7 @@ def _passk_plot(claims: cc.ControlsClaims):
     _k_axis(ax)
     ax.set_ylabel("focal − base pass@k")
     ax.set_title("difference (band: the exact tie threshold)")
+    mark_identical(ax, IDENTICAL_TOL)
     honest_panels(ax)
     fig.suptitle(
         f"F-GRPO Tables 12-14 analog: pass@k, k = 1 … 256, exact and from 1024 samples ({_seeds_note(claims)})",
