@@ -8,10 +8,12 @@ Subpackages, from the bottom up (an arrow never runs back up):
 - ``sim``: the batched categorical-policy simulator.
 - ``llm``: the small-transformer trainer (model, tasks, rollouts, update, evaluation, checkpoints).
 - ``experiments``: presets, sweeps, ladders, the process pool and the bridge: what runs the trainer and simulator.
-- ``results``: cached results and every paper claim, typed and computed once (the only caller of compute).
-- ``figures``: one plot function per figure and the figure registry; plots only.
-- ``report``: ``paper_repro.md`` assembled from the claims; text only.
 - ``integrations``: F-GRPO for TRL and verl; ``diagnose``: a real run's per-rollout log against Lemma 3.1.
+- ``studies``: one package per part of the paper (theory, simulation, the transformer's sweeps, bridge, ladder,
+  protocol, controls), each with its data, claims, section text, figures and one ``Study`` record; the shared
+  context, run families, noise rule, ledger catalogue and text and figure helpers beside them.
+- ``report``: the studies listed once (the figure registry with them), ``paper_repro.md`` assembled from their
+  sections, and its stamps; assembly only.
 - ``cli``: the ``tailmiss`` command, one module per sub-app.
 
 Modules at the package root, each small and imported by several layers (which is why none sits in a subpackage):
@@ -20,12 +22,11 @@ Modules at the package root, each small and imported by several layers (which is
 - ``_device.py``: the device choice shared by the simulator and the trainer.
 - ``_dist.py``: torch.distributed plumbing shared by the simulator and the trainer under torchrun.
 - ``_hash.py``: the counter-based hash that makes every random draw of the simulator and trainer reproducible.
-- ``_progress.py``: the one progress bar of every long loop.
 - ``io.py``: atomic files and folders and strict TOML, so nothing half-written lands on disk in any layer.
 - ``store.py``: the one result store (checksums, provenance, the code fingerprint that keys every cache).
 - ``_fingerprint.py``: what that fingerprint reads: a unit's import closure and a digest of what its code does.
 - ``options.py``: RunOptions, how work runs (device, processes, threads, progress, log, cache reuse), one value
-  passed to every runner.
+  passed to every runner, and the one progress bar of every long loop.
 - ``__main__.py``: ``python -m tailmiss``, the same command line as ``tailmiss``.
 """
 

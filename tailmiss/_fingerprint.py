@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _dotted(package: Path, path: Path) -> str:
 
 def _imported(package: Path, path: Path) -> tuple[list[Path], list[Path]]:
     """The package modules ``path`` imports by name (followed further) and their parent packages (run by the
-    import, so hashed, but their own imports are not followed: ``from tailmiss.results.claims.theory import x`` runs
+    import, so hashed, but their own imports are not followed: ``from tailmiss.studies.theory.claims import x`` runs
     ``tailmiss/results/__init__.py`` without depending on what that file imports). A name that a package's
     ``__init__`` re-exports (``from tailmiss.results import Context``) leads to the module it comes from."""
     here = _dotted(package, path)
@@ -86,8 +87,7 @@ def _reexports(module: str, source: str) -> dict[str, str]:
         if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith(_ROOT)):
             source_module = node.module
             if node.level:
-                base = module.split(".")[: len(module.split(".")) - node.level + 1]
-                source_module = ".".join([*base, node.module])
+                source_module = importlib.util.resolve_name("." * node.level + node.module, module)
             for alias in node.names:
                 out[alias.asname or alias.name] = source_module
     return out
@@ -103,8 +103,7 @@ def _imports(pkg: str, source: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
             found += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
+                module = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg)
             else:
                 module = node.module or ""
             found.append((module, tuple(a.name for a in node.names)))
@@ -115,7 +114,7 @@ def import_closure(package: Path, roots: Iterable[Path], excluded: Iterable[Path
     """The files of ``roots`` and of every package module they import, at any depth, less ``excluded``.
 
     A module imported by name is followed (its own imports join the closure); a parent package that the import only
-    runs (``tailmiss/results/__init__.py`` for ``tailmiss.results.claims.theory``) is in the closure, its imports
+    runs (``tailmiss/results/__init__.py`` for ``tailmiss.studies.theory.claims``) is in the closure, its imports
     are not followed unless a module imports a name from it.
 
     Parameters

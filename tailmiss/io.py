@@ -32,6 +32,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 import tomli_w
 
 __all__ = [
+    "ConfigError",
     "atomic_write",
     "atomic_dir",
     "clean_leftovers",
@@ -267,22 +268,28 @@ def check_run_name(value, key: str = "name") -> None:
         )
 
 
+class ConfigError(ValueError):
+    """A config file this code cannot read or refuses (missing, not TOML, unknown keys, a value out of range): raised
+    by :func:`read_toml` and :func:`dataclass_from_mapping`, so that a store can tell a folder holding such a file
+    from a bug of its own loader."""
+
+
 def read_toml(path: str | os.PathLike) -> dict:
-    """Parse a TOML file; a syntax error becomes a ``ValueError`` naming the file."""
+    """Parse a TOML file; a syntax error becomes a :class:`ConfigError` naming the file."""
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"config file {str(path)!r} is a folder")
+        raise ConfigError(f"config file {str(path)!r} is a folder")
     if not path.is_file():
-        raise ValueError(f"config file not found: {str(path)!r}")
+        raise ConfigError(f"config file not found: {str(path)!r}")
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: invalid TOML: not UTF-8 text") from None
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 text") from None
     except OSError as exc:
-        raise ValueError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def write_toml(path: str | os.PathLike, data: Mapping) -> None:
@@ -361,11 +368,11 @@ def dataclass_from_mapping(cls, data: Mapping, where: str = "config"):
     ``cls`` itself, whose ``ValueError`` is prefixed with ``where`` too.
     """
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where}: expected a table, got {data!r}")
+        raise ConfigError(f"{where}: expected a table, got {data!r}")
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known keys: {', '.join(sorted(names))}"
         )
     try:
@@ -375,9 +382,9 @@ def dataclass_from_mapping(cls, data: Mapping, where: str = "config"):
     for key, value in data.items():
         hint = hints.get(key)
         if hint is not None and not _accepts(hint, value):
-            raise ValueError(f"{where}: {key} must be {_describe_hint(hint)}, got {_SHORT.repr(value)}")
+            raise ConfigError(f"{where}: {key} must be {_describe_hint(hint)}, got {_SHORT.repr(value)}")
     try:
         return cls(**data)
     except ValueError as exc:  # the class's own range checks: say where, once
         msg = str(exc)
-        raise ValueError(msg if msg.startswith(f"{where}:") else f"{where}: {msg}") from None
+        raise ConfigError(msg if msg.startswith(f"{where}:") else f"{where}: {msg}") from None

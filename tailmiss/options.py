@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tailmiss._checks import check_bool, check_choice, check_int
 
-__all__ = ["RunOptions", "EXECUTORS"]
+__all__ = ["ProgressBar", "RunOptions", "EXECUTORS"]
 
 EXECUTORS = ("local", "ray")
 """Where a pool of jobs runs (:func:`tailmiss.experiments.pool.run_jobs`): this machine's process pool, or Ray."""
@@ -81,3 +81,37 @@ class RunOptions:
     def replace(self, **changes) -> RunOptions:
         """A copy with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+class ProgressBar:
+    """``update(n)`` / ``close()`` progress bar over a known number of items, on stderr (rich, imported at first
+    use)."""
+
+    def __init__(self, total: int, description: str):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._task = self._progress.add_task(description, total=total)
+        self._progress.start()
+
+    def update(self, advance: int = 1) -> None:
+        self._progress.update(self._task, advance=advance)
+
+    def close(self) -> None:
+        self._progress.stop()

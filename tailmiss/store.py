@@ -27,7 +27,9 @@ the simulations. The git revision is recorded beside it for the reader.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import enum
 import functools
 import hashlib
 import json
@@ -38,7 +40,7 @@ from pathlib import Path
 
 from tailmiss._checks import check_choice
 from tailmiss._fingerprint import import_closure, source_digest
-from tailmiss.io import recover, result_dir
+from tailmiss.io import ConfigError, recover, result_dir
 
 __all__ = [
     "SCOPES",
@@ -52,7 +54,9 @@ __all__ = [
     "open_unit",
     "stale_reason",
     "read_meta",
+    "UnitState",
     "Lookup",
+    "judge",
     "lookup",
 ]
 
@@ -74,7 +78,6 @@ NO_NUMBERS: tuple[str, ...] = (
     "store.py",
     "_fingerprint.py",
     "_checks.py",
-    "_progress.py",
     "options.py",
     "sim/presets.py",
     "sim/memory.py",
@@ -249,16 +252,75 @@ def stale_reason(meta: dict, scope: str) -> str | None:
     return f"made by {made_by}, not by the running {running}"
 
 
-class Lookup:
-    """Outcome of :func:`lookup`: ``state`` is ``"fresh"``, ``"stale"``, ``"missing"``, ``"corrupt"`` or
-    ``"other"`` (another config); ``value`` is the loaded object when it may be used."""
+class UnitState(str, enum.Enum):
+    """What a folder holds for the work asked of it: the one vocabulary of every reuse decision (units of the store
+    and run folders alike), and of the pools' log lines."""
 
-    def __init__(self, state: str, value=None, reason: str | None = None):
-        self.state, self.value, self.reason = state, value, reason
+    MISSING = "missing"
+    """Nothing there."""
+    FRESH = "fresh"
+    """A finished unit of the requested config made by the running code: used as it is."""
+    REUSED_STALE = "reused-stale"
+    """A finished unit of the requested config made by other code, reused because ``reuse_stale`` says so."""
+    STALE = "stale"
+    """A finished unit of the requested config made by other code: redone."""
+    PARTIAL = "partial"
+    """A run stopped part-way by the running code: resumed from its checkpoint."""
+    CORRUPT = "corrupt"
+    """Damaged, incomplete or unreadable: redone."""
+    OTHER = "other"
+    """Another config (or another start): redone."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """Outcome of :func:`judge` and :func:`lookup`: the :class:`UnitState`, the loaded value when it may be used, why
+    it may not (or why a stale one is reused), and the unit's ``meta.json`` once verified."""
+
+    state: UnitState
+    value: object = None
+    reason: str | None = None
+    meta: dict | None = None
 
     @property
     def usable(self) -> bool:
         return self.value is not None
+
+
+def judge(
+    path: str | Path,
+    files: Iterable[str],
+    what: str,
+    scope: str,
+    load: Callable[[Path], object],
+    matches: Callable[[object], bool | str],
+    reuse_stale: bool = False,
+) -> Lookup:
+    """The one decision whether the unit at ``path`` may stand in for new work.
+
+    In order: it exists; it is intact (:func:`open_unit`: every file there, checksums equal); ``load`` reads it;
+    ``matches`` accepts the value (``True``; ``False`` or a string saying why not make it :attr:`UnitState.OTHER`);
+    it was made by the running code (:func:`stale_reason`), else it is stale, or reused when ``reuse_stale``. Only a
+    damaged unit (:class:`CorruptUnit`) or a config file this code refuses (:class:`tailmiss.io.ConfigError`) reads
+    as corrupt: any other error of ``load`` is a bug of the loader and is raised.
+    """
+    path = Path(path)
+    if not path.exists():
+        return Lookup(UnitState.MISSING)
+    try:
+        meta = open_unit(path, files, what)
+        value = load(path)
+    except (CorruptUnit, ConfigError) as exc:
+        return Lookup(UnitState.CORRUPT, reason=str(exc))
+    verdict = matches(value)
+    if verdict is not True:
+        return Lookup(UnitState.OTHER, reason=verdict if isinstance(verdict, str) else "another config", meta=meta)
+    reason = stale_reason(meta, scope)
+    if reason is None:
+        return Lookup(UnitState.FRESH, value, meta=meta)
+    if reuse_stale:
+        return Lookup(UnitState.REUSED_STALE, value, reason, meta)
+    return Lookup(UnitState.STALE, reason=reason, meta=meta)
 
 
 def lookup(
@@ -267,36 +329,22 @@ def lookup(
     what: str,
     scope: str,
     load: Callable[[Path], object],
-    matches: Callable[[object], bool],
+    matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> Lookup:
-    """Decide whether the unit at ``path`` may stand in for new work, and say why.
-
-    Used, in order: verified intact (:func:`open_unit`), loaded by ``load``,
-    ``matches`` the requested config, and made by the running code (or
-    ``reuse_stale``, with a warning naming the difference). ``log`` receives
-    one line for every unit found but not used, and for a stale one reused.
-    """
+    """:func:`judge` on a unit written as a whole (:func:`save_unit`), after undoing a replacement of it that died
+    half-way; ``log`` receives one line for every unit found but not used, and for a stale one reused."""
     path = Path(path)
     say = log or (lambda message: None)
     recover(path)
-    if not path.exists():
-        return Lookup("missing")
-    try:
-        meta = open_unit(path, files, what)
-        value = load(path)
-    except ValueError as exc:
-        say(f"{path}: not reused, {exc}; redoing it")
-        return Lookup("corrupt", reason=str(exc))
-    if not matches(value):
+    found = judge(path, files, what, scope, load, matches, reuse_stale)
+    if found.state is UnitState.CORRUPT:
+        say(f"{path}: not reused, {found.reason}; redoing it")
+    elif found.state is UnitState.OTHER:
         say(f"{path}: holds another config; redoing it")
-        return Lookup("other")
-    reason = stale_reason(meta, scope)
-    if reason is None:
-        return Lookup("fresh", value)
-    if reuse_stale:
-        say(f"warning: reusing the stale {what} {path} (--reuse-stale): {reason}")
-        return Lookup("stale", value, reason)
-    say(f"{path}: stale, {reason}; redoing it (--reuse-stale would reuse it)")
-    return Lookup("stale", reason=reason)
+    elif found.state is UnitState.REUSED_STALE:
+        say(f"warning: reusing the stale {what} {path} (--reuse-stale): {found.reason}")
+    elif found.state is UnitState.STALE:
+        say(f"{path}: stale, {found.reason}; redoing it (--reuse-stale would reuse it)")
+    return found

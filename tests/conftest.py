@@ -177,7 +177,7 @@ def quick_ctx(tmp_path_factory):
     """Quick-mode context whose simulation cache lives for the whole session (the tiny LLM sweeps stand in for
     the quick ones), shared by the figure tests."""
     from tailmiss.options import RunOptions
-    from tailmiss.results import Context
+    from tailmiss.studies.context import Context
 
     cache = tmp_path_factory.getbasetemp() / "tailmiss-quick-cache"
     cache.mkdir(exist_ok=True)

@@ -22,8 +22,8 @@ from tailmiss.experiments.sweep import run_sweep
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics
 from tailmiss.options import RunOptions
-from tailmiss.results.claims.bridge import bridge_verdict
 from tailmiss.sim import SimConfig, simulate
+from tailmiss.studies.bridge.claims import bridge_verdict
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tailmiss.cli import app
-from tailmiss.figures import FIGURES
+from tailmiss.report.registry import FIGURES
 from tailmiss.sim import PRESETS, SimResult
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""The controls, γ sensitivity, pass@k and trade-off claims (:mod:`tailmiss.results.claims.controls`).
+"""The controls, γ sensitivity, pass@k and trade-off claims (:mod:`tailmiss.studies.controls.claims`).
 
 The rules are checked on hand-made histories whose answers are known: a paired t-test over seeds, sentences from
 their parts, the App. L.3 γ selection, pass@k exact and from 1024 samples, the crossing of two pass@k curves.
@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from tailmiss import analytic
-from tailmiss.results.claims import controls as cc
-from tailmiss.results.claims import gamma as gm
-from tailmiss.results.claims.rule import Outcome, judge
+from tailmiss.studies.controls import claims as cc
+from tailmiss.studies.controls import gamma as gm
+from tailmiss.studies.rule import Outcome, judge
 
 T975_4 = 2.7764451051977987  # t_{0.975, 4} (tables)
 
@@ -169,7 +169,8 @@ def test_controls_claims_on_the_tiny_sweeps(tmp_path):
     from conftest import tiny_llm_sweeps
 
     from tailmiss.options import RunOptions
-    from tailmiss.results import Context, controls_data
+    from tailmiss.studies.context import Context
+    from tailmiss.studies.controls.data import controls_data
 
     ctx = Context(quick=True, cache_dir=tmp_path, llm_sweeps=tiny_llm_sweeps(), options=RunOptions(progress=False))
     claims = cc.controls_claims(controls_data(ctx))

@@ -285,7 +285,8 @@ def test_importing_tailmiss_imports_no_training_stack():
     import sys
 
     code = (
-        "import sys, tailmiss, tailmiss.cli, tailmiss.diagnose, tailmiss.figures.diagnose, tailmiss.integrations;"
+        "import sys, tailmiss, tailmiss.cli, tailmiss.diagnose, tailmiss.studies.diagnose_figure, "
+        "tailmiss.integrations;"
         "print(sorted(m for m in ('trl', 'transformers', 'accelerate', 'datasets', 'verl', 'ray') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -1,4 +1,4 @@
-"""Tests of the figure registry (:mod:`tailmiss.figures`) and the simulation cache.
+"""Tests of the figure registry (:mod:`tailmiss.report.registry`) and the simulation cache.
 
 Every registered figure is rendered once in quick mode. The quick simulations
 are cached in one folder per test session (the ``quick_ctx`` fixture of ``conftest.py``, shared with
@@ -17,12 +17,13 @@ import pytest
 
 from tailmiss import analytic
 from tailmiss.analytic.regimes import concentration_zone
-from tailmiss.figures import FIGURES, figure_data, make
-from tailmiss.figures.theory import FIG3_MUS, FIG3_NMAX, FIG3_RHOS
 from tailmiss.options import RunOptions
-from tailmiss.results import Context, SimulatedMeans
+from tailmiss.report.registry import FIGURES, figure_data, make
 from tailmiss.sim import SimConfig, SimResult, preset
 from tailmiss.sim import runner as sim_runner
+from tailmiss.studies.context import Context
+from tailmiss.studies.simulation.data import SimulatedMeans
+from tailmiss.studies.theory.figures import FIG3_MUS, FIG3_NMAX, FIG3_RHOS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPECTED_FIGURES = {

@@ -1,11 +1,11 @@
 """Figures that cannot mislead: checks on every registered figure's Axes, and unit tests of the helpers.
 
-Every figure of :data:`tailmiss.figures.FIGURES` is drawn from its quick-mode data (the session ``quick_ctx``
+Every figure of :data:`tailmiss.report.registry.FIGURES` is drawn from its quick-mode data (the session ``quick_ctx``
 of ``conftest.py``) and each of its Axes is checked:
 
 (a) every bar container's value axis includes 0 (a bar hanging from a truncated axis exaggerates differences);
 (b) no two labelled line series (plain lines and error-bar lines) with the same x data have the same y values
-    unless one's legend label says so (the identical-note of :func:`tailmiss.figures.style.mark_identical`);
+    unless one's legend label says so (the identical-note of :func:`tailmiss.studies.style.mark_identical`);
 (c) no two visible text labels inside a panel overlap (their rendered bounding boxes).
 """
 
@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from tailmiss.figures import FIGURES, style  # sets the Agg backend before pyplot is imported
-from tailmiss.figures.style import FLAT_RTOL, IDENTICAL_NOTE, IDENTICAL_RTOL
+from tailmiss.report.registry import FIGURES
+from tailmiss.studies import style  # sets the Agg backend before pyplot is imported
+from tailmiss.studies.style import FLAT_RTOL, IDENTICAL_NOTE, IDENTICAL_RTOL
 
 
 @pytest.fixture(scope="module")

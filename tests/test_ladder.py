@@ -22,9 +22,9 @@ from tailmiss.llm.tabular import FactorizedPolicy, TablePolicy, tabular_from_dis
 from tailmiss.llm.tasks import EOS, PAD, MultiSolutionTask
 from tailmiss.llm.train import train_rl
 from tailmiss.objectives import LossConfig
-from tailmiss.results.claims.ladder import focal_table, matched_table, shape_table
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
+from tailmiss.studies.ladder.claims import focal_table, matched_table, shape_table
 
 TASK = MultiSolutionTask(num_digits=2)
 OFF = 0.02

@@ -1,8 +1,8 @@
-"""The ladder judged by the report's one noise rule (:mod:`tailmiss.results.claims.rule`).
+"""The ladder judged by the report's one noise rule (:mod:`tailmiss.studies.rule`).
 
 Each test below builds per-seed data where the ladder's old rules (focal "> 2 se", recovery "> twice the
 combined seed sd", matched "range > 2 × the largest sd") and the rule disagree, and checks the rule wins: in the
-results layer (:mod:`tailmiss.results.claims.ladder`) and in the words the report prints.
+results layer (:mod:`tailmiss.studies.ladder.claims`) and in the words the report prints.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from tailmiss.analytic.regimes import n_shape
-from tailmiss.report import ladder as report
-from tailmiss.results.claims.ladder import focal_table, has_large_n_regime, matched_shape_table, shape_table
-from tailmiss.results.claims.rule import Outcome
+from tailmiss.studies.ladder import section as report
+from tailmiss.studies.ladder.claims import focal_table, has_large_n_regime, matched_shape_table, shape_table
+from tailmiss.studies.rule import Outcome
 
 SEED_EFFECT = (0.0, 0.1, 0.2)
 """A large per-seed offset shared by every cell: the paired test cancels it, a spread-based rule does not."""

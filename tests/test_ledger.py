@@ -1,4 +1,4 @@
-"""The claims ledger at the top of the report (:mod:`tailmiss.report.ledger`)."""
+"""The claims ledger at the top of the report (:mod:`tailmiss.studies.ledger`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from conftest import tiny_llm_sweeps
 
 from tailmiss.options import RunOptions
 from tailmiss.report import QUICK_DEFERRED, render_report, write_report
-from tailmiss.report import ledger as lg
-from tailmiss.results import Context
-from tailmiss.results.claims.rule import Verdict
+from tailmiss.studies import ledger as lg
+from tailmiss.studies.context import Context
+from tailmiss.studies.rule import Verdict
 
 VERDICTS = ("reproduced", "**refuted**", "partly", "not resolved", "cannot tell", "caveat", "not testable")
 
@@ -53,21 +53,19 @@ def _span(text: str) -> range:
     return range(int(lo), int(hi or lo) + 1)
 
 
-def test_record_refuses_unknown_claims_and_is_silent_outside_a_report():
-    lg.record("fig2-rises", "x", Verdict.REPRODUCED)  # outside collecting(): nothing happens
-    with lg.collecting() as rows, lg.section(lg.SIM):
-        lg.record("fig2-rises", "x", Verdict.REPRODUCED)
-        lg.record("fig2-alone", "y", Verdict.PARTLY)
-        with pytest.raises(ValueError, match="unknown ledger claim"):
-            lg.record("nope", "z", Verdict.REPRODUCED)
-    assert rows == [("fig2-rises", "x", "reproduced", lg.SIM), ("fig2-alone", "y", "partly", lg.SIM)]
+def test_a_row_is_returned_not_collected_and_unknown_claims_are_refused():
+    rows = lg.row("fig2-rises", "x", Verdict.REPRODUCED) + lg.row("fig2-alone", "y", Verdict.PARTLY)
+    assert rows == [("fig2-rises", "x", Verdict.REPRODUCED), ("fig2-alone", "y", Verdict.PARTLY)]
+    with pytest.raises(ValueError, match="unknown ledger claim"):
+        lg.row("nope", "z", Verdict.REPRODUCED)
+    assert not hasattr(lg, "collecting") and not hasattr(lg, "record")  # no module state to fill
 
 
 @pytest.mark.parametrize("literal", [True, False, None, "partly", "reproduced"])
 def test_a_verdict_is_never_a_literal(literal):
     """The ledger takes only the one verdict vocabulary (the App. Q row was once the literal string "partly")."""
-    with lg.collecting(), pytest.raises(TypeError, match="must be a Verdict"):
-        lg.record("appQ", "x", literal)
+    with pytest.raises(TypeError, match="must be a Verdict"):
+        lg.row("appQ", "x", literal)
 
 
 def test_the_ledger_has_the_out_of_domain_claims_as_rows_and_states_the_rule():

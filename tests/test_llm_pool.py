@@ -11,6 +11,7 @@ from conftest import tiny_ladders
 from tailmiss.experiments.ladder import run_ladder
 from tailmiss.experiments.pool import Job, default_jobs, run_jobs
 from tailmiss.options import RunOptions
+from tailmiss.store import UnitState
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -72,7 +73,7 @@ def test_a_job_starts_after_the_jobs_it_needs(workers, tmp_path):
 
 
 def test_finished_runs_are_skipped_and_said_so():
-    done = lambda: "done"  # noqa: E731
+    done = lambda: UnitState.FRESH  # noqa: E731
     jobs = [Job("a", _refuse, label="run a", state=done), Job("b", _refuse, needs=("a",), state=done)]
     messages: list[str] = []
     assert run_jobs(jobs, options=RunOptions(progress=False, log=messages.append), workers=2) == {"a": None, "b": None}

@@ -57,7 +57,7 @@ def test_a_run_with_a_truncated_history_is_trained_again(done, tmp_path, small):
     messages: list[str] = []
     again = run_sweep(small, root, RunOptions(progress=False, log=messages.append))
     assert any("corrupt" in m and "training it again" in m for m in messages)
-    assert cached.run_state(run, cfg, root / small.sft.name) == "done"
+    assert cached.run_state(run, cfg, root / small.sft.name) == "fresh"
     pd.testing.assert_frame_equal(again.final, result.final)
 
 
@@ -76,7 +76,7 @@ def test_a_run_made_by_other_code_is_redone_unless_reuse_stale(done, tmp_path, s
     monkeypatch.setattr(store, "code_fingerprint", lambda scope="bridge": "e" * 16)
     monkeypatch.setattr(cached, "code_fingerprint", lambda scope="bridge": "e" * 16)
     assert cached.run_state(root / cfg.name, cfg, sft) == "stale"
-    assert cached.run_state(root / cfg.name, cfg, sft, reuse_stale=True) == "stale-done"
+    assert cached.run_state(root / cfg.name, cfg, sft, reuse_stale=True) == "reused-stale"
 
     def refuse(*args, **kwargs):
         raise AssertionError("--reuse-stale must not train")

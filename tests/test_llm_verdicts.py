@@ -1,4 +1,4 @@
-"""Verdicts of the small-transformer claims, each by the report's one noise rule (:mod:`tailmiss.results.claims.rule`)
+"""Verdicts of the small-transformer claims, each by the report's one noise rule (:mod:`tailmiss.studies.rule`)
 on per-seed values: F-GRPO Table 1 (the focal weight raises rare hit@256 and keeps pass@1: :func:`objectives_claims`;
 "DAPO differs from GRPO": :func:`dapo_claims`), Table 2 (:func:`nsweep_claims`; "F-GRPO N = 8 reaches GRPO N = 32"
 cannot be judged where N = 32 is GRPO's worst N) and Table 4 ("F-GRPO beats GRPO at every N" on the maze, paired by
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tailmiss.report import ledger
-from tailmiss.results.claims.llm import (
+from tailmiss.studies.rule import MIN_SEEDS, Outcome, Verdict
+from tailmiss.studies.transformer.claims import (
     METRICS,
     VACUOUS,
     combine,
@@ -25,7 +25,6 @@ from tailmiss.results.claims.llm import (
     nsweep_claims,
     objectives_claims,
 )
-from tailmiss.results.claims.rule import MIN_SEEDS, Outcome, Verdict
 
 R = Verdict
 
@@ -251,17 +250,15 @@ def test_the_dnll_order_is_two_gaps_each_lower():
 
 
 def test_every_ledger_row_of_the_section_is_a_verdict_from_the_rule():
-    """The section's records reach the ledger as :class:`Verdict` (``ledger.record`` refuses anything else)."""
-    from tailmiss.report import llm as report_llm
+    """The section's rows reach the ledger as :class:`Verdict` (``ledger.row`` refuses anything else)."""
+    from tailmiss.studies.transformer import section as report_llm
 
     nsweep = nsweep_claims(_nsweep({2: 0.9, 8: 0.3, 32: 0.6}, 0.6, dnll_by_n={2: 0.2, 32: 0.5, 8: 0.7}))
     objectives = _objectives(
         {(m, g): {"rare_pass_at_256": [0.2 + g, 0.3 + g, 0.4 + g]} for m in ("grpo", "dapo") for g in (0.0, 0.5)}
     )
-    with ledger.collecting() as rows:
-        report_llm._record_nsweep(nsweep)
-        report_llm._record_objectives(objectives, objectives_claims(objectives))
-    got = {key: verdict for key, _, verdict, _ in rows}
+    rows = report_llm._record_nsweep(nsweep) + report_llm._record_objectives(objectives, objectives_claims(objectives))
+    got = {key: verdict.value for key, _, verdict in rows}
     assert got == {
         "t2-pass1": "not resolved",
         "t2-dip": "reproduced",
@@ -270,19 +267,19 @@ def test_every_ledger_row_of_the_section_is_a_verdict_from_the_rule():
         "t1-pass256": "reproduced",
         "t1-pass1": "reproduced",
     }
-    ours = {key: text for key, text, _, _ in rows}
+    ours = {key: text for key, text, _ in rows}
     assert "left out, its runs identical to GRPO's: DAPO" in ours["t1-pass256"]
     assert "paired t" in ours["t2-dip"]
 
 
 def test_the_zone_caveat_is_never_reproduced_and_the_sources_cite_v2():
-    from tailmiss.report import llm as report_llm
+    from tailmiss.studies.transformer import section as report_llm
 
     assert "consistent with the caveat" in report_llm.zones_caveat(False, "zones agree at 33% of N")
     for agrees in (False, True):
         assert "reproduc" not in report_llm.zones_caveat(agrees, "zones agree at 100% of N")
-    root = Path(report_llm.__file__).resolve().parents[1]
-    for rel in ("report/llm.py", "results/claims/llm.py", "results/claims/llm_objectives.py"):
+    root = Path(report_llm.__file__).resolve().parent
+    for rel in ("section.py", "tables.py", "claims.py", "objectives.py"):
         text = (root / rel).read_text()
         assert "§7.1" not in text and "§J" not in text and "called a tie" not in text, rel
 
@@ -291,7 +288,7 @@ def test_the_large_n_regime_is_zone_iii_or_a_recovery_and_zone_iii_keeps_fig2s_m
     """The ladder's composite (zone III, or a significant dip and recovery) has its own name: a curve whose zones read
     I I I can recover without being called zone III."""
     from tailmiss.analytic.regimes import zones
-    from tailmiss.results.claims.ladder import has_large_n_regime
+    from tailmiss.studies.ladder.claims import has_large_n_regime
 
     flat = tuple(zones([2, 8, 32], [0.88, 0.83, 0.883]))
     assert flat == ("I", "I", "I")
@@ -304,7 +301,7 @@ def test_the_large_n_regime_is_zone_iii_or_a_recovery_and_zone_iii_keeps_fig2s_m
 def test_fig2_alone_and_the_lift_need_their_rules():
     """F-GRPO Fig. 2: "N = 131,072 alone keeps M_ret ≈ 1" fails its "alone" when a small N keeps it too; "γ = 1 lifts
     M_ret, mostly in zone II" needs a positive lift larger inside the zone than outside."""
-    from tailmiss.results.claims.sim import Fig2Claims
+    from tailmiss.studies.simulation.claims import Fig2Claims
 
     def claims(keepers, lift_in=0.2, lift_out=0.01):
         return Fig2Claims(
@@ -323,7 +320,7 @@ def test_fig2_alone_and_the_lift_need_their_rules():
 def test_brorl_regression_concavity_drops_and_improvement_rules():
     import numpy as np
 
-    from tailmiss.results.claims.sim import BrorlClaims
+    from tailmiss.studies.simulation.claims import BrorlClaims
 
     n = np.array([4, 8, 16, 512, 51200])
     ours = BrorlClaims(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tailmiss.options import RunOptions
-from tailmiss.results import Context, train_llm
+from tailmiss.studies.context import Context
+from tailmiss.studies.runs import train_llm
 
 
 @pytest.mark.parametrize(

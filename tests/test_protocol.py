@@ -16,9 +16,9 @@ from tailmiss.llm.evaluate import answer_distribution, exact_metrics
 from tailmiss.llm.model import GPT, ModelConfig
 from tailmiss.llm.rollouts import step_prompts, training_pool
 from tailmiss.llm.tasks import MultiSolutionTask
-from tailmiss.results.claims import noise as nc
-from tailmiss.results.claims import protocol as pc
-from tailmiss.results.claims.rule import Outcome, Verdict
+from tailmiss.studies.protocol import claims as pc
+from tailmiss.studies.protocol import noise as nc
+from tailmiss.studies.rule import Outcome, Verdict
 
 # ---- trainer options ----------------------------------------------------------------------------------------------
 
@@ -393,13 +393,12 @@ def _claims(same, focal=0.655):
 
 @pytest.mark.parametrize("null, appq", [([0.05, 0.05], "refuted"), (None, "not resolved")])
 def test_the_protocol_section_records_verdicts_computed_from_its_numbers(null, appq):
-    from tailmiss.report import ledger
-    from tailmiss.report.protocol import protocol_text
+    from tailmiss.studies.protocol.section import protocol_text
 
     claims = _claims(_same([0.06, 0.30], [225, 225], null=null))
-    with ledger.collecting() as rows:
-        text = protocol_text(claims)
-    got = {key: (ours, verdict) for key, ours, verdict, _ in rows}
+    section = protocol_text(claims)
+    text = section.text
+    got = {key: (ours, verdict.value) for key, ours, verdict in section.rows}
     assert set(got) == {"t2-protocol", "t2-reach", "appQ"}
     assert got["t2-protocol"][1] == "reproduced" and got["t2-reach"][1] == "refuted" and got["appQ"][1] == appq
     reach = claims.verdicts["selection"].reach[0.5].parts[0][0]

@@ -274,7 +274,7 @@ def test_a_sweep_survives_a_node_lost_mid_run_and_the_lost_run_resumes(no_ray, t
         assert ended.endswith(f"({cluster.head_node.node_id[:8]})"), ended
         pd.testing.assert_frame_equal(result.final, local.final)
         for cfg in runs:
-            assert run_state(root / cfg.name, cfg, root / sweep.sft.name) == "done"
+            assert run_state(root / cfg.name, cfg, root / sweep.sft.name) == "fresh"
             for file in ("history.csv", "config.toml"):
                 assert (root / cfg.name / file).read_bytes() == (tmp_path / "local" / cfg.name / file).read_bytes()
     finally:

@@ -15,9 +15,11 @@ import pytest
 from conftest import tiny_llm_sweeps
 
 from tailmiss.options import RunOptions
-from tailmiss.report import render_report, simulation_section, theory_section, write_report
-from tailmiss.results import Context
+from tailmiss.report import render_report, write_report
 from tailmiss.sim import preset
+from tailmiss.studies.context import Context
+from tailmiss.studies.simulation.section import simulation_section
+from tailmiss.studies.theory.section import theory_section
 
 REPORT = Path(__file__).parents[1] / "paper_repro.md"
 THEORY_ITEMS = ("Fig. 1(a)", "Fig. 3", "Fig. 5", "Fig. 4", "App. N")
@@ -55,8 +57,10 @@ def _no_retraining(what: str):
 def _replaces_alone(ctx, tmp_path, heading: str, only: str, marker: str) -> None:
     """``write_report(..., only=only)`` replaces the section under ``heading`` (its new text has ``marker``) and
     keeps the next section."""
+    from tailmiss.studies.text import fenced
+
     path = tmp_path / "paper_repro.md"
-    path.write_text("# report\n\n" + heading + "\n\nold\n\n## After\n\nkeep\n")
+    path.write_text("# report\n\n" + fenced(only, heading + "\n\nold\n") + "## After\n\nkeep\n")
     write_report(path, ctx, only=only)
     new = path.read_text()
     assert "old\n" not in new and marker in new and "## After\n\nkeep" in new
@@ -149,7 +153,7 @@ def test_quick_sections_name_their_full_presets(quick_report):
 
 
 def test_full_preset_of_each_quick_preset():
-    from tailmiss.results.llm import full_preset
+    from tailmiss.studies.runs import full_preset
 
     assert full_preset("fgrpo-fig2-prob-quick") == "fgrpo-fig2-prob"
     assert full_preset("maze-nsweep-quick") == "maze-nsweep-cpu"  # what `tailmiss repro` runs on a CPU
@@ -294,7 +298,7 @@ def test_quick_report_llm_section(quick_report):
 def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
     """After the quick report, the LLM section is rebuilt from the cached sweeps without training or simulating."""
     from tailmiss.experiments import cached
-    from tailmiss.report import llm_section
+    from tailmiss.studies.transformer.section import llm_section
 
     def _no_training(*args, **kwargs):
         raise AssertionError("llm_section retrained a cached run")
@@ -304,12 +308,12 @@ def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
     import tailmiss.experiments.bridge
 
     monkeypatch.setattr(tailmiss.experiments.bridge, "simulate", _no_training)
-    assert llm_section(quick_ctx) in quick_report
+    assert llm_section(quick_ctx).text.rstrip("\n") in quick_report
 
 
 def test_quick_report_ladder_section(quick_report, quick_ctx):
     """The ladder section is in the quick report, from cached runs, with every part and a verdict per ingredient."""
-    from tailmiss.report.ladder import LADDER_HEADING, ladder_section
+    from tailmiss.studies.ladder.section import LADDER_HEADING, ladder_section
 
     assert LADDER_HEADING in quick_report
     section = quick_report[quick_report.index(LADDER_HEADING) :]
@@ -333,28 +337,35 @@ def test_quick_report_ladder_section(quick_report, quick_ctx):
 
 
 def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_path):
+    """A section is found by its fences, never by reading the text: a heading inside another section's text, or text
+    that merely looks like a heading, does not move the boundaries."""
     from tailmiss.report import replace_section, write_report
-    from tailmiss.report.ladder import LADDER_HEADING
+    from tailmiss.studies.ladder.section import LADDER_HEADING
+    from tailmiss.studies.text import fenced
 
-    text = "# report\n\n## Theory\n\nkeep me\n\n" + LADDER_HEADING + "\n\nold ladder\n\n## After\n\nkeep me too\n"
-    replaced = replace_section(text, LADDER_HEADING, LADDER_HEADING + "\n\nnew ladder\n")
-    assert "old ladder" not in replaced and "new ladder" in replaced
+    ladder = fenced("ladder", LADDER_HEADING + "\n\nold ladder\n\n### A part\n\n## not a heading of ours\n")
+    text = "# report\n\n" + fenced("theory", "## Theory\n\nkeep me\n") + ladder + "## After\n\nkeep me too\n"
+    replaced = replace_section(text, "ladder", LADDER_HEADING + "\n\nnew ladder\n")
+    assert "old ladder" not in replaced and "not a heading of ours" not in replaced and "new ladder" in replaced
     assert replaced.index("keep me\n") < replaced.index("new ladder") < replaced.index("## After")
-    assert "keep me too" in replaced
-    sub = "## LLM\n\n### Objectives `a`\n\nold rows\n\n### Maze\n\nmaze rows\n\n## Next\n"
-    new_sub = replace_section(sub, "### Objectives", "### Objectives `b`\n\nnew rows\n")
-    assert new_sub == "## LLM\n\n### Objectives `b`\n\nnew rows\n\n### Maze\n\nmaze rows\n\n## Next\n"
-    appended = replace_section("# report\n\n## Theory\n\nx\n", LADDER_HEADING, LADDER_HEADING + "\n\nbody\n")
-    assert appended.endswith(LADDER_HEADING + "\n\nbody\n")
+    assert "keep me too" in replaced and replaced.count("<!-- study:ladder -->") == 1
+    sub = "## LLM\n\n" + fenced("objectives", "### Objectives `a`\n\nold rows\n") + "\n### Maze\n\nmaze rows\n"
+    new_sub = replace_section(sub, "objectives", "### Objectives `b`\n\nnew rows\n")
+    assert new_sub == sub.replace("`a`\n\nold rows", "`b`\n\nnew rows")
+    with pytest.raises(ValueError, match="no fenced section 'ladder'"):
+        replace_section("# report\n\n## Theory\n\nx\n", "ladder", LADDER_HEADING + "\n\nbody\n")
     path = tmp_path / "paper_repro.md"
-    path.write_text(text)
+    write_report(path, quick_ctx, deferred=("ladder", "objectives"))
+    before = path.read_text()
     write_report(path, quick_ctx, only="ladder")
     new = path.read_text()
-    assert "old ladder" not in new and "## Theory\n\nkeep me" in new and "keep me too" in new
-    assert "### One verdict per ingredient" in new
+    assert "*Not in the first look.* The ladder" in before and "*Not in the first look.* The ladder" not in new
+    assert "### One verdict per ingredient" in new and new.count("## Theory") == 1
+    theory = before[before.index("<!-- study:theory -->") : before.index("<!-- /study:theory -->")]
+    assert theory in new  # the other sections are left as they were
     with pytest.raises(ValueError, match="only must be one of"):
         write_report(path, quick_ctx, only="theory")
-    write_report(path, quick_ctx, only="objectives")  # appended: this stand-in report has no objective table
+    write_report(path, quick_ctx, only="objectives")
     assert "### Objectives `" in path.read_text() and "DAPO+DS" in path.read_text()
     with pytest.raises(ValueError, match="does not exist"):
         write_report(tmp_path / "missing.md", quick_ctx, only="ladder")
@@ -366,10 +377,10 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
     from dataclasses import replace
 
     from tailmiss.experiments.bridge import DEFAULT_SIM_LR, SENSITIVITY_LRS, BridgeResult
-    from tailmiss.experiments.sweep import SweepResult
-    from tailmiss.report.bridge import bridge_section
-    from tailmiss.results import BridgeData, bridge_data
-    from tailmiss.results.claims.bridge import BridgeVerdict, bridge_verdict
+    from tailmiss.experiments.sweep_result import SweepResult
+    from tailmiss.studies.bridge.claims import BridgeVerdict, bridge_verdict
+    from tailmiss.studies.bridge.data import BridgeData, bridge_data
+    from tailmiss.studies.bridge.section import bridge_section
 
     data = bridge_data(quick_ctx)
     assert data.others == () and data.main.sim_lr == DEFAULT_SIM_LR
@@ -394,10 +405,10 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
 def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
     """The protocol section: every rung with its three verdicts, the paper's Table 2 beside ours, the noise part;
     computed from the cached sweeps (no retraining); ``only="protocol"`` replaces it alone."""
-    from tailmiss.report.controls import CONTROLS_HEADING
-    from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
-    from tailmiss.results.claims import protocol as pc
-    from tailmiss.results.claims.rule import Verdict
+    from tailmiss.studies.controls.section import CONTROLS_HEADING
+    from tailmiss.studies.protocol import claims as pc
+    from tailmiss.studies.protocol.section import PROTOCOL_HEADING, protocol_section
+    from tailmiss.studies.rule import Verdict
 
     assert PROTOCOL_HEADING in quick_report
     section = quick_report[quick_report.index(PROTOCOL_HEADING) : quick_report.index(CONTROLS_HEADING)]
@@ -417,7 +428,7 @@ def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
     assert "| 30 | 3 |" in section  # two seeds of one config: one pair at each of 3 N, judged by App. Q
 
     with _no_retraining("the protocol section"):
-        assert protocol_section(quick_ctx) in quick_report
+        assert protocol_section(quick_ctx).text.rstrip("\n") in quick_report
         _replaces_alone(quick_ctx, tmp_path, PROTOCOL_HEADING, "protocol", "### Could one seed show it?")
 
 
@@ -425,7 +436,7 @@ def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
     """The controls section: Table 3's rows and the paper's three sentences with verdicts from the paired rule, the γ
     table per method, the pass@k and trade-off parts; computed from the cached sweeps (no retraining);
     ``only="controls"`` replaces it alone."""
-    from tailmiss.report.controls import CONTROLS_HEADING, controls_section
+    from tailmiss.studies.controls.section import CONTROLS_HEADING, controls_section
 
     assert CONTROLS_HEADING in quick_report
     section = quick_report[quick_report.index(CONTROLS_HEADING) :]
@@ -444,7 +455,7 @@ def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
     assert "Gai et al. 2025" in section and "noise rule" in section
 
     with _no_retraining("the controls section"):
-        assert controls_section(quick_ctx) in quick_report
+        assert controls_section(quick_ctx).text.rstrip("\n") in quick_report
         _replaces_alone(quick_ctx, tmp_path, CONTROLS_HEADING, "controls", "### Tables 12-14")
 
 
@@ -452,21 +463,21 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     """``tailmiss repro --quick`` (the first look) keeps each deferred section's heading with a note naming the
     commands that write it, reads none of their sweeps, trains none of their families and renders none of their
     figures; ``only=NAME`` then writes the section in place, with its quick-version line."""
-    import tailmiss.report as report
-    import tailmiss.report.llm as report_llm
-    from tailmiss.figures import FIGURES
+    import tailmiss.studies.controls.section as controls_section_module
+    import tailmiss.studies.protocol.section as protocol_section_module
+    import tailmiss.studies.transformer.section as report_llm
     from tailmiss.report import (
         QUICK_DEFERRED,
-        SECTION_FIGURES,
         SECTIONS,
         llm_families,
         render_report,
         report_figures,
         write_report,
     )
-    from tailmiss.report.controls import CONTROLS_HEADING
-    from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING
-    from tailmiss.report.protocol import PROTOCOL_HEADING
+    from tailmiss.report.registry import FIGURES
+    from tailmiss.studies.controls.section import CONTROLS_HEADING
+    from tailmiss.studies.protocol.section import PROTOCOL_HEADING
+    from tailmiss.studies.transformer.section import MAZE_HEADING, OBJECTIVES_HEADING
 
     assert set(QUICK_DEFERRED) < set(SECTIONS) and "ladder" not in QUICK_DEFERRED
     assert llm_families(deferred=QUICK_DEFERRED) == ("nsweep", "ladder", "ladder-budget", "ladder-hard")
@@ -480,7 +491,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         "paper-protocol-controls",
         "paper-protocol-gamma",
     }
-    left_out = {f for name in QUICK_DEFERRED for f in SECTION_FIGURES[name]}
+    left_out = {f for name in QUICK_DEFERRED for f in report_figures(only=name)}
     assert left_out == {"llm-objectives", "maze", "protocol", "noise", "controls", "gamma", "passk", "tradeoff"}
     assert report_figures(deferred=QUICK_DEFERRED) == tuple(f for f in FIGURES if f not in left_out)
     assert report_figures() == tuple(FIGURES) and report_figures("maze") == ("maze",)
@@ -500,8 +511,8 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     original = report_llm.sweep_result
     mp = pytest.MonkeyPatch()
     mp.setattr(report_llm, "sweep_result", _sweep_result)
-    mp.setattr(report, "protocol_section", _refused("protocol section"))
-    mp.setattr(report, "controls_section", _refused("controls section"))
+    mp.setattr(protocol_section_module, "protocol_data", _refused("protocol sweeps"))
+    mp.setattr(controls_section_module, "controls_data", _refused("controls sweeps"))
     try:
         with _no_retraining("the first look"):
             first = render_report(quick_ctx, deferred=QUICK_DEFERRED)
@@ -537,22 +548,26 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     assert filled.index(OBJECTIVES_HEADING) < filled.index(MAZE_HEADING) < filled.index("### Bridge")
 
 
-def test_quick_notes_are_written_anew_after_a_section_is_replaced():
-    """A section written by ``only=NAME`` changes what its ``## `` parent names: the quick-version lines are
-    recomputed, never duplicated."""
-    from tailmiss.report import _quick_notes
+def test_quick_notes_come_from_the_records_and_are_written_once():
+    """A study's quick-version line names the quick presets its record reads, beside their full versions, right after
+    its heading; a part written later with ``only=NAME`` gets its own line, and nothing is read back from the text."""
+    from tailmiss.report import _quick_presets
+    from tailmiss.report.registry import study
+    from tailmiss.studies.context import Context
+    from tailmiss.studies.text import quick_note
 
-    text = (
-        "## Small\n\nintro\n\n### Group `multisolution-nsweep-quick`\n\nrows\n\n"
-        "### Maze (Table 4)\n\n*Not in the first look.*\n"
+    quick = Context(quick=True)
+    assert _quick_presets(study("maze"), quick) == [("maze-nsweep-quick", "maze-nsweep-cpu")]
+    assert _quick_presets(study("theory"), quick) == []
+    assert [q for q, _ in _quick_presets(study("simulation"), quick)] == [
+        "fgrpo-fig2-quick",
+        "fgrpo-fig2-prob-quick",
+        "brorl-fig3-quick",
+    ]
+    body = "### Maze `maze-nsweep-quick`\n\nrows\n"
+    noted = quick_note(body, _quick_presets(study("maze"), quick))
+    assert noted == (
+        "### Maze `maze-nsweep-quick`\n\n*Quick version*: `maze-nsweep-quick` in place of the full preset "
+        "`maze-nsweep-cpu` (`tailmiss repro` runs it).\n\nrows\n"
     )
-    once = _quick_notes(text)
-    assert once.count("*Quick version*: `multisolution-nsweep-quick`") == 2  # the ## section and its ###
-    assert _quick_notes(once) == once
-    filled = once.replace("### Maze (Table 4)\n\n*Not in the first look.*", "### Maze `maze-nsweep-quick`\n\nrows")
-    again = _quick_notes(filled)
-    assert again.startswith(
-        "## Small\n\n*Quick versions*: `multisolution-nsweep-quick`, `maze-nsweep-quick` in place of the full "
-        "presets `multisolution-nsweep`, `maze-nsweep-cpu`"
-    )
-    assert again.count("*Quick version") == 3 and _quick_notes(again) == again
+    assert quick_note(body, []) == body

@@ -1,4 +1,4 @@
-"""The one noise rule (:mod:`tailmiss.results.claims.rule`) against scipy and a brute-force Holm procedure."""
+"""The one noise rule (:mod:`tailmiss.studies.rule`) against scipy and a brute-force Holm procedure."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from tailmiss.results.claims import rule
-from tailmiss.results.claims.rule import Outcome, Verdict, compare, compare_values, holm, judge, practical_threshold
+from tailmiss.studies import rule
+from tailmiss.studies.rule import Outcome, Verdict, compare, compare_values, holm, judge, practical_threshold
 
 _values = st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=3, max_size=12)
 

@@ -14,7 +14,7 @@ from tailmiss.cli import app
 from tailmiss.options import RunOptions
 from tailmiss.report import QUICK_DEFERRED, write_report
 from tailmiss.report.stamps import STAMP_LINE, check_stamps, read_stamps, section_stamp, stamps_path, write_stamps
-from tailmiss.results import Context
+from tailmiss.studies.context import Context
 
 THEORY = "## Theory (closed forms)"
 
@@ -61,7 +61,7 @@ def test_each_section_is_stamped_and_the_check_names_what_changed(ctx, tmp_path,
         section = text[text.index(heading) :]
         nxt = section.find("\n## ", 1)
         section = section if nxt < 0 else section[:nxt]
-        last = section.rstrip("\n").split("\n")[-1]
+        last = [line for line in section.split("\n") if line and not line.startswith("<!-- ")][-1]  # fences aside
         assert last.startswith(STAMP_LINE) and record["sections"][heading]["code"] in last, heading
     small = next(h for h in headings if h.startswith("## Small transformer"))
     assert set(record["sections"][small]["presets"]) == {
@@ -77,10 +77,11 @@ def test_each_section_is_stamped_and_the_check_names_what_changed(ctx, tmp_path,
     assert "## Theory" not in stale
     _edit(package_copy, "objectives/token_losses.py", "ratio.clamp(max=3.0)", "ratio.clamp(max=cfg.clip_high)")
     assert check_stamps(report, ctx=ctx) == []
-    _edit(package_copy, "report/protocol.py", '"the test (a one-run', '"this test (a one-run')
+    _edit(package_copy, "studies/protocol/section.py", '"the test (a one-run', '"this test (a one-run')
     stale = _stale(report, ctx)
-    assert list(stale) == ["## The paper's protocol"] and "report/protocol.py" in stale["## The paper's protocol"]
-    _edit(package_copy, "report/protocol.py", '"this test (a one-run', '"the test (a one-run')
+    protocol = "## The paper's protocol"
+    assert list(stale) == [protocol] and "studies/protocol/section.py" in stale[protocol]
+    _edit(package_copy, "studies/protocol/section.py", '"this test (a one-run', '"the test (a one-run')
 
     report.write_text(text.replace(record["sections"][THEORY]["code"], "0" * 16, 1))
     assert "edited by hand" in _stale(report, ctx)["## Theory"]
@@ -112,7 +113,7 @@ def test_the_first_look_and_a_section_added_later_stay_current(ctx, tmp_path):
 
 
 def test_figure_stamps_hold_the_files_and_the_code(ctx, tmp_path):
-    from tailmiss.figures import FIGURES, make
+    from tailmiss.report.registry import FIGURES, make
     from tailmiss.report.stamps import figure_stamp
 
     report = tmp_path / "paper_repro.md"
@@ -158,19 +159,16 @@ def test_repro_check_on_the_command_line(ctx, tmp_path):
 def test_a_change_to_any_verdict_rule_stales_the_ledger(ctx, package_copy):
     """The ledger's stamp holds every claims module and the one noise rule: editing the rule's α, or a section's
     claims module, changes the ledger's code (before, a rule change left the ledger current)."""
-    from tailmiss.report.ledger import LEDGER_HEADING
+    from tailmiss.studies.ledger import LEDGER_HEADING
 
     before = section_stamp(LEDGER_HEADING, ctx)
-    for rel in ("results/claims/rule.py", "results/claims/ladder.py", "results/claims/controls.py", "report/ledger.py"):
+    for rel in ("studies/rule.py", "studies/ladder/claims.py", "studies/controls/claims.py", "studies/ledger.py"):
         assert rel in before["files"], rel
-    _edit(package_copy, "results/claims/rule.py", "ALPHA = 0.05", "ALPHA = 0.01")
+    _edit(package_copy, "studies/rule.py", "ALPHA = 0.05", "ALPHA = 0.01")
     after = section_stamp(LEDGER_HEADING, ctx)
-    assert (
-        after["code"] != before["code"]
-        and after["files"]["results/claims/rule.py"] != before["files"]["results/claims/rule.py"]
-    )
-    _edit(package_copy, "results/claims/rule.py", "ALPHA = 0.01", "ALPHA = 0.05")
+    assert after["code"] != before["code"] and after["files"]["studies/rule.py"] != before["files"]["studies/rule.py"]
+    _edit(package_copy, "studies/rule.py", "ALPHA = 0.01", "ALPHA = 0.05")
     assert section_stamp(LEDGER_HEADING, ctx)["code"] == before["code"]
-    _edit(package_copy, "results/claims/controls.py", "def _family(", "def _family_(")
-    _edit(package_copy, "results/claims/controls.py", "_family(FIG1BC", "_family_(FIG1BC")
+    _edit(package_copy, "studies/controls/claims.py", "def _family(", "def _family_(")
+    _edit(package_copy, "studies/controls/claims.py", "_family(FIG1BC", "_family_(FIG1BC")
     assert section_stamp(LEDGER_HEADING, ctx)["files"] != before["files"]

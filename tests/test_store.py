@@ -171,12 +171,13 @@ def test_the_real_packages_cache_keys_follow_its_numbers(tmp_path, monkeypatch):
 
     try:
         before = keys()
-        edit("report/protocol.py", '"the test (a one-run', '"this test (a one-run')
-        moved = (pkg / "report" / "llm.py").read_text()
+        edit("studies/protocol/section.py", '"the test (a one-run', '"this test (a one-run')
+        moved = (pkg / "studies" / "transformer" / "tables.py").read_text()
         start = moved.index("def verdict_word(")
         end = moved.index("\n\n\ndef ", start)
-        (pkg / "report" / "text.py").write_text((pkg / "report" / "text.py").read_text() + "\n\n" + moved[start:end])
-        (pkg / "report" / "llm.py").write_text(moved[:start] + moved[end + 3 :])
+        text = pkg / "studies" / "text.py"
+        text.write_text(text.read_text() + "\n\n" + moved[start:end])
+        (pkg / "studies" / "transformer" / "tables.py").write_text(moved[:start] + moved[end + 3 :])
         rl = (pkg / "llm" / "rl_update.py").read_text()
         doc_end = rl.index('"""', 3)
         rl = rl[:doc_end] + " Reworded." + rl[doc_end:]  # the module docstring

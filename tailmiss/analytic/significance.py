@@ -13,6 +13,69 @@ only looks at the answer, :math:`n` generated answers are :math:`n`
 independent Bernoulli(:math:`\mu_{pos}(x)`) outcomes, so drawing them from the
 exact masses is the same as generating. The test's rejection rate under its
 own null is measured by :mod:`tailmiss.analytic.significance_size`.
+
+**The test** (:func:`paired_subsampling_test`). Each method has :math:`n`
+sampled outcomes on each of the same :math:`P` problems. The statistic is the
+benchmark difference of the unbiased estimator (Chen et al. 2021)
+
+.. math::
+
+    \hat\theta_n = \frac1P \sum_x \big[\hat p_k(c_A(x), n) - \hat p_k(c_B(x), n)\big],
+    \qquad \hat p_k(c, n) = 1 - \binom{n-c}{k} \Big/ \binom{n}{k}.
+
+Each iteration draws, per problem and independently across problems, one
+set of :math:`m` of the :math:`n` sample indices without replacement,
+shared by the two methods (the pairing), and recomputes the difference
+:math:`\hat\theta^*_b` from those :math:`m` samples. By Politis, Romano and
+Wolf (1999) the law of :math:`T^*_b = \tau_m(\hat\theta^*_b - \hat\theta_n)`
+approximates that of :math:`\sqrt n(\hat\theta_n - \theta)`, so
+
+* two-sided p-value: :math:`\Pr^*\big(|T^*_b| \ge \sqrt n\,|\hat\theta_n|\big)`;
+* interval: :math:`[\hat\theta_n - q_{1-\alpha/2}/\sqrt n,\ \hat\theta_n - q_{\alpha/2}/\sqrt n]`
+  with :math:`q` the quantiles of :math:`T^*_b`.
+
+**The scaling** (``form="corrected"``, the default). Write
+:math:`d_j(x) \in \{-1, 0, 1\}` for the paired per-sample difference at
+k = 1, so :math:`\hat\theta_n` is a mean of :math:`d` and, with
+:math:`s_x^2` the variance of problem x's :math:`n` values :math:`d_j(x)`
+(divisor n), :math:`\operatorname{Var}(\sqrt n\,\hat\theta_n)` is estimated
+by the plug-in :math:`\hat\sigma^2 = P^{-2}\sum_x s_x^2`. A mean of
+:math:`m` of the :math:`n` values drawn without replacement has variance
+:math:`\frac{s_x^2}{m}\frac{n-m}{n-1}` (the finite-population correction), so
+
+.. math::
+
+    \operatorname{Var}^*\big(\sqrt m(\hat\theta^*_b - \hat\theta_n)\big)
+        = \frac{n-m}{n-1}\,\hat\sigma^2,
+    \qquad
+    \tau_m = \sqrt{\frac{m\,(n-1)}{n-m}}
+    \ \Rightarrow\ \operatorname{Var}^*(T^*_b) = \hat\sigma^2 .
+
+The corrected :math:`\tau_m` is therefore exact for the linear k = 1
+statistic (the subsampling variance equals the plug-in variance; the
+unbiased one is larger by :math:`n/(n-1)`, 0.1 % at n = 1024). Politis,
+Romano and Wolf's :math:`\tau_m = \sqrt m` (``form="uncorrected"``) assumes
+:math:`m/n \to 0`; at :math:`m/n = 1/4` it understates the spread by
+:math:`\sqrt{1 - m/n} \approx 0.87` and the test over-rejects (8-10 %
+at a nominal 5 % for k = 1). For k > 1 the per-problem estimator is a
+U-statistic of degree k, and the factor corrects its linear (Hajek) term
+only: the higher-order terms weigh more in a subsample of m than in n, so
+the subsampling law is too wide and the test errs conservative, most at
+k = m, where each subsample's estimator is an indicator (any correct among
+the m), as long as that indicator varies between subsamples. Where it
+hardly does (every problem with a non-zero mass is solved in nearly every
+m-subsample) :math:`\hat\theta^*_b` is 0 in nearly every subsample while
+:math:`\hat\theta_n` is a small non-zero number; as :math:`\tau_m < \sqrt n`
+that atom never reaches the observed statistic, and the test, in either
+scaling, rejects nearly every non-zero :math:`\hat\theta_n`, however small
+(:mod:`tailmiss.analytic.significance_size` measures it).
+
+``form="percentile"`` is the literal reading of F-GRPO App. Q: significant
+when 0 lies outside the α/2 and 1 - α/2 percentiles of the subsample
+differences :math:`\hat\theta^*_b` themselves (no rescaling); p-value
+:math:`\min\{1, 2\min(\Pr^*(\hat\theta^*_b \le 0), \Pr^*(\hat\theta^*_b \ge 0))\}`,
+interval those percentiles. Its law is about :math:`\sqrt{n/m - 1} = \sqrt 3`
+times wider than that of :math:`\hat\theta_n`, so it is very conservative.
 """
 
 from __future__ import annotations
@@ -185,68 +248,10 @@ def paired_subsampling_test(
 ) -> SubsamplingTest:
     r"""Paired m-out-of-n subsampling test of a pass@k difference between two methods (F-GRPO App. Q).
 
-    Each method has :math:`n` sampled outcomes on each of the same :math:`P`
-    problems. The statistic is the benchmark difference of the unbiased
-    estimator (Chen et al. 2021)
-
-    .. math::
-
-        \hat\theta_n = \frac1P \sum_x \big[\hat p_k(c_A(x), n) - \hat p_k(c_B(x), n)\big],
-        \qquad \hat p_k(c, n) = 1 - \binom{n-c}{k} \Big/ \binom{n}{k}.
-
-    Each iteration draws, per problem and independently across problems, one
-    set of :math:`m` of the :math:`n` sample indices without replacement,
-    shared by the two methods (the pairing), and recomputes the difference
-    :math:`\hat\theta^*_b` from those :math:`m` samples. By Politis, Romano and
-    Wolf (1999) the law of :math:`T^*_b = \tau_m(\hat\theta^*_b - \hat\theta_n)`
-    approximates that of :math:`\sqrt n(\hat\theta_n - \theta)`, so
-
-    * two-sided p-value: :math:`\Pr^*\big(|T^*_b| \ge \sqrt n\,|\hat\theta_n|\big)`;
-    * interval: :math:`[\hat\theta_n - q_{1-\alpha/2}/\sqrt n,\ \hat\theta_n - q_{\alpha/2}/\sqrt n]`
-      with :math:`q` the quantiles of :math:`T^*_b`.
-
-    **The scaling** (``form="corrected"``, the default). Write
-    :math:`d_j(x) \in \{-1, 0, 1\}` for the paired per-sample difference at
-    k = 1, so :math:`\hat\theta_n` is a mean of :math:`d` and, with
-    :math:`s_x^2` the variance of problem x's :math:`n` values :math:`d_j(x)`
-    (divisor n), :math:`\operatorname{Var}(\sqrt n\,\hat\theta_n)` is estimated
-    by the plug-in :math:`\hat\sigma^2 = P^{-2}\sum_x s_x^2`. A mean of
-    :math:`m` of the :math:`n` values drawn without replacement has variance
-    :math:`\frac{s_x^2}{m}\frac{n-m}{n-1}` (the finite-population correction), so
-
-    .. math::
-
-        \operatorname{Var}^*\big(\sqrt m(\hat\theta^*_b - \hat\theta_n)\big)
-            = \frac{n-m}{n-1}\,\hat\sigma^2,
-        \qquad
-        \tau_m = \sqrt{\frac{m\,(n-1)}{n-m}}
-        \ \Rightarrow\ \operatorname{Var}^*(T^*_b) = \hat\sigma^2 .
-
-    The corrected :math:`\tau_m` is therefore exact for the linear k = 1
-    statistic (the subsampling variance equals the plug-in variance; the
-    unbiased one is larger by :math:`n/(n-1)`, 0.1 % at n = 1024). Politis,
-    Romano and Wolf's :math:`\tau_m = \sqrt m` (``form="uncorrected"``) assumes
-    :math:`m/n \to 0`; at :math:`m/n = 1/4` it understates the spread by
-    :math:`\sqrt{1 - m/n} \approx 0.87` and the test over-rejects (8-10 %
-    at a nominal 5 % for k = 1). For k > 1 the per-problem estimator is a
-    U-statistic of degree k, and the factor corrects its linear (Hajek) term
-    only: the higher-order terms weigh more in a subsample of m than in n, so
-    the subsampling law is too wide and the test errs conservative, most at
-    k = m, where each subsample's estimator is an indicator (any correct among
-    the m), as long as that indicator varies between subsamples. Where it
-    hardly does (every problem with a non-zero mass is solved in nearly every
-    m-subsample) :math:`\hat\theta^*_b` is 0 in nearly every subsample while
-    :math:`\hat\theta_n` is a small non-zero number; as :math:`\tau_m < \sqrt n`
-    that atom never reaches the observed statistic, and the test, in either
-    scaling, rejects nearly every non-zero :math:`\hat\theta_n`, however small
-    (:mod:`tailmiss.analytic.significance_size` measures it).
-
-    ``form="percentile"`` is the literal reading of F-GRPO App. Q: significant
-    when 0 lies outside the α/2 and 1 - α/2 percentiles of the subsample
-    differences :math:`\hat\theta^*_b` themselves (no rescaling); p-value
-    :math:`\min\{1, 2\min(\Pr^*(\hat\theta^*_b \le 0), \Pr^*(\hat\theta^*_b \ge 0))\}`,
-    interval those percentiles. Its law is about :math:`\sqrt{n/m - 1} = \sqrt 3`
-    times wider than that of :math:`\hat\theta_n`, so it is very conservative.
+    Each method has :math:`n` sampled outcomes on each of the same :math:`P` problems. The statistic, the benchmark
+    difference :math:`\hat\theta_n` of the unbiased pass@k estimator (Chen et al. 2021), is recomputed in each
+    iteration (:math:`\hat\theta^*_b`) from :math:`m` of the :math:`n` sample indices per problem, drawn without
+    replacement and shared by the two methods (the pairing). P-value, interval, scaling: module docstring, "The test".
 
     Parameters
     ----------
@@ -264,7 +269,7 @@ def paired_subsampling_test(
     seed : int
         Seeds the draws (the same draws for every form).
     form : {"corrected", "uncorrected", "percentile"}
-        The scaling, above.
+        The scaling (module docstring).
 
     Returns
     -------
@@ -275,6 +280,26 @@ def paired_subsampling_test(
     D. N. Politis, J. P. Romano and M. Wolf (1999), *Subsampling*, Springer.
     F-GRPO App. Q. Chen et al. 2021 (the unbiased pass@k).
     """
+    a, b = _checked_outcomes(correct_a, correct_b, k, m)
+    _check_settings(iterations, alpha, seed, form)
+    n = a.shape[1]
+    theta, stars = _differences(_joint_counts(a, b), n, [k], m, iterations, np.random.default_rng(seed))
+    p_value = float(_p_values(theta, stars, n, m, form)[0])
+    tau = None if form == "percentile" else _scale(n, m, form)
+    ci_low, ci_high = _interval(theta[0], stars[0], n, tau, alpha)
+    settings = dict(k=int(k), m=int(m), n=int(n), iterations=int(iterations), alpha=float(alpha), form=form)
+    return SubsamplingTest(
+        difference=float(theta[0]),
+        p_value=p_value,
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
+        significant=p_value < alpha,
+        **settings,
+    )
+
+
+def _checked_outcomes(correct_a, correct_b, k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two methods' outcomes as (P, n) bool arrays of one shape, with ``m < n`` and ``k <= m`` checked."""
     a, b = _outcomes("correct_a", correct_a), _outcomes("correct_b", correct_b)
     if a.shape != b.shape:
         raise ValueError(f"correct_a and correct_b must have one shape, got {a.shape} and {b.shape}")
@@ -285,27 +310,20 @@ def paired_subsampling_test(
     check_int("k", k)
     if k > m:
         raise ValueError(f"k must not exceed m ({m}), got {k}")
+    return a, b
+
+
+def _check_settings(iterations: int, alpha: float, seed: int, form: str) -> None:
+    """``ValueError`` naming the first bad one of the iterations, the level, the seed and the form."""
     check_int("iterations", iterations)
     check_number("alpha", alpha, 0.0, 1.0, lo_open=True, hi_open=True)
     check_int("seed", seed, 0)
     check_form(form)
-    theta, stars = _differences(_joint_counts(a, b), n, [k], m, iterations, np.random.default_rng(seed))
-    p_value = float(_p_values(theta, stars, n, m, form)[0])
-    if form == "percentile":
-        ci_low, ci_high = np.quantile(stars[0], [alpha / 2, 1 - alpha / 2])
-    else:
-        q_lo, q_hi = np.quantile(_scale(n, m, form) * (stars[0] - theta[0]), [alpha / 2, 1 - alpha / 2])
-        ci_low, ci_high = theta[0] - q_hi / np.sqrt(n), theta[0] - q_lo / np.sqrt(n)
-    return SubsamplingTest(
-        difference=float(theta[0]),
-        p_value=p_value,
-        ci_low=float(ci_low),
-        ci_high=float(ci_high),
-        significant=p_value < alpha,
-        k=int(k),
-        m=int(m),
-        n=int(n),
-        iterations=int(iterations),
-        alpha=float(alpha),
-        form=form,
-    )
+
+
+def _interval(theta, stars: np.ndarray, n: int, tau: float | None, alpha: float):
+    """The 1 - alpha interval: the subsample differences' percentiles (``tau`` None), else from the scaled law."""
+    if tau is None:
+        return np.quantile(stars, [alpha / 2, 1 - alpha / 2])
+    q_lo, q_hi = np.quantile(tau * (stars - theta), [alpha / 2, 1 - alpha / 2])
+    return theta - q_hi / np.sqrt(n), theta - q_lo / np.sqrt(n)

@@ -7,6 +7,20 @@ the two methods are one policy: each null draws two independent outcome sets,
 is the test's size, which a calibrated test holds at α. :func:`null_sizes`
 evaluates several k and several forms on the same draws (one set of subsample
 counts per null serves every k), so they compare like for like.
+
+**The estimate.** The true difference is 0, so each rejection is a false
+positive and the share of the :math:`N` nulls estimates the size,
+
+.. math::
+
+    \widehat{\text{size}} = \frac1N \sum_{i=1}^N \mathbf 1\{\hat p_i < \alpha\},
+
+a Binomial(:math:`N`, size) / :math:`N` draw (:meth:`NullSize.interval`).
+The Monte-Carlo p-value of a test from :math:`I` iterations hardly moves
+the size: were the exact subsampling p-value uniform, the count of
+subsamples at least as extreme would be uniform on :math:`\{0, …, I\}` and
+the test would reject with probability :math:`\lceil \alpha I\rceil/(I+1)`
+(0.04995 at I = 1000).
 """
 
 from __future__ import annotations
@@ -99,24 +113,10 @@ def null_sizes(
 ) -> list[NullSize]:
     r"""Rejection counts of the paired subsampling test under its null, for every (form, k) at once.
 
-    For each of ``nulls`` nulls, two independent outcome sets are drawn from the
-    same correct masses ``mu`` (:func:`null_draw`) and tested as
-    :func:`tailmiss.analytic.significance.paired_subsampling_test` would test
-    them (F-GRPO App. Q; Politis, Romano and Wolf 1999), with ``iterations``
-    subsamples of ``m``; the subsample counts are drawn once per null and serve
-    every k and form. The true difference is 0, so each rejection is a false
-    positive and the share estimates the size,
-
-    .. math::
-
-        \widehat{\text{size}} = \frac1N \sum_{i=1}^N \mathbf 1\{\hat p_i < \alpha\},
-
-    a Binomial(:math:`N`, size) / :math:`N` draw (:meth:`NullSize.interval`).
-    The Monte-Carlo p-value of a test from :math:`I` iterations hardly moves
-    the size: were the exact subsampling p-value uniform, the count of
-    subsamples at least as extreme would be uniform on :math:`\{0, …, I\}` and
-    the test would reject with probability :math:`\lceil \alpha I\rceil/(I+1)`
-    (0.04995 at I = 1000).
+    For each of ``nulls`` nulls, two independent outcome sets are drawn from the same correct masses ``mu``
+    (:func:`null_draw`) and tested as :func:`tailmiss.analytic.significance.paired_subsampling_test` would test them
+    (F-GRPO App. Q; Politis, Romano and Wolf 1999), with ``iterations`` subsamples of ``m``; the subsample counts are
+    drawn once per null and serve every k and form. What the rejection share estimates: the module docstring.
 
     Parameters
     ----------
@@ -144,9 +144,33 @@ def null_sizes(
     list of NullSize
         One per (form, k), forms outer.
     """
+    mu = _checked_mu(mu)
+    ks, forms = _checked_grid(n, m, ks, forms)
+    _check_counts(nulls, iterations, alpha, seed)
+    rejections = np.zeros((len(forms), len(ks)), dtype=np.int64)
+    for index in range(nulls):
+        a, b, test_seed = null_draw(mu, n, seed, index)
+        theta, stars = _differences(_joint_counts(a, b), n, ks, m, iterations, np.random.default_rng(test_seed))
+        for i, form in enumerate(forms):
+            rejections[i] += _p_values(theta, stars, n, m, form) < alpha
+    common = dict(m=m, n=n, problems=len(mu), nulls=nulls, iterations=iterations, alpha=float(alpha))
+    return [
+        NullSize(form=form, k=k, rejections=int(rejections[i, j]), **common)
+        for i, form in enumerate(forms)
+        for j, k in enumerate(ks)
+    ]
+
+
+def _checked_mu(mu) -> np.ndarray:
+    """``mu`` as a non-empty 1-D float array of probabilities (``ValueError`` otherwise)."""
     mu = np.asarray(mu, dtype=float)
     if mu.ndim != 1 or mu.size < 1 or not np.all((mu >= 0) & (mu <= 1)):
         raise ValueError(f"mu must be a non-empty 1-D array of probabilities in [0, 1], got {mu!r}")
+    return mu
+
+
+def _checked_grid(n: int, m: int, ks, forms) -> tuple[list[int], list[str]]:
+    """``n``, ``m < n``, then the ks (each ``<= m``) and the forms checked: the ks as ints and the forms as a list."""
     check_int("n", n, 2)
     check_int("m", m)
     if m >= n:
@@ -160,22 +184,15 @@ def null_sizes(
     forms = [check_form(f) for f in ([forms] if isinstance(forms, str) else forms)]
     if not forms:
         raise ValueError("forms must name at least one form, got none")
+    return ks, forms
+
+
+def _check_counts(nulls: int, iterations: int, alpha: float, seed: int) -> None:
+    """``ValueError`` naming the first bad one of the null count, the iterations, the level and the seed."""
     check_int("nulls", nulls)
     check_int("iterations", iterations)
     check_number("alpha", alpha, 0.0, 1.0, lo_open=True, hi_open=True)
     check_int("seed", seed, 0)
-    rejections = np.zeros((len(forms), len(ks)), dtype=np.int64)
-    for index in range(nulls):
-        a, b, test_seed = null_draw(mu, n, seed, index)
-        theta, stars = _differences(_joint_counts(a, b), n, ks, m, iterations, np.random.default_rng(test_seed))
-        for i, form in enumerate(forms):
-            rejections[i] += _p_values(theta, stars, n, m, form) < alpha
-    common = dict(m=m, n=n, problems=len(mu), nulls=nulls, iterations=iterations, alpha=float(alpha))
-    return [
-        NullSize(form=form, k=k, rejections=int(rejections[i, j]), **common)
-        for i, form in enumerate(forms)
-        for j, k in enumerate(ks)
-    ]
 
 
 def null_size(

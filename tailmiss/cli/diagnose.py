@@ -53,37 +53,12 @@ def diagnose_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Diagnose a real run: is it in the tail-miss regime, and how should it spend its rollouts per step?"""
-    import warnings
-
     # numpy / pandas only (no torch): a bad log or setting is refused in about a second
-    from tailmiss.diagnose import (
-        DEFAULT_GAMMAS,
-        DEFAULT_RHOS,
-        RESULT_FILES,
-        CutLineWarning,
-        RepeatedRowsWarning,
-        check_advice_settings,
-        check_same_log,
-        default_folder,
-        diagnose,
-        read_rollouts,
-        summary_json,
-        write_diagnosis,
-    )
-    from tailmiss.diagnose.analysis import check_grids
-    from tailmiss.io import check_result_dest, result_dir
+    from tailmiss.diagnose import diagnose
 
-    rhos, gammas = check_grids(rho or DEFAULT_RHOS, gamma or DEFAULT_GAMMAS)  # every setting before the log is read
-    check_advice_settings(advice_rho, budget, run_gamma)
-    out = out or default_folder(log)
-    check_result_dest(out, RESULT_FILES, "diagnose result")
-    check_same_log(out, log)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CutLineWarning)  # the log carries them: one line each below
-        warnings.simplefilter("ignore", RepeatedRowsWarning)
-        rollouts = read_rollouts(log, fmt, reward_column)
-    for note in rollouts.warnings:
-        echo_err(f"Warning: {note}")
+    rhos, gammas = _checked_grids(rho, gamma, advice_rho, budget, run_gamma)  # every setting before the log is read
+    out = _checked_out(out, log)
+    rollouts = _read_log(log, fmt, reward_column)
     result = diagnose(
         rollouts,
         threshold=threshold,
@@ -95,13 +70,63 @@ def diagnose_cmd(
         run_gamma=run_gamma,
     )
     check = _simulate(result, as_json) if simulate and result.advice is not None else None
-    from tailmiss.figures.diagnose import save_diagnosis_figure  # matplotlib: once there is something to draw
+    _write_result(result, check, out)
+    _echo_result(result, check, out, as_json)
+
+
+def _checked_grids(rho, gamma, advice_rho: float, budget, run_gamma):
+    """The rho and gamma grids (defaults for none), with the advice's settings checked too."""
+    from tailmiss.diagnose import DEFAULT_GAMMAS, DEFAULT_RHOS, check_advice_settings
+    from tailmiss.diagnose.analysis import check_grids
+
+    rhos, gammas = check_grids(rho or DEFAULT_RHOS, gamma or DEFAULT_GAMMAS)
+    check_advice_settings(advice_rho, budget, run_gamma)
+    return rhos, gammas
+
+
+def _checked_out(out: Path | None, log: Path) -> Path:
+    """The result folder (default from the log's path), refused if it cannot be written or holds another log's."""
+    from tailmiss.diagnose import RESULT_FILES, check_same_log, default_folder
+    from tailmiss.io import check_result_dest
+
+    out = out or default_folder(log)
+    check_result_dest(out, RESULT_FILES, "diagnose result")
+    check_same_log(out, log)
+    return out
+
+
+def _read_log(log: Path, fmt: str, reward_column: str | None):
+    """The log read, its cut-off lines and repeated rows told as one warning line each on stderr."""
+    import warnings
+
+    from tailmiss.diagnose import CutLineWarning, RepeatedRowsWarning, read_rollouts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CutLineWarning)  # the log carries them: one line each below
+        warnings.simplefilter("ignore", RepeatedRowsWarning)
+        rollouts = read_rollouts(log, fmt, reward_column)
+    for note in rollouts.warnings:
+        echo_err(f"Warning: {note}")
+    return rollouts
+
+
+def _write_result(result, check, out: Path) -> None:
+    """The diagnosis, the simulated check (if any) and the figure written to ``out`` as one result."""
+    from tailmiss.diagnose import RESULT_FILES, write_diagnosis
+    from tailmiss.io import result_dir
+    from tailmiss.studies.diagnose_figure import save_diagnosis_figure  # matplotlib: once there is something to draw
 
     with result_dir(out, RESULT_FILES, "diagnose result") as tmp:
         write_diagnosis(result, tmp)
         if check is not None:
             check.to_csv(tmp / "diagnose_simcheck.csv", index=False)
         save_diagnosis_figure(result, tmp, check)
+
+
+def _echo_result(result, check, out: Path, as_json: bool) -> None:
+    """The summary as JSON or as text on stdout, then the files written (on stderr with --json)."""
+    from tailmiss.diagnose import RESULT_FILES, summary_json
+
     if as_json:
         summary = summary_json(result.summary)
         if check is not None:

@@ -1,4 +1,4 @@
-"""``tailmiss figures``: list and render the paper's figures (:mod:`tailmiss.figures`)."""
+"""``tailmiss figures``: list and render the paper's figures (:mod:`tailmiss.report.registry`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tailmiss.cli._common import (
 @figures_app.command("list")
 def figures_list_cmd() -> None:
     """List the registered figures."""
-    from tailmiss.figures import FIGURES
+    from tailmiss.report.registry import FIGURES
 
     rows = [[s.name, s.paper_ref, "yes" if s.simulated else "no", s.description] for s in FIGURES.values()]
     table = Table(title="Figures")
@@ -51,9 +51,9 @@ def figures_make_cmd(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Render figures to PNG and PDF."""
-    from tailmiss.figures import FIGURES, make
     from tailmiss.options import RunOptions
-    from tailmiss.results import Context
+    from tailmiss.report.registry import FIGURES, make
+    from tailmiss.studies.context import Context
 
     single_process("figures make")
     where = executor_settings(executor, ray_address, jobs)

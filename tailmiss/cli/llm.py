@@ -207,7 +207,7 @@ def llm_sweep_cmd(
 def _run_ladder_cmd(ladder, root: Path, device, options) -> None:
     """``llm sweep`` on a ladder preset: every rung's sweep, then the N-shape of M_ret per rung."""
     from tailmiss.experiments.ladder import run_ladder
-    from tailmiss.results.claims.ladder import shape_table
+    from tailmiss.studies.ladder.claims import shape_table
 
     check_folder("--root", root)
     result = on_ranks(device, lambda dev: run_ladder(ladder, root, options.replace(device=dev)))

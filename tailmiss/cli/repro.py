@@ -60,29 +60,44 @@ def repro_cmd(
     still shows its finding; the other sections are added one at a time with --quick --only NAME.
     """
     from tailmiss._checks import check_choice
-    from tailmiss.experiments.pool import phase
-    from tailmiss.figures import FIGURES, make
     from tailmiss.options import RunOptions
-    from tailmiss.report import QUICK_DEFERRED, SECTIONS, llm_families, report_figures, write_report
-    from tailmiss.report.stamps import figure_stamp, write_stamps
-    from tailmiss.results import Context, train_llm
-    from tailmiss.results.bridge import bridge_jobs
-    from tailmiss.results.sim import simulation_jobs
+    from tailmiss.report import SECTIONS
+    from tailmiss.studies.context import Context
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
     where = executor_settings(executor, ray_address, jobs)
     if check:
-        _check(out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md")))
+        _check(_report_path(out, quick))
         return
-    if every_section and not quick:
-        raise ValueError("--every-section goes with --quick (the full report always has every section)")
-    deferred = QUICK_DEFERRED if quick and only is None and not every_section else ()
-
+    deferred = _deferred_sections(quick, only, every_section)
     single_process("repro")
     options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
     ctx = Context(quick=quick, cache_dir=cache, options=options)
-    out = out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
+    out = _checked_out(_report_path(out, quick), figures, cache, only)
+    _run_jobs(ctx, only, deferred)
+    _write_report(out, ctx, only, deferred)
+    if figures:
+        _write_figures(out, ctx, only, deferred)
+    typer.echo(f"wrote {out}")
+
+
+def _report_path(out: Path | None, quick: bool) -> Path:
+    """``--out``, else ``paper_repro.md`` (with --quick: ``runs/quick/paper_repro.md``)."""
+    return out or (Path("runs/quick/paper_repro.md") if quick else Path("paper_repro.md"))
+
+
+def _deferred_sections(quick: bool, only: str | None, every_section: bool) -> tuple:
+    """The sections the quick first look leaves out (none with --only or --every-section, which needs --quick)."""
+    from tailmiss.report import QUICK_DEFERRED
+
+    if every_section and not quick:
+        raise ValueError("--every-section goes with --quick (the full report always has every section)")
+    return QUICK_DEFERRED if quick and only is None and not every_section else ()
+
+
+def _checked_out(out: Path, figures: bool, cache: Path, only: str | None) -> Path:
+    """``out`` once the report's, the figures' and the cache's folders are usable (and, with --only, it exists)."""
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; give the report's file name")
     check_folder("--out's folder", out.parent)
@@ -91,30 +106,54 @@ def repro_cmd(
     check_folder("--cache", cache)
     if only is not None and not out.is_file():
         raise ValueError(f"--only needs an existing report at {str(out)!r}: run without --only first")
-    # every LLM run, simulation and bridge comparison the report needs, side by side, before the figures
+    return out
+
+
+def _run_jobs(ctx, only: str | None, deferred) -> None:
+    """Every LLM run, simulation and bridge comparison the report needs, side by side, before the figures."""
+    from tailmiss.experiments.pool import phase
+    from tailmiss.report import llm_families
+    from tailmiss.studies.bridge.data import bridge_jobs
+    from tailmiss.studies.runs import train_llm
+    from tailmiss.studies.simulation.data import simulation_jobs
+
     extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
     with phase("llm pool"):
         train_llm(llm_families(only, deferred), ctx, extra)
+
+
+def _write_report(out: Path, ctx, only: str | None, deferred) -> None:
+    """The report itself, before the figures."""
+    from tailmiss.experiments.pool import phase
+    from tailmiss.report import write_report
+
     # the report first: its closed forms' large temporaries (BroRL's coupling over 128,000 actions) then meet a
     # process that has not yet kept the memory of Fig. 5's sampler (a peak of about 0.95 GB instead of 1.3 GB)
     with phase("report"):
         write_report(out, ctx, only=only, deferred=deferred)
-    if figures:
-        fig_dir = out.parent / "figures"
-        names = list(report_figures(only, deferred))
-        with phase("figures"):
-            written = make(names, fig_dir, ctx)
-        stamps = {n: figure_stamp(FIGURES[n], ctx, [p for p in written if p.stem == n]) for n in names}
-        write_stamps(out, {}, figures=stamps)
-        for path in written:
-            typer.echo(f"wrote {path}")
-    typer.echo(f"wrote {out}")
+
+
+def _write_figures(out: Path, ctx, only: str | None, deferred) -> None:
+    """The report's figures beside it, their stamps in it, and one ``wrote`` line per file."""
+    from tailmiss.experiments.pool import phase
+    from tailmiss.report import report_figures
+    from tailmiss.report.registry import FIGURES, make
+    from tailmiss.report.stamps import figure_stamp, write_stamps
+
+    fig_dir = out.parent / "figures"
+    names = list(report_figures(only, deferred))
+    with phase("figures"):
+        written = make(names, fig_dir, ctx)
+    stamps = {n: figure_stamp(FIGURES[n], ctx, [p for p in written if p.stem == n]) for n in names}
+    write_stamps(out, {}, figures=stamps)
+    for path in written:
+        typer.echo(f"wrote {path}")
 
 
 def _check(report: Path) -> None:
     """``tailmiss repro --check``: one line per stale section or figure, exit 1 if any."""
-    from tailmiss.figures import FIGURES
     from tailmiss.report import report_figures
+    from tailmiss.report.registry import FIGURES
     from tailmiss.report.stamps import check_stamps
 
     stale = check_stamps(report, FIGURES, lambda deferred: report_figures(None, deferred))

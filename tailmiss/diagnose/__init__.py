@@ -20,7 +20,7 @@ analysis
     tail-miss risk with the group size :math:`N^*` at which it peaks, and the focal weight (Eq. 12).
 
 numpy / pandas and :mod:`tailmiss.analytic` only: importing this package never imports torch. The figure
-lives in :mod:`tailmiss.figures.diagnose`, the command in ``tailmiss diagnose``.
+lives in :mod:`tailmiss.studies.diagnose_figure`, the command in ``tailmiss diagnose``.
 """
 
 from tailmiss.diagnose.advice import (

@@ -33,7 +33,7 @@ is then below, at or above :math:`N^*`: below, rare solutions are protected most
 inactivity; above, by coverage (F-GRPO §3.1).
 
 The analysis is numpy / pandas plus :mod:`tailmiss.analytic`; plotting lives in
-:mod:`tailmiss.figures.diagnose`.
+:mod:`tailmiss.studies.diagnose_figure`.
 """
 
 from __future__ import annotations
@@ -323,20 +323,35 @@ def diagnose(
     rhos, gammas = check_grids(rhos, gammas)
     check_advice_settings(advice_rho, budget, run_gamma)
     columns = group_columns(group_counts(log, threshold, threshold_name), rhos, gammas)
-    if run_gamma is None:
-        found = infer_gamma(log.frame, columns)
-        run_gamma, gamma_source = (0.0, "assumed (GRPO)") if found is None else (found, "the log's focal weights")
-    else:
-        gamma_source = "given"
+    run_gamma, gamma_source = _run_gamma(log, columns, run_gamma)
     steps = per_step(columns, rhos)
     steps[AT_RISK] = share_at_risk_by_step(columns, advice_rho, steps["step"])
     dropped = (("unscored", int(log.rows_without_reward)), ("cut-off lines", int(log.cut_lines)))
     short = short_groups(columns, sum(count for _, count in dropped))
     sizes = sorted(int(v) for v in columns.loc[~short, "n"].unique())
     tail_miss, curve = _tail_miss_summary(columns, rhos, sizes)
-    # advice needs a solved group and a group of two or more (groups of one say nothing of the spread across prompts)
-    advisable = bool((columns["x"] > 0).any() and (columns["n"] > 1).any())
     summary = DiagnoseSummary(
+        **_described(log, threshold, columns, steps, sizes),
+        tail_miss=tuple(tail_miss),
+        focal_weights=tuple(_focal_summary(columns, gammas)),
+        **_advised(columns, advice_rho, budget, run_gamma, gamma_source),
+        dropped=tuple((why, count) for why, count in dropped if count),
+        short_groups=int(short.sum()),
+    )
+    return Diagnosis(columns, steps, curve, summary, rhos, gammas)
+
+
+def _run_gamma(log: RolloutLog, columns: pd.DataFrame, run_gamma: float | None) -> tuple[float, str]:
+    """The run's focal gamma and its source: as given, else from the log's focal weights, else 0 (GRPO)."""
+    if run_gamma is not None:
+        return run_gamma, "given"
+    found = infer_gamma(log.frame, columns)
+    return (0.0, "assumed (GRPO)") if found is None else (found, "the log's focal weights")
+
+
+def _described(log: RolloutLog, threshold, columns: pd.DataFrame, steps: pd.DataFrame, sizes: list[int]) -> dict:
+    """The summary's fields that describe the log and its groups: source, rows, success rule, sizes and shares."""
+    return dict(
         source=str(log.source),
         source_path=str(Path(log.source).resolve()),
         format=log.format,
@@ -351,16 +366,19 @@ def diagnose(
         share_all_incorrect=float((columns["x"] == 0).mean()),
         share_all_correct=float((columns["x"] == columns["n"]).mean()),
         share_inactive=float(columns["inactive"].mean()),
-        tail_miss=tuple(tail_miss),
-        focal_weights=tuple(_focal_summary(columns, gammas)),
+    )
+
+
+def _advised(columns: pd.DataFrame, advice_rho: float, budget, run_gamma: float, gamma_source: str) -> dict:
+    """The summary's verdicts and budget advice, and the run's gamma the advice takes as current, with its source."""
+    # advice needs a solved group and a group of two or more (groups of one say nothing of the spread across prompts)
+    advisable = bool((columns["x"] > 0).any() and (columns["n"] > 1).any())
+    return dict(
         verdicts=verdicts(columns, advice_rho),
         advice=advise(columns, advice_rho, budget, run_gamma) if advisable else None,
-        dropped=tuple((why, count) for why, count in dropped if count),
         run_gamma=float(run_gamma),
         run_gamma_source=gamma_source,
-        short_groups=int(short.sum()),
     )
-    return Diagnosis(columns, steps, curve, summary, rhos, gammas)
 
 
 def default_folder(log_path: str | os.PathLike, root: str | os.PathLike = "runs/diagnose") -> Path:

@@ -256,7 +256,22 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
     """
     check_choice("format", format, FORMATS)
     path = Path(path)
-    fmt = None if format == "auto" else format
+    parts, rows_read, ids, fmt, notes = _read_parts(path, None if format == "auto" else format, reward_column)
+    for note in notes:
+        warnings.warn(note, CutLineWarning, stacklevel=2)
+    if not rows_read:
+        raise ValueError(f"{str(path)!r} holds no rollouts (empty log)")
+    frame = _join(parts, str(path), ids)
+    if frame.empty:
+        raise ValueError(f"{str(path)!r}: no rollout has a reward ({rows_read} rows, all empty)")
+    repeats = () if "rollout" in frame.columns else repeated_steps(frame, str(path))
+    for note in repeats:
+        warnings.warn(note, RepeatedRowsWarning, stacklevel=2)
+    return RolloutLog(frame, str(path), fmt, rows_read, rows_read - len(frame), notes + repeats, len(notes))
+
+
+def _read_parts(path: Path, fmt: str | None, reward_column: str | None):
+    """Every file's rows in the schema (ids as codes), the rows read, the ids, the format and the cut-line notes."""
     parts, rows_read, ids = [], 0, {"prompt_id": Ids(), "rollout": Ids()}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CutLineWarning)
@@ -276,17 +291,7 @@ def read_rollouts(path: str | os.PathLike, format: str = "auto", reward_column: 
                         part[key] = interned.codes(part[key])
                 parts.append(part)
     notes = tuple(str(w.message) for w in caught if issubclass(w.category, CutLineWarning))
-    for note in notes:
-        warnings.warn(note, CutLineWarning, stacklevel=2)
-    if not rows_read:
-        raise ValueError(f"{str(path)!r} holds no rollouts (empty log)")
-    frame = _join(parts, str(path), ids)
-    if frame.empty:
-        raise ValueError(f"{str(path)!r}: no rollout has a reward ({rows_read} rows, all empty)")
-    repeats = () if "rollout" in frame.columns else repeated_steps(frame, str(path))
-    for note in repeats:
-        warnings.warn(note, RepeatedRowsWarning, stacklevel=2)
-    return RolloutLog(frame, str(path), fmt, rows_read, rows_read - len(frame), notes + repeats, len(notes))
+    return parts, rows_read, ids, fmt, notes
 
 
 def _join(parts: list[pd.DataFrame], source: str, ids: dict[str, Ids]) -> pd.DataFrame:

@@ -4,7 +4,55 @@ A diagnosis proposes a group size :math:`N` and a focal exponent :math:`\gamma` 
 success rates :math:`\mu`. :func:`simulate_spends` runs each candidate "spend" ``(N, gamma)`` on the categorical
 simulator (:mod:`tailmiss.sim`) at the same number of rollouts per prompt, from one starting policy per prompt whose
 rare-correct set holds :math:`\rho\mu`, and reports how much of that mass each spend keeps;
-:func:`summarize_spends` turns the result into one row per spend for a table.
+:func:`summarize_spends` turns the result into one row per spend for a table, as in
+``summarize_spends(simulate_spends([0.3, 0.7], 0.1, [(8, 0.0), (32, 0.5)], 800))``.
+
+**The simulation** (:func:`simulate_spends`). Every prompt is its own categorical policy (a table policy: no
+parameter sharing, so prompts never interact, and a prompt visited in a fraction :math:`P/K` of a run's steps is simply
+updated that many times). Each spend updates every prompt :math:`U_N = \max(1, \mathrm{round}(R/N))` times with groups
+of :math:`N` draws (:func:`updates_for`; :math:`R` = ``rollouts_per_prompt``), so all spends use about :math:`R`
+rollouts per prompt. Spends with the same :math:`N` run in one simulator call (they share every draw: each run's draws
+depend on its seed, :math:`N` and step only, so their comparison is paired).
+
+**Starting policy** (:func:`start_logits`, given to the simulator as ``init="logits"``). Actions
+``0 .. num_correct - 1`` are correct. The rare-correct set :math:`E` holds :math:`\tau = \rho\mu` in
+:math:`k = \lceil\rho C\rceil` equal actions (:func:`rare_set_size`); the other correct actions share
+:math:`(1-\rho)\mu` equally, the incorrect ones :math:`1-\mu`. A set, not one action: the chance that an active group
+misses :math:`E` depends on its total mass only, :math:`(1-\tau)^N` (F-GRPO Lemma 3.1, Eq. 8), but what a miss does to
+:math:`E` depends on its members' masses. Under a log-probability policy gradient a correct action's expected logit gain
+grows with its own probability, so one action holding :math:`\rho\mu` is the *heaviest* correct action once
+:math:`\rho > 1/C` (:math:`\rho = 0.1`, :math:`C = 16`: 0.1μ against 0.06μ) and gains mass instead of losing it.
+:math:`k \ge \rho C` makes every member no heavier than the other correct answers: :math:`E` is then the lightest
+correct answers holding :math:`\rho\mu`, the rare set of the transformer's evaluations (``tailmiss.llm.evaluate``:
+smallest-mass correct answers within ``rare_share`` of :math:`\mu_{pos}`). With :math:`\rho \le 1/C`, :math:`k = 1`.
+
+**Update** (the simulator's, F-GRPO App. J / BroRL §4.1, batched over :math:`\gamma` and seeds): draw :math:`N` actions,
+:math:`X` of them correct; GRPO's std-normalised group advantages :math:`A_i = (r_i - \bar r)/(\sigma + \epsilon)`
+(:math:`\sigma`: the group's std, Bessel-corrected, of the binary rewards 1/0, :math:`\epsilon = 10^{-6}`; a group with
+:math:`X \in \{0, N\}` has :math:`A = 0`); the focal weight :math:`g = (1 - X/N)^\gamma` (F-GRPO Eq. 12,
+:func:`tailmiss.objectives.focal_weight`); ascent on :math:`\frac{g}{N}\sum_i A_i \log \pi(a_i)` over the logits with
+the setting's optimizer. The advantages sum to 0, so an action that was not drawn keeps its logit and loses probability
+only through the normaliser: an active group (:math:`0 < X < N`) that misses :math:`E` shrinks :math:`E`'s mass when the
+drawn correct actions outweigh the drawn incorrect ones, the tail miss of F-GRPO Lemma 3.1.
+
+**Measured** at the start and at ``points`` updates (:func:`logged_updates`), per prompt :math:`x`, then averaged over
+the prompts:
+
+``retained_mass``
+    :math:`\pi_t(E\mid x) / \pi_0(E\mid x)`, the share of the rare set's starting mass it holds now (above 1 when it
+    grew). Not the simulator's ``retained_mass`` metric, which is F-GRPO's
+    :math:`M_{ret} = 1 - \sum_{a\ \mathrm{correct}} (\pi_0(a) - \pi_t(a))_+ / Q_{pos,0}` over *all* correct actions
+    (losses only, gains ignored); that one is returned as ``m_ret``.
+``q_pos``
+    :math:`Q_{pos} = \sum_{a\ \mathrm{correct}} \pi_t(a)`, the correct mass (expected accuracy).
+
+The simulator keeps only the final policy, so each logged update :math:`t` is its own simulation of :math:`t` updates
+(``keep_final=True``): exactly the first :math:`t` updates of the full run, since a run's draws depend on its seed,
+:math:`N` and step only. The cost is :math:`(\text{points}+1)/2` full runs, on the CPU with one torch thread for the
+duration of the call (the caller's thread count is restored afterwards).
+
+References: F-GRPO (arXiv 2602.06717): Lemma 3.1 (tail miss of an active group), Eq. 12 (focal weight), App. J (the
+categorical simulation); BroRL §4.1 (the same simulation, its mass balance).
 
 numpy / pandas at import; the simulator (torch) is imported when :func:`simulate_spends` runs, so importing this
 module (or :mod:`tailmiss.diagnose`) never imports torch.
@@ -14,6 +62,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -64,7 +113,24 @@ SETTINGS: dict[str, dict] = {
     # simulates a transformer's prompts (tailmiss/experiments/bridge.py: _sim_config, DEFAULT_SIM_LR)
     "sim-adam": dict(_GRPO_BINARY, optimizer="adam", lr=1e-2, betas=(0.9, 0.999), eps=1e-8),
 }
-"""Named simulator settings: keyword arguments of :class:`tailmiss.sim.SimConfig` (see :func:`simulate_spends`)."""
+"""Named simulator settings: keyword arguments of :class:`tailmiss.sim.SimConfig` (see :func:`simulate_spends`).
+
+Both: the log-probability surrogate, the module docstring's **Update** advantages, no weight decay, float64 logits:
+
+``"table-sgd-lr20"``
+    Plain SGD at lr 1.25: the ladder's ``table-sgd-lr20`` rung, the simulator setting whose M_ret-by-N curve predicts
+    the small transformer (paper_repro.md, "The simulator setting that predicts the transformer"). That rung trains the
+    table policy (``tailmiss/llm/tabular.py``) through the RL loop with SGD at lr 20
+    (``tailmiss/experiments/presets.py``: ``LADDER_RUNGS``, ``_LADDER_RL``), GRPO's token-mean loss over 4 prompts x N
+    rollouts x 4 answer tokens per step, so one visit of a prompt is one simulator step at 20 / (4 x 4)
+    (``tests/test_ladder.py::_sim`` maps one prompt per step to lr / L; the 4 prompts divide by 4 more;
+    ``tests/test_diagnose_simcheck.py`` checks the rate in law against the RL loop).
+``"sim-adam"``
+    Adam at lr 1e-2, betas (0.9, 0.999), eps 1e-8: the simulator's F-GRPO App. J optimizer (``tailmiss/sim/presets.py``,
+    ``fgrpo-fig2``) with GRPO's advantages, as the bridge simulates (``tailmiss/experiments/bridge.py``). App. J's
+    preset itself uses mean-centred ±1 rewards; with std-normalised advantages ±1 and 1/0 rewards give the same
+    advantages, and Adam divides the Bessel factor out.
+"""
 
 # ---- the pieces ---------------------------------------------------------------------------------------------------
 
@@ -140,80 +206,17 @@ def simulate_spends(
 ) -> pd.DataFrame:
     r"""Rare-mass retention and accuracy of each rollout spend ``(N, gamma)`` at an equal rollout budget, simulated.
 
-    Every prompt is its own categorical policy (a table policy: no parameter sharing, so prompts never interact,
-    and a prompt visited in a fraction :math:`P/K` of a run's steps is simply updated that many times). Each
-    spend updates every prompt :math:`U_N = \max(1, \mathrm{round}(R/N))` times with groups of :math:`N` draws
-    (:func:`updates_for`; :math:`R` = ``rollouts_per_prompt``), so all spends use about :math:`R` rollouts per
-    prompt.
-
-    **Starting policy** (:func:`start_logits`, given to the simulator as ``init="logits"``). Actions
-    ``0 .. num_correct - 1`` are correct. The rare-correct set :math:`E` holds :math:`\tau = \rho\mu` in
-    :math:`k = \lceil\rho C\rceil` equal actions (:func:`rare_set_size`); the other correct actions share
-    :math:`(1-\rho)\mu` equally, the incorrect ones :math:`1-\mu`. A set, not one action: the chance that an active
-    group misses :math:`E` depends on its total mass only, :math:`(1-\tau)^N` (F-GRPO Lemma 3.1, Eq. 8), but
-    what a miss does to :math:`E` depends on its members' masses. Under a log-probability policy gradient a
-    correct action's expected logit gain grows with its own probability, so one action holding :math:`\rho\mu`
-    is the *heaviest* correct action once :math:`\rho > 1/C` (:math:`\rho = 0.1`, :math:`C = 16`: 0.1μ against
-    0.06μ) and gains mass instead of losing it. :math:`k \ge \rho C` makes every member no heavier than the
-    other correct answers: :math:`E` is then the lightest correct answers holding :math:`\rho\mu`, the rare set
-    of the transformer's evaluations (``tailmiss.llm.evaluate``: smallest-mass correct answers within
-    ``rare_share`` of :math:`\mu_{pos}`). With :math:`\rho \le 1/C`, :math:`k = 1`.
-
-    **Update** (the simulator's, F-GRPO App. J / BroRL §4.1, batched over :math:`\gamma` and seeds): draw
-    :math:`N` actions, :math:`X` of them correct; GRPO's std-normalised group advantages
-    :math:`A_i = (r_i - \bar r)/(\sigma + \epsilon)` (:math:`\sigma`: the group's std, Bessel-corrected, of the
-    binary rewards 1/0, :math:`\epsilon = 10^{-6}`; a group with :math:`X \in \{0, N\}` has :math:`A = 0`);
-    the focal weight :math:`g = (1 - X/N)^\gamma` (F-GRPO Eq. 12, :func:`tailmiss.objectives.focal_weight`);
-    ascent on :math:`\frac{g}{N}\sum_i A_i \log \pi(a_i)` over the logits with the setting's optimizer. The
-    advantages sum to 0, so an action that was not drawn keeps its logit and loses probability only through
-    the normaliser: an active group (:math:`0 < X < N`) that misses :math:`E` shrinks :math:`E`'s mass when the
-    drawn correct actions outweigh the drawn incorrect ones, the tail miss of F-GRPO Lemma 3.1.
-
-    **Settings** (:data:`SETTINGS`; both with the log-probability surrogate, the advantages above, no weight
-    decay, float64 logits):
-
-    ``"table-sgd-lr20"``
-        Plain SGD at lr 1.25: the ladder's ``table-sgd-lr20`` rung, the simulator setting whose M_ret-by-N curve
-        predicts the small transformer (paper_repro.md, "The simulator setting that predicts the transformer").
-        That rung trains the table policy (``tailmiss/llm/tabular.py``) through the RL loop with SGD at lr 20
-        (``tailmiss/experiments/presets.py``: ``LADDER_RUNGS``, ``_LADDER_RL``), GRPO's token-mean loss over
-        4 prompts x N rollouts x 4 answer tokens per step, so one visit of a prompt is one simulator step at
-        20 / (4 x 4) (``tests/test_ladder.py::_sim`` maps one prompt per step to lr / L; the 4 prompts divide by
-        4 more; ``tests/test_diagnose_simcheck.py`` checks the rate in law against the RL loop).
-    ``"sim-adam"``
-        Adam at lr 1e-2, betas (0.9, 0.999), eps 1e-8: the simulator's F-GRPO App. J optimizer
-        (``tailmiss/sim/presets.py``, ``fgrpo-fig2``) with GRPO's advantages, as the bridge simulates
-        (``tailmiss/experiments/bridge.py``). App. J's preset itself uses mean-centred ±1 rewards; with
-        std-normalised advantages ±1 and 1/0 rewards give the same advantages, and Adam divides the Bessel factor
-        out.
-
-    **Measured** at the start and at ``points`` updates (:func:`logged_updates`), per prompt :math:`x`, then
-    averaged over the prompts:
-
-    ``retained_mass``
-        :math:`\pi_t(E\mid x) / \pi_0(E\mid x)`, the share of the rare set's starting mass it holds now (above 1
-        when it grew). Not the simulator's ``retained_mass`` metric, which is F-GRPO's
-        :math:`M_{ret} = 1 - \sum_{a\ \mathrm{correct}} (\pi_0(a) - \pi_t(a))_+ / Q_{pos,0}` over *all* correct
-        actions (losses only, gains ignored); that one is returned as ``m_ret``.
-    ``q_pos``
-        :math:`Q_{pos} = \sum_{a\ \mathrm{correct}} \pi_t(a)`, the correct mass (expected accuracy).
-
-    The simulator keeps only the final policy, so each logged update :math:`t` is its own simulation of
-    :math:`t` updates (``keep_final=True``): exactly the first :math:`t` updates of the full run, since a run's
-    draws depend on its seed, :math:`N` and step only. The cost is :math:`(\text{points}+1)/2` full runs, on the
-    CPU with one torch thread for the duration of the call (the caller's thread count is restored afterwards).
+    Each prompt is its own categorical policy (:func:`start_logits`), updated :func:`updates_for` times with groups of
+    :math:`N` draws. The starting policy, the update, what is measured: module docstring; settings: :data:`SETTINGS`.
 
     Parameters
     ----------
     mu : array_like of float
-        Prompt success rates, each strictly inside (0, 1) (e.g. quantile midpoints of a run's fitted
-        :math:`\mu` distribution); one simulated prompt each.
+        Prompt success rates, each strictly inside (0, 1) (e.g. quantile midpoints of a run's fitted :math:`\mu`).
     rho : float
         Rare share in (0, 1): :math:`E` holds :math:`\rho\mu` of the mass.
     spends : sequence of (int, float)
-        Distinct ``(N, gamma)`` pairs, :math:`N \ge 1`, :math:`\gamma \ge 0`. Spends with the same :math:`N`
-        run in one simulator call (they share every draw: each run's draws depend on its seed, :math:`N` and
-        step only, so their comparison is paired).
+        Distinct ``(N, gamma)`` pairs, :math:`N \ge 1`, :math:`\gamma \ge 0`.
     rollouts_per_prompt : int
         The budget :math:`R \ge 1`.
     seeds : sequence of int
@@ -232,72 +235,91 @@ def simulate_spends(
     Returns
     -------
     pandas.DataFrame
-        One row per ``(group_size, gamma, seed, updates)`` logged (and ``prompt`` with ``per_prompt``), sorted by
-        them, with the columns ``group_size``, ``gamma``, ``seed``, ``updates`` (updates so far, 0 at the start),
-        ``rollouts`` (``updates * group_size``), ``retained_mass``, ``q_pos``, ``rare_mass`` (:math:`\pi_t(E)`)
-        and ``m_ret``, each a mean over the prompts.
+        One row per ``(group_size, gamma, seed, updates)`` logged (and ``prompt`` with ``per_prompt``), sorted by them:
+        ``group_size``, ``gamma``, ``seed``, ``updates`` (0 at the start), ``rollouts`` (``updates * group_size``),
+        ``retained_mass``, ``q_pos``, ``rare_mass`` (:math:`\pi_t(E)`) and ``m_ret``, each a mean over the prompts.
 
     Raises
     ------
     ValueError
         Naming the bad value: ``mu`` outside (0, 1), ``rho`` outside (0, 1), :math:`N < 1`, :math:`\gamma < 0`,
         empty or repeated spends, an unknown ``setting``, a bad budget, seed, action count or ``points``.
-
-    References
-    ----------
-    F-GRPO (arXiv 2602.06717): Lemma 3.1 (tail miss of an active group), Eq. 12 (focal weight), App. J (the
-    categorical simulation); BroRL §4.1 (the same simulation, its mass balance).
-
-    Examples
-    --------
-    >>> frame = simulate_spends([0.3, 0.7], 0.1, [(8, 0.0), (32, 0.5)], 800)  # doctest: +SKIP
-    >>> summarize_spends(frame)  # doctest: +SKIP
     """
+    mu, rho, spends, seeds = _checked_inputs(mu, rho, spends, rollouts_per_prompt, seeds)
+    _check_options(setting, num_actions, num_correct, progress, per_prompt)
+    check_int("points", points)
+    plan = _spend_plan(spends, rollouts_per_prompt, points)
+    frames = _simulate_prompts(_Prompts(mu, rho, seeds, num_actions, num_correct), setting, plan, progress)
+    return _spend_frame(frames, per_prompt)
+
+
+def _checked_inputs(mu, rho, spends, rollouts_per_prompt, seeds):
+    """``mu``, ``rho``, ``spends`` and ``seeds`` checked in turn, the budget before the seeds (``ValueError``)."""
     mu = check_mu(mu)
     rho = check_rho(rho)
     spends = check_spends(spends)
     check_int("rollouts_per_prompt", rollouts_per_prompt)
-    seeds = check_seeds(seeds, mu.size)
+    return mu, rho, spends, check_seeds(seeds, mu.size)
+
+
+def _check_options(setting, num_actions, num_correct, progress, per_prompt) -> None:
+    """``ValueError`` naming the first bad one of the setting, the answer space and the two flags."""
     check_choice("setting", setting, tuple(SETTINGS))
     check_int("num_actions", num_actions, 3)
     check_int("num_correct", num_correct, 2, num_actions)
     check_bool("progress", progress)
     check_bool("per_prompt", per_prompt)
-    check_int("points", points)
 
+
+def _spend_plan(spends, rollouts_per_prompt: int, points: int) -> dict[int, tuple[list[float], list[int]]]:
+    """Per group size N, in the spends' order: its gammas (one simulator call) and the updates logged."""
+    by_n: dict[int, list[float]] = {}
+    for n, gamma in spends:
+        by_n.setdefault(n, []).append(gamma)
+    return {n: (gammas, logged_updates(updates_for(rollouts_per_prompt, n), points)) for n, gammas in by_n.items()}
+
+
+class _Prompts(NamedTuple):
+    """The simulated prompts: their success rates, the rare share, the user seeds and the answer space."""
+
+    mu: np.ndarray
+    rho: float
+    seeds: tuple[int, ...]
+    num_actions: int
+    num_correct: int
+
+
+def _simulate_prompts(prompts: _Prompts, setting: str, plan: dict, progress: bool) -> list[pd.DataFrame]:
+    """Every prompt's rows at the start and at each logged update, one torch thread (restored after) meanwhile."""
     import torch  # only when simulating
 
     from tailmiss.sim.config import SimConfig
     from tailmiss.sim.engine import simulate
 
-    by_n: dict[int, list[float]] = {}
-    for n, gamma in spends:
-        by_n.setdefault(n, []).append(gamma)
-    grids = {n: logged_updates(updates_for(rollouts_per_prompt, n), points) for n in by_n}
-    k = rare_set_size(rho, num_correct)
+    k = rare_set_size(prompts.rho, prompts.num_correct)
     bar = None
     if progress:
-        from tailmiss._progress import ProgressBar
+        from tailmiss.options import ProgressBar
 
-        calls = mu.size * sum(len(g) for g in grids.values())
-        bar = ProgressBar(total=calls, description=f"simcheck: {mu.size} prompts x {len(spends)} spends")
+        calls = prompts.mu.size * sum(len(grid) for _, grid in plan.values())
+        spends = sum(len(gammas) for gammas, _ in plan.values())
+        bar = ProgressBar(total=calls, description=f"simcheck: {prompts.mu.size} prompts x {spends} spends")
     frames = []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # 64-action rows: more threads only wait on each other (4x slower on a busy 2-core box)
     try:
-        for j, m in enumerate(mu):
-            z = start_logits(float(m), rho, num_actions, num_correct)
-            for n, gammas in by_n.items():
-                grid = grids[n]
+        for j, m in enumerate(prompts.mu):
+            z = start_logits(float(m), prompts.rho, prompts.num_actions, prompts.num_correct)
+            for n, (gammas, grid) in plan.items():
                 config = SimConfig(
                     name="simcheck",
-                    num_actions=num_actions,
-                    num_correct=num_correct,
+                    num_actions=prompts.num_actions,
+                    num_correct=prompts.num_correct,
                     init="logits",
                     logits=tuple(float(x) for x in z),
                     group_sizes=(n,),
                     gammas=tuple(gammas),
-                    seeds=tuple(s * mu.size + j for s in seeds),
+                    seeds=tuple(s * prompts.mu.size + j for s in prompts.seeds),
                     steps=grid[-1],
                     log_every=grid[-1],
                     dtype="float64",
@@ -307,14 +329,19 @@ def simulate_spends(
                     prefix = config.replace(steps=t, log_every=t)
                     result = simulate(prefix, device="cpu", progress=False, keep_final=True)
                     if t == grid[0]:
-                        frames.append(_rows(result, 0, None, k, j, float(m), mu.size))
-                    frames.append(_rows(result, t, result.final_probs, k, j, float(m), mu.size))
+                        frames.append(_rows(result, 0, None, k, j, float(m), prompts.mu.size))
+                    frames.append(_rows(result, t, result.final_probs, k, j, float(m), prompts.mu.size))
                     if bar is not None:
                         bar.update(1)
     finally:
         torch.set_num_threads(threads)
         if bar is not None:
             bar.close()
+    return frames
+
+
+def _spend_frame(frames: list[pd.DataFrame], per_prompt: bool) -> pd.DataFrame:
+    """The rows, per prompt (``per_prompt``) or averaged over the prompts, sorted by spend, seed and update."""
     rows = pd.concat(frames, ignore_index=True)
     keys = ["group_size", "gamma", "seed", "updates", "rollouts"]
     if per_prompt:

@@ -20,7 +20,7 @@ evaluation prompt :math:`x` has an exactly known SFT answer distribution
    seeds) per source, :math:`N` and :math:`\gamma`; the verdict (Spearman rank
    agreement of :math:`M_{ret}` and :math:`Q_{pos}` across :math:`N`, the zones
    of F-GRPO Fig. 2 in both, the focal effect) is judged from that summary in
-   :mod:`tailmiss.results.claims.bridge`.
+   :mod:`tailmiss.studies.bridge.claims`.
 
 The simulation and the transformer differ in one way the comparison cannot
 remove: the transformer is never trained on the evaluation prompts (held-out
@@ -131,7 +131,7 @@ def _simulate_prompts(policies, sweep, lr, progress) -> pd.DataFrame:
     rows = []
     bar = None
     if progress:
-        from tailmiss._progress import ProgressBar
+        from tailmiss.options import ProgressBar
 
         bar = ProgressBar(total=len(policies), description=f"bridge: simulating {len(policies)} prompts")
     try:

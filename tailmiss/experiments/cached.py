@@ -16,56 +16,73 @@ from pathlib import Path
 import torch
 
 from tailmiss.experiments.pool import Job
+from tailmiss.io import ConfigError
 from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT, OPTIONAL_RUN_FILES
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 from tailmiss.options import RunOptions
-from tailmiss.store import code_fingerprint, file_sha256, open_unit, read_meta, stale_reason
+from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, read_meta
 
 __all__ = ["cached_sft", "cached_rl", "run_state", "STATES"]
 
-STATES = ("missing", "done", "stale-done", "partial", "stale", "corrupt", "other")
-"""What :func:`run_state` can find: nothing; a finished run by this code; a finished run by other code
-that ``reuse_stale`` allows; a resumable run; a run by other code; a damaged run; another config or start."""
+STATES = tuple(UnitState)
+"""What :func:`run_state` can find (:class:`tailmiss.store.UnitState`): nothing; a finished run by this code; a
+finished run by other code that ``reuse_stale`` allows; a finished run by other code; a resumable run; a damaged run;
+another config or start."""
 
 
-def _describe(path: Path, cfg, init, reuse_stale: bool) -> tuple[str, str | None]:
+def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
+    """What the folder ``path`` holds for ``cfg`` started from ``init``: a finished run is judged as every unit of the
+    store is (:func:`tailmiss.store.judge`); a run stopped part-way resumes only from a checkpoint of this code."""
     if not path.exists():
-        return "missing", None
-    if not (path / "config.toml").is_file():
-        return "other", "no config.toml"
-    try:
-        same = type(cfg).from_toml(path / "config.toml") == cfg
-    except ValueError as exc:
-        return "other", str(exc)
-    if not same:
-        return "other", "another config"
+        return Lookup(UnitState.MISSING)
     if (path / "meta.json").is_file():
         try:
             meta = read_meta(path)
-            if meta.get("complete"):
-                kept = OPTIONAL_RUN_FILES & set(meta.get("checksums") or {})
-                open_unit(path, sorted(_RUN_FILES | kept), "run")
         except ValueError as exc:
-            return "corrupt", str(exc)
+            return Lookup(UnitState.CORRUPT, reason=str(exc))
         if not meta.get("complete"):
-            return "corrupt", "meta.json does not say the run is complete"
-        if init is not None and not _same_start(meta, Path(init)):
-            return "other", f"started from {meta.get('init')!r}, not from the SFT run in {str(Path(init))!r}"
-        reason = stale_reason(meta, "llm")
-        if reason is None:
-            return "done", None
-        return ("stale-done" if reuse_stale else "stale"), reason
+            return Lookup(UnitState.CORRUPT, reason="meta.json does not say the run is complete")
+        kept = OPTIONAL_RUN_FILES & set(meta.get("checksums") or {})
+        return judge(
+            path,
+            sorted(_RUN_FILES | kept),
+            "run",
+            "llm",
+            lambda p: type(cfg).from_toml(p / "config.toml"),
+            lambda found: _same_run(found, cfg, meta, init),
+            reuse_stale,
+        )
+    if not (path / "config.toml").is_file():
+        return Lookup(UnitState.OTHER, reason="no config.toml")
+    try:
+        same = type(cfg).from_toml(path / "config.toml") == cfg
+    except ConfigError as exc:
+        return Lookup(UnitState.OTHER, reason=str(exc))
+    if not same:
+        return Lookup(UnitState.OTHER, reason="another config")
     if not (path / CHECKPOINT).is_file():
-        return "corrupt", "neither meta.json nor a checkpoint"
+        return Lookup(UnitState.CORRUPT, reason="neither meta.json nor a checkpoint")
     try:
         code = torch.load(path / CHECKPOINT, map_location="cpu", weights_only=True).get("code")
     except Exception as exc:  # a truncated or foreign file is never resumed
-        return "corrupt", f"unreadable checkpoint: {exc}"
+        return Lookup(UnitState.CORRUPT, reason=f"unreadable checkpoint: {exc}")
     if code != code_fingerprint("llm"):
-        return "stale", f"its checkpoint was written by code {code}, not by the running code {code_fingerprint('llm')}"
-    return "partial", None
+        running = code_fingerprint("llm")
+        return Lookup(
+            UnitState.STALE, reason=f"its checkpoint was written by code {code}, not by the running code {running}"
+        )
+    return Lookup(UnitState.PARTIAL)
+
+
+def _same_run(found, cfg, meta: dict, init) -> bool | str:
+    """Whether a finished run's config is ``cfg`` and it started from the SFT run ``init`` (or why not)."""
+    if found != cfg:
+        return "another config"
+    if init is not None and not _same_start(meta, Path(init)):
+        return f"started from {meta.get('init')!r}, not from the SFT run in {str(Path(init))!r}"
+    return True
 
 
 def _same_start(meta: dict, init: Path) -> bool:
@@ -82,26 +99,26 @@ def _same_start(meta: dict, init: Path) -> bool:
     return recorded == current
 
 
-def run_state(path: str | Path, cfg, init: str | Path | None, reuse_stale: bool = False) -> str:
+def run_state(path: str | Path, cfg, init: str | Path | None, reuse_stale: bool = False) -> UnitState:
     """What the folder ``path`` holds for ``cfg`` started from ``init`` (one of :data:`STATES`)."""
-    return _describe(Path(path), cfg, init, reuse_stale)[0]
+    return _describe(Path(path), cfg, init, reuse_stale).state
 
 
 def _run(cfg, path: Path, init: Path | None, train, options: RunOptions) -> Path:
-    state, reason = _describe(path, cfg, init, options.reuse_stale)
+    found = _describe(path, cfg, init, options.reuse_stale)
     say = options.say
-    if state == "done":
+    if found.state is UnitState.FRESH:
         return path
-    if state == "stale-done":
-        say(f"warning: reusing the stale run {path} (--reuse-stale): {reason}")
+    if found.state is UnitState.REUSED_STALE:
+        say(f"warning: reusing the stale run {path} (--reuse-stale): {found.reason}")
         return path
-    if state in ("stale", "corrupt", "other"):
+    if found.state in (UnitState.STALE, UnitState.CORRUPT, UnitState.OTHER):
         names = {p.name for p in path.iterdir() if not p.name.startswith(".")} if path.is_dir() else None
         if names is None or names - _RUN_FILES - OPTIONAL_RUN_FILES:
             raise ValueError(f"refusing to replace {str(path)!r}: it is not a run folder")
-        say(f"{path}: {state} ({reason}); training it again")
+        say(f"{path}: {found.state.value} ({found.reason}); training it again")
         shutil.rmtree(path)
-    return train(path, resume=state == "partial", device=options.device, progress=options.progress)
+    return train(path, resume=found.state is UnitState.PARTIAL, device=options.device, progress=options.progress)
 
 
 def cached_sft(cfg: SFTConfig, root: str | Path, options: RunOptions = RunOptions()) -> Path:

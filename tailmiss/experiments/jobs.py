@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 
+from tailmiss.store import UnitState
+
 __all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "job_order", "phase", "usable_cores"]
 
 TIMINGS_ENV = "TAILMISS_TIMINGS"
@@ -74,7 +76,7 @@ class Job:
     ``key`` names it for ``needs`` (the keys of the jobs that must finish
     first) and in the returned results; ``label`` is what the log says;
     ``state`` tells what its run folder holds (:data:`tailmiss.experiments.cached.STATES`)
-    once the job is ready, i.e. after the jobs it needs: ``"done"`` skips it; ``doing`` is what the log says
+    once the job is ready, i.e. after the jobs it needs: ``UnitState.FRESH`` skips it; ``doing`` is what the log says
     when it starts from nothing (a simulation is not "training").
     """
 
@@ -88,9 +90,9 @@ class Job:
 
 
 STATE_WORDS = {
-    "done": "done, reused",
-    "partial": "resuming",
-    "stale-done": "done by other code, reused (--reuse-stale)",
+    UnitState.FRESH: "done, reused",
+    UnitState.PARTIAL: "resuming",
+    UnitState.REUSED_STALE: "done by other code, reused (--reuse-stale)",
 }
 """What the log says of a run folder's state when its job starts (anything else: ``"training"``)."""
 

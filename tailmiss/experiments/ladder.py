@@ -43,7 +43,7 @@ from tailmiss.llm.model import MODEL_KINDS, ModelConfig
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.llm.train import training_pool
 from tailmiss.options import RunOptions
-from tailmiss.store import file_sha256, read_meta
+from tailmiss.store import UnitState, file_sha256, read_meta
 
 if TYPE_CHECKING:  # pandas and the sweep runner load when a ladder runs, not with the presets
     import pandas as pd
@@ -201,10 +201,10 @@ def derive_job(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path, options: R
     derive_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out, log=options.log)
 
 
-def _policy_state(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path) -> str:
-    """``"done"`` when ``out`` holds the policy derived from ``source`` by this code, else ``"missing"``."""
+def _policy_state(rl: RLConfig, cfg: SFTConfig, source: Path, out: Path) -> UnitState:
+    """``UnitState.FRESH`` when ``out`` holds the policy derived from ``source`` by this code, else ``MISSING``."""
     current = _current_policy(cfg, source, policy_prompts(rl, LoadedRun(source).task), out)[0]
-    return "done" if current else "missing"
+    return UnitState.FRESH if current else UnitState.MISSING
 
 
 def _current_policy(cfg: SFTConfig, source: Path, prompts, out: Path) -> tuple[bool, str, str]:
@@ -214,7 +214,7 @@ def _current_policy(cfg: SFTConfig, source: Path, prompts, out: Path) -> tuple[b
     tokens = LoadedRun(source).task.encode_prompts(prompts)
     prompts_sha = hashlib.sha256(tokens.numpy().tobytes()).hexdigest()
     current = False
-    if run_state(out, cfg, None) == "done":
+    if run_state(out, cfg, None) is UnitState.FRESH:
         meta = read_meta(out)
         current = meta.get("source_checkpoint") == src_sha and meta.get("prompts_sha") == prompts_sha
     return current, src_sha, prompts_sha

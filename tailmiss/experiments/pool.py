@@ -33,6 +33,7 @@ import torch
 
 from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
+from tailmiss.store import UnitState
 
 __all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
 
@@ -79,28 +80,50 @@ def run_jobs(
         from tailmiss.experiments.ray_pool import run_on_ray
 
         return run_on_ray(jobs, workers, options, description)
-    say, threads = options.say, options.threads
-    results: dict = {}
-    pending = list(jobs)
     bar = None
     if options.progress and workers > 1:
-        from tailmiss._progress import ProgressBar
+        from tailmiss.options import ProgressBar
 
-        bar = ProgressBar(total=len(pending), description=f"{description} on {workers} processes")
+        bar = ProgressBar(total=len(jobs), description=f"{description} on {workers} processes")
+    queue = _Queue(list(jobs), options.say, bar)
+    before = torch.get_num_threads()
+    try:
+        if workers <= 1:
+            torch.set_num_threads(options.threads)  # the same thread policy as the workers'
+            while queue.pending:
+                for job in queue.ready(1):  # job_order refused cycles: while jobs wait, one is ready
+                    with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
+                        value = job.fn(*job.args, options=options)
+                    queue.finish(job, value)
+            return queue.results
+        _run_pool(queue.pending, workers, options, queue.ready, queue.finish)
+        return queue.results
+    finally:
+        torch.set_num_threads(before)
+        if bar is not None:
+            bar.close()
 
-    def ready(most: int) -> list[Job]:
+
+class _Queue:
+    """The jobs not started yet, the results of those done, and the progress bar they advance."""
+
+    def __init__(self, pending: list[Job], say, bar) -> None:
+        self.pending, self.say, self.bar = pending, say, bar
+        self.results: dict = {}
+
+    def ready(self, most: int) -> list[Job]:
         """Up to ``most`` pending jobs whose needs are met, in list order, announced and taken off the list;
         finished runs are skipped (which may ready more jobs)."""
         out: list[Job] = []
         skipped = True
         while skipped and len(out) < most:
             skipped = False
-            for job in [j for j in pending if all(n in results for n in j.needs)]:
-                pending.remove(job)
-                state = job.state() if job.state is not None else "missing"
-                say(f"{job.label or job.key}: {STATE_WORDS.get(state, job.doing)}")
-                if state == "done":
-                    finish(job, None)
+            for job in [j for j in self.pending if all(n in self.results for n in j.needs)]:
+                self.pending.remove(job)
+                state = job.state() if job.state is not None else UnitState.MISSING
+                self.say(f"{job.label or job.key}: {STATE_WORDS.get(state, job.doing)}")
+                if state is UnitState.FRESH:
+                    self.finish(job, None)
                     skipped = True
                     continue
                 out.append(job)
@@ -108,27 +131,11 @@ def run_jobs(
                     return out
         return out
 
-    def finish(job: Job, value) -> None:
-        results[job.key] = value
-        if bar is not None:
-            bar.update(1)
-
-    before = torch.get_num_threads()
-    try:
-        if workers <= 1:
-            torch.set_num_threads(threads)  # the same thread policy as the workers'
-            while pending:
-                for job in ready(1):  # job_order refused cycles: while jobs wait, one is ready
-                    with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
-                        value = job.fn(*job.args, options=options)
-                    finish(job, value)
-            return results
-        _run_pool(pending, workers, options, ready, finish)
-        return results
-    finally:
-        torch.set_num_threads(before)
-        if bar is not None:
-            bar.close()
+    def finish(self, job: Job, value) -> None:
+        """Record ``job``'s result and advance the bar."""
+        self.results[job.key] = value
+        if self.bar is not None:
+            self.bar.update(1)
 
 
 def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, finish) -> None:

@@ -262,7 +262,7 @@ PROTOCOL_LADDER = ("protocol-today", "protocol-difficulty", "protocol-on-policy"
 mini-batch updates per batch, the last checkpoint); + the difficulty mixture; the same with one on-policy update per
 batch (the mini-batch ingredient, removed); + a finite set of 256 prompts in 10 epochs with warmup, the paper's
 protocol (10 seeds). Checkpoint selection and trained-on scoring are read from ``paper-protocol``'s runs
-(:data:`tailmiss.results.claims.protocol.RUNGS`)."""
+(:data:`tailmiss.studies.protocol.claims.RUNGS`)."""
 
 
 def llm_sweep(name: str) -> LLMSweep:

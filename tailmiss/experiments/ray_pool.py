@@ -34,6 +34,7 @@ import torch
 
 from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
+from tailmiss.store import UnitState
 
 __all__ = ["RETRIES", "run_on_ray"]
 
@@ -93,7 +94,7 @@ def _task(fn, args, state, options: RunOptions, label: str, doing: str, threads:
     lines: list[str] = []
     found = state() if state is not None else "missing"
     lines.append(f"{label}: {STATE_WORDS.get(found, doing)}")
-    if found == "done":
+    if found is UnitState.FRESH:
         return None, 0.0, lines, node, True
     before = os.environ.pop(TIMINGS_ENV, None)
     if where["timings"]:
@@ -142,7 +143,7 @@ def run_on_ray(jobs: Sequence[Job], workers: int, options: RunOptions, descripti
     order = job_order(jobs)
     bar = None
     if options.progress:
-        from tailmiss._progress import ProgressBar
+        from tailmiss.options import ProgressBar
 
         bar = ProgressBar(total=len(order), description=f"{description} on Ray")
     try:
@@ -170,9 +171,9 @@ def _run(order: list[Job], options: RunOptions, cpus: int, bar) -> dict:
     try:
         for job in order:
             label = job.label or job.key
-            if all(n in results for n in job.needs) and job.state is not None and job.state() == "done":
+            if all(n in results for n in job.needs) and job.state is not None and job.state() is UnitState.FRESH:
                 # as in the local pool: a finished run whose needs are settled is reused here, without a task
-                options.say(f"{label}: {STATE_WORDS['done']}")
+                options.say(f"{label}: {STATE_WORDS[UnitState.FRESH]}")
                 finish(job, None)
                 continue
             if task is None:  # Ray (imported, joined or started) only when there is work

@@ -234,24 +234,36 @@ def transformed_token_rewards(data, config) -> torch.Tensor:
     if name is None:
         raise ValueError("algorithm.reward_transform is not set")
     rewards = data.batch["token_level_rewards"]
-    if "response_mask" in data.batch.keys():
-        mask = data.batch["response_mask"]
-    else:  # what verl's compute_advantage would compute
-        from verl.trainer.ppo.ray_trainer import compute_response_mask
-
-        mask = compute_response_mask(data)
+    mask = _response_mask(data)
     score = rewards.detach().double().sum(dim=-1)
     correct = success_flags(score.cpu().numpy(), _threshold(config), THRESHOLD_KEY, NOT_BINARY_ADVICE["verl"])
     correct = torch.from_numpy(correct)
-    seq_logp = None
-    if REWARD_TRANSFORMS[name].needs_logprobs:
-        if "old_log_probs" not in data.batch.keys():
-            raise ValueError(
-                f"algorithm.reward_transform={name!r} needs the rollouts' old_log_probs in the batch, which has none "
-                "(verl computes them before the advantage unless the actor's log-prob pass is skipped)"
-            )
-        seq_logp = (data.batch["old_log_probs"].detach().double() * mask.double()).sum(dim=-1)
+    seq_logp = _sequence_logprobs(data, name, mask) if REWARD_TRANSFORMS[name].needs_logprobs else None
     new_score = transform_rewards(name, score, correct.to(score.device), seq_logp, coef)
+    return _on_last_tokens(rewards, mask, score, new_score)
+
+
+def _response_mask(data) -> torch.Tensor:
+    """The batch's ``response_mask``, or what verl's ``compute_advantage`` would compute without one."""
+    if "response_mask" in data.batch.keys():
+        return data.batch["response_mask"]
+    from verl.trainer.ppo.ray_trainer import compute_response_mask
+
+    return compute_response_mask(data)
+
+
+def _sequence_logprobs(data, name: str, mask: torch.Tensor) -> torch.Tensor:
+    """Row sums of ``old_log_probs * mask`` in float64 (``ValueError`` naming transform ``name`` without them)."""
+    if "old_log_probs" not in data.batch.keys():
+        raise ValueError(
+            f"algorithm.reward_transform={name!r} needs the rollouts' old_log_probs in the batch, which has none "
+            "(verl computes them before the advantage unless the actor's log-prob pass is skipped)"
+        )
+    return (data.batch["old_log_probs"].detach().double() * mask.double()).sum(dim=-1)
+
+
+def _on_last_tokens(rewards: torch.Tensor, mask: torch.Tensor, score: torch.Tensor, new_score: torch.Tensor):
+    """A copy of ``rewards`` whose changed rows sum to ``new_score`` through their last valid token's reward."""
     last = mask.shape[-1] - 1 - (mask > 0).flip(-1).float().argmax(dim=-1)  # last valid token (T-1 for none)
     rows = torch.nonzero((new_score != score) & ~torch.isnan(score)).flatten()  # the others stay bit for bit
     last = last.to(rows.device)[rows]

@@ -174,7 +174,7 @@ def progress_bar(enabled: bool, total: int, description: str, done: int = 0):
     """A progress bar over ``total`` steps, ``done`` of them already taken (a resumed run); ``None`` if disabled."""
     if not enabled:
         return None
-    from tailmiss._progress import ProgressBar
+    from tailmiss.options import ProgressBar
 
     bar = ProgressBar(total=total, description=description)
     if done:

@@ -1,55 +1,30 @@
 """``paper_repro.md``: each claim of the paper beside what this code computes.
 
-The report is generated, never hand-edited, and only assembles text: every
-number and verdict comes from :mod:`tailmiss.results.claims`, over results
-obtained through :mod:`tailmiss.results`. One module per section:
-:mod:`~tailmiss.report.theory` (closed forms), :mod:`~tailmiss.report.simulation`
-(F-GRPO Fig. 2, BroRL Fig. 3), :mod:`~tailmiss.report.llm` (the small
-transformer's sweeps), :mod:`~tailmiss.report.bridge`,
-:mod:`~tailmiss.report.ladder`, :mod:`~tailmiss.report.protocol` (the
-paper's protocol and its noise) and :mod:`~tailmiss.report.controls` (Table 3's
-controls, γ sensitivity, pass@k curves and Fig. 1(b,c)); :mod:`~tailmiss.report.ledger` opens the report with one
-row per claim of both papers, judged by the sections' own rules; :mod:`~tailmiss.report.stamps` ends each section
-with what made it and checks it against the current code; :mod:`~tailmiss.report.sections` says which sweeps each
-part reads, for both. This module puts them together and writes the
-file. A test checks that the committed report's theory section equals a fresh one.
+The report is generated, never hand-edited, and only assembled here: every section, with its numbers, verdicts and
+ledger rows, is written by its study (:mod:`tailmiss.studies`), which :data:`~tailmiss.report.registry.STUDIES`
+lists in the report's order. This module puts the sections together under the claims ledger
+(:mod:`tailmiss.studies.ledger`, filled from the rows the sections return), bounds each by fences
+(``<!-- study:NAME -->`` … ``<!-- /study:NAME -->``) so that one can be written again in place, adds the quick
+notes from the studies' records, and writes the file; :mod:`~tailmiss.report.stamps` ends each ``## `` section with
+what made it and checks it against the current code. A test checks that the committed report's theory section equals
+a fresh one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tailmiss._checks import check_choice
 from tailmiss.io import atomic_write
-from tailmiss.report import ledger
-from tailmiss.report.bridge import bridge_section
-from tailmiss.report.controls import CONTROLS_HEADING, controls_section
-from tailmiss.report.ladder import LADDER_HEADING, ladder_section
-from tailmiss.report.llm import DEFERRED_WHY as LLM_DEFERRED_WHY
-from tailmiss.report.llm import MAZE_HEADING, OBJECTIVES_HEADING, llm_section, maze_section, objectives_section
-from tailmiss.report.protocol import PROTOCOL_HEADING, protocol_section
-from tailmiss.report.sections import SECTION_LLM, families_of
-from tailmiss.report.simulation import simulation_section
-from tailmiss.report.stamps import (
-    enclosing_heading,
-    known_section,
-    read_stamps,
-    section_stamp,
-    stamp_report,
-    write_stamps,
-)
-from tailmiss.report.theory import theory_section
-from tailmiss.results import LADDERS, SWEEPS, Context, sweep_result
-from tailmiss.results.claims import theory_claims
+from tailmiss.report.registry import FIGURES, STUDIES, all_studies, study
+from tailmiss.report.stamps import known_section, read_stamps, section_stamp, stamp_report, write_stamps
+from tailmiss.studies import ledger
+from tailmiss.studies.context import Context
+from tailmiss.studies.record import Study
+from tailmiss.studies.runs import LADDERS, SWEEPS, full_preset, resolve_family
+from tailmiss.studies.text import deferred as deferred_text
+from tailmiss.studies.text import fence, fenced, quick_note
 
 __all__ = [
-    "theory_section",
-    "simulation_section",
-    "llm_section",
-    "objectives_section",
-    "bridge_section",
-    "protocol_section",
-    "controls_section",
     "render_report",
     "write_report",
     "replace_section",
@@ -57,8 +32,6 @@ __all__ = [
     "report_figures",
     "SECTIONS",
     "QUICK_DEFERRED",
-    "DEFERRED_WHY",
-    "SECTION_FIGURES",
 ]
 
 HEADER = """# paper_repro: F-GRPO (arXiv 2602.06717 v2) and BroRL claims beside ours
@@ -68,227 +41,169 @@ computed by this repository's code at generation time. Figures referenced live i
 `{figdir}`.
 """
 
+SECTIONS = tuple(s.name for s in all_studies() if s.deferrable)
+"""Studies that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report, and that a report
+can defer (``render_report(..., deferred=...)``)."""
+QUICK_DEFERRED = tuple(s.name for s in all_studies() if s.quick_deferred)
+"""The studies the first look (``tailmiss repro --quick``) leaves to ``tailmiss repro --quick --only NAME``: it shows
+each pillar (theory, simulator, transformer, bridge, ladder) once, at the smallest size that still shows its
+finding."""
+
 
 def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, ...] = ()) -> str:
-    """The whole report: the claims ledger, then the theory, simulation, small transformer, ladder, protocol and
-    controls sections.
+    """The whole report: the claims ledger, then every study's section in :data:`~tailmiss.report.registry.STUDIES`'
+    order.
 
-    Each section named in ``deferred`` (of :data:`SECTIONS`; ``tailmiss repro --quick`` defers
-    :data:`QUICK_DEFERRED`) keeps its heading and says that the first look leaves it out, and its sweeps are
-    neither run nor read; ``write_report(..., only=NAME)`` later writes it in place.
-    In quick mode each section that names quick presets (a ``## `` section: anywhere in it; a ``### `` one: in
-    its own text) gets one line after its heading saying so and naming the full presets.
+    Each study named in ``deferred`` (of :data:`SECTIONS`; ``tailmiss repro --quick`` defers :data:`QUICK_DEFERRED`)
+    keeps its heading and says that the first look leaves it out, and its sweeps are neither run nor read;
+    ``write_report(..., only=NAME)`` later writes it in place. In quick mode each study's section starts with one
+    line naming the quick presets it read and their full versions.
     """
     return _render(ctx, figdir, deferred)[0]
 
 
-_PARTS = {
-    "ladder": (LADDER_HEADING, lambda ctx: ladder_section(ctx), ledger.LADDER),
-    "protocol": (PROTOCOL_HEADING, lambda ctx: protocol_section(ctx), ledger.PROTOCOL),
-    "controls": (CONTROLS_HEADING, lambda ctx: controls_section(ctx), ledger.CONTROLS),
-    "maze": (MAZE_HEADING, lambda ctx: maze_section(sweep_result("maze", ctx)), ledger.LLM),
-    "objectives": (OBJECTIVES_HEADING, lambda ctx: objectives_section(sweep_result("objectives", ctx)), ledger.LLM),
-}
-"""Each name of :data:`SECTIONS`: its heading, what writes it, and the ledger section its verdicts belong to."""
+def _check_deferred(deferred) -> None:
+    for name in deferred:
+        if name not in SECTIONS:
+            raise ValueError(f"deferred section must be one of {', '.join(SECTIONS)}, got {name!r}")
 
-_DEFERRED_CLAIMS = {
-    "objectives": ("t1-pass256", "t1-pass1"),
-    "maze": ("t4-pass1", "t4-pass256"),
-    "protocol": ("t2-protocol", "appQ"),
-    "controls": ("t3-lowlr", "t3-ds", "t3-best", "t67-usual", "t67-two", "t1214", "fig1bc"),
-    "ladder": (),
-}
-"""The ledger's claims that only a deferrable section judges."""
+
+def _ledger_rows(s: Study, rows) -> list[tuple[str, str, str, str]]:
+    """A section's rows ``(key, ours, Verdict)`` as the ledger's ``(key, ours, verdict word, section)``."""
+    return [(key, ours, verdict.value, s.ledger) for key, ours, verdict in rows]
 
 
 def _ledger_text(rows: list, deferred: tuple[str, ...], quick: bool) -> str:
-    flag = " --quick" if quick else ""
-    waiting = {k: f"tailmiss repro{flag} --only {name}" for name in deferred for k in _DEFERRED_CLAIMS[name]}
-    return ledger.ledger_section(rows, waiting)
+    return fenced("ledger", ledger.ledger_section(rows, _waiting(deferred, quick)))
+
+
+def deferred_section(s: Study, heading: str | None = None) -> str:
+    """What a deferred study keeps in the report: its heading (``heading`` when given) and the note saying how to add
+    it."""
+    full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in s.families)
+    return deferred_text(heading or s.heading, s.name, full, s.deferred_why)
+
+
+def _study_text(s: Study, ctx: Context, deferred: tuple[str, ...]) -> tuple[str, list]:
+    """One ``## `` study's fenced text and its ledger rows (its note in quick mode)."""
+    if s.name in deferred:
+        return fenced(s.name, deferred_section(s)), []
+    section = s.write(ctx, deferred)
+    text = quick_note(section.text, _quick_presets(s, ctx)) if ctx.quick else section.text
+    return fenced(s.name, text), _ledger_rows(s, section.rows)
+
+
+def _quick_presets(s: Study, ctx: Context) -> list[tuple[str, str]]:
+    """``(quick, full)`` of the quick presets a study read (its own families, not its parts'; the simulations if it
+    simulates); a sweep given in ``ctx.llm_sweeps`` that is no quick preset has no full version to name."""
+    from tailmiss.sim.presets import PRESETS
+    from tailmiss.studies.simulation.data import SIMULATED
+
+    names = [resolve_family(f, ctx).name for f in s.families]
+    names += [f"{n}-quick" for n in SIMULATED if s.simulated and f"{n}-quick" in PRESETS]
+    return [(n, full_preset(n)) for n in names if full_preset(n)]
 
 
 def _render(ctx: Context, figdir: str, deferred: tuple[str, ...]) -> tuple[str, list]:
     """The report's text and the ledger's rows (``(key, ours, verdict, section)``)."""
-    from tailmiss.report.text import deferred as deferred_text
-
-    for name in deferred:
-        check_choice("deferred section", name, SECTIONS)
+    _check_deferred(deferred)
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
-    theory = theory_claims()
-    rows = [(k, ours, ledger.verdict_word(v), ledger.THEORY) for k, ours, v in ledger.theory_records(theory)]
-    parts = [theory_section(theory)]
-    with ledger.collecting() as recorded:
-        with ledger.section(ledger.SIM):
-            parts.append(simulation_section(ctx))
-        with ledger.section(ledger.LLM):
-            parts.append(llm_section(ctx, tuple(n for n in deferred if n in ("objectives", "maze"))))
-        for name in ("ladder", "protocol", "controls"):
-            heading, write, where = _PARTS[name]
-            if name in deferred:
-                full = ", ".join(f"`{(SWEEPS | LADDERS)[f][0]}`" for f in SECTION_LLM[name])
-                parts.append(deferred_text(heading, name, full, DEFERRED_WHY[name]))
-            else:
-                with ledger.section(where):
-                    parts.append(write(ctx))
-    rows += recorded
+    parts, rows = [], []
+    for s in STUDIES:
+        text, found = _study_text(s, ctx, deferred)
+        parts.append(text)
+        rows += found
     head = [HEADER.format(command=command, figdir=figdir), _ledger_text(rows, deferred, ctx.quick)]
-    text = "\n".join(head + parts)
-    return (_quick_notes(text) if ctx.quick else text), rows
-
-
-def _quick_notes(text: str) -> str:
-    """``text`` with one line after each heading whose section names quick presets (a ``## `` section: anywhere in
-    it; a ``### `` one: in its own text), saying so and naming the full presets. Such lines already in ``text`` are
-    written anew (a section replaced by ``write_report(..., only=...)`` changes what its parent names)."""
-    import re
-
-    from tailmiss.results.llm import full_preset
-
-    lines = text.split("\n")
-    old = [
-        i
-        for i in range(2, len(lines))
-        if lines[i].startswith("*Quick version") and not lines[i - 1] and lines[i - 2].startswith(("## ", "### "))
-    ]
-    for i in reversed(old):
-        del lines[i - 1 : i + 1]
-    heads = [i for i, line in enumerate(lines) if line.startswith(("## ", "### "))]
-    notes = {}
-    for i in heads:
-        stops = ("## ",) if lines[i].startswith("## ") else ("## ", "### ")
-        end = next((j for j in heads if j > i and lines[j].startswith(stops)), len(lines))
-        named = dict.fromkeys(re.findall(r"`([\w.-]+-quick)`", "\n".join(lines[i:end])))
-        quick = [n for n in named if full_preset(n)]
-        if quick:
-            many = "s" if len(quick) > 1 else ""
-            notes[i] = (
-                f"*Quick version{many}*: {', '.join(f'`{n}`' for n in quick)} in place of the full preset{many} "
-                f"{', '.join(f'`{full_preset(n)}`' for n in quick)} (`tailmiss repro` runs {'them' if many else 'it'})."
-            )
-    for i in sorted(notes, reverse=True):
-        lines[i + 1 : i + 1] = ["", notes[i]]
-    return "\n".join(lines)
-
-
-SECTIONS = ("ladder", "objectives", "maze", "protocol", "controls")
-"""Sections that ``write_report(..., only=NAME)`` can regenerate alone inside an existing report, and that a report
-can defer (``render_report(..., deferred=...)``)."""
-QUICK_DEFERRED = ("objectives", "maze", "protocol", "controls")
-"""The sections the first look (``tailmiss repro --quick``) leaves to ``tailmiss repro --quick --only NAME``: it shows
-each pillar (theory, simulator, transformer, bridge, ladder) once, at the smallest size that still shows its
-finding."""
-DEFERRED_WHY = {
-    **LLM_DEFERRED_WHY,
-    "ladder": "The ladder takes the transformer apart one ingredient at a time, on its own SFT models.",
-    "protocol": "Its findings rest on 10 seeds of 80 steps (the dip's shape and what one seed can show); the quick "
-    "version trains 8 steps with one to three seeds, where GRPO's pass@256 hardly moves with N.",
-    "controls": "Its rule pairs each control with GRPO and F-GRPO seed by seed over 5 seeds of 80 steps; the quick "
-    "version trains 8 steps with one seed per control, where the rule cannot tell any difference.",
-}
-"""Why the first look leaves each deferrable section out."""
-SECTION_FIGURES = {
-    "ladder": ("ladder", "frontier"),
-    "objectives": ("llm-objectives",),
-    "maze": ("maze",),
-    "protocol": ("protocol", "noise"),
-    "controls": ("controls", "gamma", "passk", "tradeoff"),
-}
-"""The figures of each section of :data:`SECTIONS` (what ``tailmiss repro --only NAME`` renders)."""
+    return "\n".join(head + parts), rows
 
 
 def llm_families(only: str | None = None, deferred: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The LLM sweep and ladder families the report (or its section ``only``) reads, without those only its
-    ``deferred`` sections read."""
-    if only is not None:
-        return SECTION_LLM[only]
-    return families_of(name for name in SECTION_LLM if name not in deferred)
+    """The LLM sweep and ladder families the report (or its study ``only``) reads, without those only its
+    ``deferred`` studies read."""
+    chosen = [study(only)] if only is not None else [s for s in all_studies() if s.name not in deferred]
+    return tuple(dict.fromkeys(f for s in chosen for f in s.families))
 
 
 def report_figures(only: str | None = None, deferred: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The figures of the report (or of its section ``only``), without those of its ``deferred`` sections."""
-    from tailmiss.figures import FIGURES
-
+    """The figures of the report (or of its study ``only``), without those of its ``deferred`` studies."""
     if only is not None:
-        return SECTION_FIGURES[only]
-    left = {f for name in deferred for f in SECTION_FIGURES[name]}
+        return tuple(f.name for f in study(only).figures)
+    left = {f.name for name in deferred for f in study(name).figures}
     return tuple(f for f in FIGURES if f not in left)
 
 
-def replace_section(text: str, heading: str, body: str) -> str:
-    """``text`` with the section starting at the line ``heading…`` replaced by ``body`` (appended if absent).
+def replace_section(text: str, name: str, body: str) -> str:
+    """``text`` with the fenced section of study ``name`` (``<!-- study:NAME -->`` … ``<!-- /study:NAME -->``) replaced
+    by ``body``, fenced.
 
-    The section runs to the next heading of the same or a higher level (``## `` ends a ``### `` section).
+    ``ValueError`` when ``text`` has no such fences (a report written before them: write the whole report again).
     """
-    level = len(heading) - len(heading.lstrip("#"))
-    start = text.find("\n" + heading)
-    start = 0 if text.startswith(heading) else (start + 1 if start >= 0 else -1)
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + body.rstrip("\n") + "\n"
-    end, pos = -1, text.find("\n", start)
-    while pos >= 0:
-        line_end = text.find("\n", pos + 1)
-        line = text[pos + 1 : line_end if line_end >= 0 else None]
-        depth = len(line) - len(line.lstrip("#"))
-        if 0 < depth <= level and line[depth : depth + 1] == " ":
-            end = pos
-            break
-        pos = line_end
-    tail = "" if end < 0 else text[end + 1 :]
-    return text[:start] + body.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
+    start, end = fence(name)
+    i = text.find(start)
+    j = text.find(end, i)
+    if i < 0 or j < 0:
+        raise ValueError(f"the report has no fenced section {name!r}: write the whole report first (no --only)")
+    k = j + len(end) + (text[j + len(end) : j + len(end) + 1] == "\n")  # the fence's own line end
+    return text[:i] + fenced(name, body) + text[k:]
 
 
 def write_report(path: str | Path, ctx: Context, only: str | None = None, deferred: tuple[str, ...] = ()) -> Path:
     """Render and atomically write the report.
 
-    ``only = "ladder"`` (or another name of :data:`SECTIONS`) regenerates just that section
-    inside the existing report at ``path`` (its other sections are left as
-    they were generated); otherwise the whole report is written, its ``deferred`` sections left out
-    (:func:`render_report`). Each ``## `` section written ends with its stamp line, and ``<report>.stamps.json``
-    records the stamps (:mod:`tailmiss.report.stamps`).
+    ``only = "ladder"`` (or another name of :data:`SECTIONS`) regenerates just that study's section inside the
+    existing report at ``path`` (its other sections are left as they were generated), and the ledger from the rows
+    recorded beside the report and the new ones; otherwise the whole report is written, its ``deferred`` studies left
+    out (:func:`render_report`). Each ``## `` section written ends with its stamp line, and ``<report>.stamps.json``
+    records the stamps and the ledger's rows (:mod:`tailmiss.report.stamps`).
     """
     path = Path(path)
-    if only is not None:
-        check_choice("only", only, SECTIONS)
-        if not path.is_file():
-            raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
-        heading, write, where = _PARTS[only]
-        record = read_stamps(path)
-        with ledger.collecting() as recorded, ledger.section(where):
-            text = replace_section(path.read_text(), heading, write(ctx))
-        text = _quick_notes(text) if ctx.quick else text
-        text, stamps, deferred = _restamp(record, text, ctx, only)
-        rows = [*(tuple(r) for r in record.get("ledger", [])), *recorded]
-        if ledger.LEDGER_HEADING in text:
-            text = replace_section(text, ledger.LEDGER_HEADING, _ledger_text(rows, deferred, ctx.quick))
-            top = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
-            stamps[top] = section_stamp(top, ctx, deferred)
-            text = stamp_report(text, {top: stamps[top]})
-    else:
+    if only is None:
         text, rows = _render(ctx, str(path.parent / "figures") + "/", deferred)
         stamps = {h: section_stamp(h, ctx, deferred) for h in _headings(text) if known_section(h)}
         text = stamp_report(text, stamps)
+    else:
+        if only not in SECTIONS:
+            raise ValueError(f"only must be one of {', '.join(SECTIONS)}, got {only!r}")
+        if not path.is_file():
+            raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
+        s = study(only)
+        record = read_stamps(path)
+        section = s.write(ctx, ())
+        body = quick_note(section.text, _quick_presets(s, ctx)) if ctx.quick else section.text
+        text = replace_section(path.read_text(), only, body)
+        text, stamps, deferred = _restamp(record, text, ctx, s)
+        rows = [*(tuple(r) for r in record.get("ledger", [])), *_ledger_rows(s, section.rows)]
+        if fence("ledger")[0] in text:  # (a report of other sections, a test's, may have no ledger)
+            text = replace_section(text, "ledger", ledger.ledger_section(rows, _waiting(deferred, ctx.quick)))
+            top = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
+            stamps[top] = section_stamp(top, ctx, deferred)
+            text = stamp_report(text, {top: stamps[top]})
     with atomic_write(path) as fh:
         fh.write(text)
     write_stamps(path, stamps, quick=ctx.quick, deferred=deferred, ledger=rows)
     return path
 
 
+def _waiting(deferred: tuple[str, ...], quick: bool) -> dict:
+    flag = " --quick" if quick else ""
+    return {k: f"tailmiss repro{flag} --only {name}" for name in deferred for k in study(name).claims}
+
+
 def _headings(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.startswith("## ")]
 
 
-def _restamp(record: dict, text: str, ctx: Context, only: str) -> tuple[str, dict, tuple[str, ...]]:
-    """After ``only`` was written into the report whose stamps file holds ``record``: its ``## `` section's stamp
+def _restamp(record: dict, text: str, ctx: Context, s: Study) -> tuple[str, dict, tuple[str, ...]]:
+    """After study ``s`` was written into the report whose stamps file holds ``record``: its ``## `` section's stamp
     (new when the whole section was rewritten, or when the rest of it was made by the same code; else the old one, so
-    that the check still calls it stale), and the sections still deferred."""
-    deferred = tuple(d for d in record.get("deferred", ()) if d != only)
-    heading = _PARTS[only][0]
-    parent = enclosing_heading(text, heading)
-    if not known_section(parent):  # a report of other sections (a test's, a notebook's): nothing to stamp
+    that the check still calls it stale), and the studies still deferred."""
+    deferred = tuple(d for d in record.get("deferred", ()) if d != s.name)
+    top = study(s.parent) if s.parent else s
+    parent = next((h for h in _headings(text) if h.startswith(top.heading)), None)
+    if parent is None or not known_section(parent):  # a report of other sections (a test's): nothing to stamp
         return text, {}, deferred
     new = section_stamp(parent, ctx, deferred)
     old = record.get("sections", {}).get(parent)
-    whole = heading.startswith("## ")
-    stamp = new if whole or (old is not None and old["code"] == new["code"]) else old
+    stamp = new if s.parent is None or (old is not None and old["code"] == new["code"]) else old
     stamps = {parent: stamp} if stamp is not None else {}
     return stamp_report(text, stamps), stamps, deferred

@@ -19,12 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailmiss.io import atomic_write
-from tailmiss.report.controls import CONTROLS_HEADING
-from tailmiss.report.ladder import LADDER_HEADING
-from tailmiss.report.ledger import LEDGER_HEADING
-from tailmiss.report.protocol import PROTOCOL_HEADING
-from tailmiss.report.sections import SECTION_LLM, TRANSFORMER_PARTS, families_of
-from tailmiss.results import Context
+from tailmiss.studies.context import Context
+from tailmiss.studies.ledger import LEDGER_HEADING
 
 __all__ = [
     "STAMP_LINE",
@@ -43,20 +39,38 @@ __all__ = [
 STAMP_LINE = "*Made by*"
 """How the visible stamp line at the end of each ``## `` section starts."""
 
-# heading prefix -> (report module(s), LLM families, reads the simulation presets, the deferrable section it is); a
-# folder stands for its modules. The ledger's verdicts come from every section's rules, so every claims module (and
-# the one noise rule) is in its stamp: a change to any verdict rule stales the ledger.
-_SECTIONS = {
-    "## Theory": ("report/theory.py", (), False, None),
-    "## Simulation": ("report/simulation.py", (), True, None),
-    "## Small transformer": ("report/llm.py", families_of(TRANSFORMER_PARTS), False, None),
-    LADDER_HEADING: ("report/ladder.py", SECTION_LLM["ladder"], False, "ladder"),
-    LEDGER_HEADING: (("report/ledger.py", "results/claims"), (), False, None),
-    PROTOCOL_HEADING: ("report/protocol.py", SECTION_LLM["protocol"], False, "protocol"),
-    CONTROLS_HEADING: ("report/controls.py", SECTION_LLM["controls"], False, "controls"),
-}
-_DEFERRED_PARTS = {part: SECTION_LLM[part] for part in TRANSFORMER_PARTS[1:]}
-"""The ``### `` parts of a section that the first look can defer, and their families."""
+_NOT_CLAIMS = ("__init__.py", "section.py", "figures.py", "data.py")
+
+
+def _studies():
+    from tailmiss.report.registry import STUDIES
+
+    return STUDIES
+
+
+def _ledger_roots() -> list[Path]:
+    """The ledger's code: the catalogue, the noise rule and every study's claims modules (a change to any verdict
+    rule stales the ledger, whose verdicts come from every section's rules)."""
+    studies = _package() / "studies"
+    claims = [p for p in sorted(studies.glob("*/*.py")) if p.name not in _NOT_CLAIMS]
+    return [studies / "ledger.py", studies / "rule.py", *claims]
+
+
+def _in_package(function) -> Path:
+    """The file defining ``function``, relative to the package folder it was imported from."""
+    import tailmiss
+
+    return Path(inspect.getsourcefile(function)).resolve().relative_to(Path(tailmiss.__file__).parent.resolve())
+
+
+def _rule(heading: str):
+    """``(code roots, families, reads the simulations, its study)`` of the ``## `` section ``heading``, or None."""
+    if heading.startswith(LEDGER_HEADING):
+        return _ledger_roots(), (), False, None
+    for s in _studies():
+        if heading.startswith(s.heading):
+            return [_package() / _in_package(s.write)], s, s.simulated, s
+    return None
 
 
 def stamps_path(report: str | Path) -> Path:
@@ -84,9 +98,9 @@ def _code(roots: list[Path]) -> dict:
 
 def _presets(families, simulated: bool, ctx: Context) -> dict:
     """``name -> {"seeds": [...], "config": digest}`` of every preset read (quick variants in quick mode)."""
-    from tailmiss.results.llm import resolve_family
-    from tailmiss.results.sim import SIMULATED
     from tailmiss.sim.presets import preset, quick_name
+    from tailmiss.studies.runs import resolve_family
+    from tailmiss.studies.simulation.data import SIMULATED
 
     configs = [resolve_family(f, ctx) for f in families]
     if simulated:
@@ -108,32 +122,32 @@ def _today() -> str:
 
 def known_section(heading: str) -> bool:
     """Whether :func:`section_stamp` knows what makes the ``## `` section ``heading``."""
-    return any(heading.startswith(p) for p in _SECTIONS)
+    return _rule(heading) is not None
 
 
 def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) -> dict:
-    """The stamp of the report section whose ``## `` heading starts with one of the known prefixes.
+    """The stamp of the report section whose ``## `` heading starts with a study's heading (or the ledger's).
 
-    A section the first look defers (``deferred``) reads none of its presets (only its note is written).
+    A study the first look defers (``deferred``) reads none of its presets (only its note is written); nor do its
+    deferred parts.
     """
-    prefix = next((p for p in _SECTIONS if heading.startswith(p)), None)
-    if prefix is None:
+    rule = _rule(heading)
+    if rule is None:
         raise ValueError(f"no stamp rule for the section {heading!r}")
-    modules, families, simulated, name = _SECTIONS[prefix]
-    skip = set(families) if name in deferred else {f for d in deferred for f in _DEFERRED_PARTS.get(d, ())}
-    roots = []
-    for rel in (modules,) if isinstance(modules, str) else modules:
-        path = _package() / rel
-        roots += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    roots, study, simulated, _ = rule
+    families: list[str] = []
+    if study and study.name not in deferred:
+        for s in (study, *study.parts):
+            families += [f for f in s.families if s.name not in deferred]
     return {
         **_code(roots),
-        "presets": _presets([f for f in families if f not in skip], simulated, ctx),
+        "presets": _presets(list(dict.fromkeys(families)), simulated, ctx),
         "made": _today(),
     }
 
 
 def figure_stamp(spec, ctx: Context, paths: list[Path]) -> dict:
-    """The stamp of one rendered figure (a :class:`~tailmiss.figures.registry.FigureSpec`) and its ``paths``."""
+    """The stamp of one rendered figure (a :class:`~tailmiss.studies.figure.FigureSpec`) and its ``paths``."""
     roots = sorted({Path(inspect.getsourcefile(f)).resolve() for f in (spec.data, spec.plot)})
     return {
         **_code(roots),
@@ -161,10 +175,15 @@ def _line(stamp: dict) -> str:
 
 
 def _sections(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, heading)`` line ranges of each ``## `` section of ``text``."""
+    """``(start, end, heading)`` line ranges of each ``## `` section of ``text``; a section starts at its study's
+    opening fence when one stands right above its heading (so no stamp line lands inside the next study's fences)."""
     lines = text.split("\n")
     heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
-    return [(i, heads[k + 1] if k + 1 < len(heads) else len(lines), lines[i]) for k, i in enumerate(heads)]
+    starts = [i - 1 if i and lines[i - 1].startswith("<!-- study:") else i for i in heads]
+    return [
+        (s, starts[k + 1] if k + 1 < len(starts) else len(lines), lines[i])
+        for k, (s, i) in enumerate(zip(starts, heads))
+    ]
 
 
 def stamp_report(text: str, stamps: dict) -> str:
@@ -257,7 +276,7 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
     report : path
         The report (``paper_repro.md``); its stamps are read from :func:`stamps_path`.
     figures : mapping, optional
-        Name -> :class:`~tailmiss.figures.registry.FigureSpec` (the registry): the report's figures
+        Name -> :class:`~tailmiss.studies.figure.FigureSpec` (the registry): the report's figures
         (:func:`tailmiss.report.report_figures`, less its deferred sections') must be stamped and current; every
         stamped figure's files are checked in any case.
     expected : callable, optional
@@ -276,8 +295,18 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
     record = json.loads(path.read_text())
     ctx = ctx if ctx is not None else Context(quick=record.get("quick", False))
     deferred = tuple(record.get("deferred", ()))
-    stored = record.get("sections", {})
-    text = report.read_text()
+    stale = _stale_sections(report.read_text(), record.get("sections", {}), ctx, deferred)
+    wanted = expected(deferred) if expected is not None else list(figures or {})
+    expected = [n for n in wanted if n in (figures or {})]
+    for name in dict.fromkeys([*record.get("figures", {}), *expected]):
+        why = _figure_staleness(name, record.get("figures", {}).get(name), (figures or {}).get(name), report, ctx)
+        if why:
+            stale.append(Stale("figure", name, why))
+    return stale
+
+
+def _stale_sections(text: str, stored: dict, ctx: Context, deferred: tuple[str, ...]) -> list[Stale]:
+    """The stale ``## `` sections of the report ``text`` against their ``stored`` stamps."""
     stale = []
     for start, end, heading in _sections(text):
         lines = text.split("\n")[start:end]
@@ -290,24 +319,16 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
         why = _diff(stored[heading], section_stamp(heading, ctx, deferred))
         if why:
             stale.append(Stale("section", heading, why))
-    fig_dir = report.parent / "figures"
-    wanted = expected(deferred) if expected is not None else list(figures or {})
-    expected = [n for n in wanted if n in (figures or {})]
-    names = dict.fromkeys([*record.get("figures", {}), *expected])
-    for name in names:
-        old = record.get("figures", {}).get(name)
-        spec = (figures or {}).get(name)
-        if old is None:
-            stale.append(Stale("figure", name, "not stamped"))
-            continue
-        for ext, sha in old.get("sha256", {}).items():
-            file = fig_dir / f"{name}.{ext}"
-            if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != sha:
-                stale.append(Stale("figure", name, f"{file.name} is missing or differs from the one stamped"))
-                break
-        else:
-            if spec is not None:
-                why = _diff(old, figure_stamp(spec, ctx, []))
-                if why:
-                    stale.append(Stale("figure", name, why))
     return stale
+
+
+def _figure_staleness(name: str, old: dict | None, spec, report: Path, ctx: Context) -> str | None:
+    """Why the figure ``name`` beside ``report`` is stale (``old``: its stored stamp; ``spec``: its current spec, if
+    registered), or None."""
+    if old is None:
+        return "not stamped"
+    for ext, sha in old.get("sha256", {}).items():
+        file = report.parent / "figures" / f"{name}.{ext}"
+        if not file.is_file() or hashlib.sha256(file.read_bytes()).hexdigest() != sha:
+            return f"{file.name} is missing or differs from the one stamped"
+    return _diff(old, figure_stamp(spec, ctx, [])) if spec is not None else None

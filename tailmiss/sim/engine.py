@@ -346,7 +346,7 @@ def _initial_summary(config: SimConfig) -> dict:
 
 
 def _progress(config: SimConfig, dev: torch.device, num_runs: int, done: int = 0):
-    from tailmiss._progress import ProgressBar
+    from tailmiss.options import ProgressBar
 
     bar = ProgressBar(total=config.steps, description=f"{config.name}: {num_runs} runs on {dev}")
     if done:

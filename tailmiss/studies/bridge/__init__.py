@@ -1,0 +1,19 @@
+"""The bridge: the categorical simulator started from each prompt's SFT distribution, beside the transformer's
+group-size sweep (do F-GRPO Fig. 2's regimes agree?). Its section is a part of the small transformer's."""
+
+from __future__ import annotations
+
+from tailmiss.studies import ledger
+from tailmiss.studies.bridge import figures, section
+from tailmiss.studies.record import Study
+
+__all__ = ["STUDY"]
+
+STUDY = Study(
+    name="bridge",
+    heading=section.BRIDGE_HEADING,
+    write=None,
+    ledger=ledger.LLM,
+    figures=tuple(figures.FIGURES),
+    parent="transformer",
+)

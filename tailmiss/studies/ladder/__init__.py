@@ -1,0 +1,20 @@
+"""The ladder: one ingredient at a time from the simulator's policy to the transformer (why the regimes differ)."""
+
+from __future__ import annotations
+
+from tailmiss.studies import ledger
+from tailmiss.studies.ladder import figures, section
+from tailmiss.studies.record import Study
+
+__all__ = ["STUDY"]
+
+STUDY = Study(
+    name="ladder",
+    heading=section.LADDER_HEADING,
+    write=section.write,
+    ledger=ledger.LADDER,
+    families=("ladder", "ladder-budget", "ladder-hard"),
+    figures=tuple(figures.FIGURES),
+    deferrable=True,
+    deferred_why="The ladder takes the transformer apart one ingredient at a time, on its own SFT models.",
+)

@@ -1,0 +1,344 @@
+"""The claims ledger at the top of ``paper_repro.md``: every claim of F-GRPO and of BroRL §4.1, one row each.
+
+:data:`CATALOGUE` lists the claims (F-GRPO Lemma 3.1, Prop. 3.2, Lemma H.1, Figs 1-7, Tables 1-14, App. N and Q;
+BroRL's mass balance, Cor. 3, Fig. 3 and its trends), each with the section that shows it. While
+:func:`tailmiss.report.render_report` writes the sections, each section returns its verdicts as rows (:func:`row`:
+the same numbers and rules its own rows print); the closed forms are judged here (:func:`theory_records`). A claim
+no section judged is written as *not testable at this scale* with the catalogue's reason, or as left out of this
+report (a section the first look defers). Verdicts: *reproduced* (the section's rule says yes), *refuted* (no),
+*partly*, *not resolved* (the rule cannot tell: one seed, a tie, a vacuous comparison).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailmiss.studies.rule import Verdict, rule_text
+
+__all__ = [
+    "LEDGER_HEADING",
+    "CATALOGUE",
+    "Claim",
+    "row",
+    "verdict_word",
+    "theory_records",
+    "ledger_section",
+]
+
+LEDGER_HEADING = "## Claims ledger: every claim of F-GRPO and BroRL §4.1"
+
+THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS = (
+    "Theory",
+    "Simulation",
+    "Small transformer",
+    "Why the regimes differ",
+    "The paper's protocol",
+    "Controls and γ sensitivity",
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper: where it is stated, what it says, which section of the report shows it, and why it
+    cannot be tested at this scale when no section judges it."""
+
+    key: str
+    source: str
+    sentence: str
+    section: str
+    untestable: str = ""
+    note: str = ""
+    """The verdict cell of a row that is not a claim (a setting the report follows)."""
+
+
+_7B = "a 7B model's math and OOD benchmark scores; this project trains a 0.1M-parameter transformer on CPUs"
+_OOD = (
+    "the miniature trains and evaluates on one task; it has no out-of-domain benchmark to score (the paper's are "
+    "GPQA-Diamond, IFEval and SynLogic)"
+)
+CATALOGUE: tuple[Claim, ...] = (
+    Claim(
+        "lemma31",
+        "F-GRPO Lemma 3.1",
+        "an active group misses a rare-correct set E of mass τ with probability "
+        "(1 − τ)^N − (μ_pos − τ)^N − (1 − μ_pos)^N",
+        THEORY,
+    ),
+    Claim("fig1a", "F-GRPO Fig. 1(a)", "Lemma 3.1 is 0 at N = 1, rises, then falls (μ = 0.3)", THEORY),
+    Claim("fig3", "F-GRPO Fig. 3 (v1 Fig. 2)", "a smaller ρ moves the tail-miss peak right and up", THEORY),
+    Claim("fig5", "F-GRPO Fig. 5", "the tail miss is below 1e-3 at N = 2^17 for a non-anchor action", THEORY),
+    Claim("prop32", "F-GRPO Prop. 3.2", "the unsampled correct mass falls (ΔQ_u,pos < 0) while ΔQ_pos > 0", THEORY),
+    Claim(
+        "lemmaH1",
+        "F-GRPO Lemma H.1 / Cor. H.2 (v1 B.1 / B.2)",
+        "E[S_R | X = k] is non-decreasing in the number k of correct draws when R_c > R_w and R_w ≤ 0",
+        THEORY,
+    ),
+    Claim(
+        "fig4",
+        "F-GRPO Fig. 4 (v1 Fig. 3)",
+        "the focal weight shrinks high-success groups' updates; |A−| is unbounded at γ = 0",
+        THEORY,
+    ),
+    Claim("appN", "F-GRPO App. N", "the LR-matched control runs GRPO at m_0.5 × lr (6.8e-7)", THEORY),
+    Claim(
+        "massbalance",
+        "BroRL Thm. 1",
+        "the one-step mass balance ΔQ_pos = sampled-correct + sampled-incorrect + unsampled terms",
+        THEORY,
+    ),
+    Claim("cor3", "BroRL Cor. 3", "the unsampled coupling shrinks with N; large N makes ΔQ_pos ≥ 0", THEORY),
+    Claim("fig2-rises", "F-GRPO Fig. 2 (v1 Fig. 4)", "Q_pos rises for every N", SIM),
+    Claim("fig2-nonmono", "F-GRPO Fig. 2 (v1 Fig. 4)", "M_ret is non-monotone in N, lowest at intermediate N", SIM),
+    Claim("fig2-lift", "F-GRPO Fig. 2 (v1 Fig. 4)", "γ = 1 lifts M_ret, mostly in zone II", SIM),
+    Claim("fig2-alone", "F-GRPO Fig. 2 (v1 Fig. 4)", "N = 131,072 alone keeps M_ret ≈ 1 throughout", SIM),
+    Claim(
+        "fig2-zones",
+        "F-GRPO §5.1 (caveat)",
+        "the zone boundaries depend on the initial distribution and are not LLM predictions",
+        LLM,
+    ),
+    Claim("brorl-faster", "BroRL Fig. 3", "larger N raises Q_pos faster", SIM),
+    Claim("brorl-regress", "BroRL §4.1", "small N is slow and noisy and sometimes regresses", SIM),
+    Claim("brorl-concave", "BroRL §4.1", "gains are monotone but concave in N", SIM),
+    Claim("brorl-drops", "BroRL Fig. 3", "worst drops vanish at large N", SIM),
+    Claim("brorl-improved", "BroRL Fig. 3", "larger N improves more correct actions", SIM),
+    Claim("t1-pass256", "F-GRPO Table 1", "the focal weight raises pass@256 for every method", LLM),
+    Claim("t1-pass1", "F-GRPO Table 1", "the focal weight keeps pass@1 (9/9 pairs)", LLM),
+    Claim(
+        "t1-ood",
+        "F-GRPO Table 1",
+        "out of domain (GPQA-Diamond, IFEval, SynLogic) the focal weight improves pass@1 in 7 of 9 pairs (mean +1.5) "
+        "and pass@256 by +4.1 on average",
+        LLM,
+        _OOD,
+    ),
+    Claim("t1-values", "F-GRPO Table 1", "the per-model cells (Qwen2.5-7B, Qwen3-4B-Base, Llama-3.2-3B)", LLM, _7B),
+    Claim("t2-pass1", "F-GRPO Table 2", "pass@1 rises with N", LLM),
+    Claim(
+        "t2-dip", "F-GRPO Table 2", "GRPO pass@256 is best at N = 2, worst near N = 8, partly recovered at N = 32", LLM
+    ),
+    Claim(
+        "t2-reach",
+        "F-GRPO Table 2",
+        "F-GRPO at N = 8 reaches GRPO N = 32's pass@256 with a quarter of the rollouts",
+        LLM,
+    ),
+    Claim(
+        "t2-ood",
+        "F-GRPO Table 2",
+        "out of domain, GRPO pass@256 is worst near N = 8-16, and F-GRPO N = 8 reaches GRPO N = 32 (63.3 vs 61.7)",
+        LLM,
+        _OOD,
+    ),
+    Claim("t2-dnll", "F-GRPO Table 2", "ΔNLL_rare is ordered N = 2 < N = 32 < N = 8", LLM),
+    Claim(
+        "t2-protocol",
+        "F-GRPO Table 2 / Table 5",
+        "the dip appears under the paper's protocol (finite prompt set in epochs, mini-batches, checkpoint selection)",
+        PROTOCOL,
+    ),
+    Claim("appQ", "F-GRPO App. Q", "paired m-out-of-n subsampling makes a one-run comparison significant", PROTOCOL),
+    Claim("t3-lowlr", "F-GRPO Table 3", "GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO", CONTROLS),
+    Claim("t3-ds", "F-GRPO Table 3", "DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO", CONTROLS),
+    Claim("t3-best", "F-GRPO Table 3", "F-GRPO has the highest pass@1 against GRPO and every control", CONTROLS),
+    Claim("t4-pass1", "F-GRPO Table 4", "F-GRPO γ = 0.5 beats GRPO at every N on maze pass@1", LLM),
+    Claim("t4-pass256", "F-GRPO Table 4", "F-GRPO γ = 0.5 beats GRPO at every N on maze pass@256", LLM),
+    Claim(
+        "fig6",
+        "F-GRPO Fig. 6",
+        "maze −log pass@K against N for K up to 2048",
+        LLM,
+        "17×17 mazes, a 3M-parameter "
+        "model and 20K steps of 256 prompts (the GPU preset `maze-nsweep`); the CPU miniature samples 256 answers",
+    ),
+    Claim(
+        "fig7",
+        "F-GRPO Fig. 7",
+        "maze reward and pass@1 / pass@2048 along 20,000 steps per N",
+        LLM,
+        "20,000 steps per N of the paper-scale maze (a GPU job)",
+    ),
+    Claim(
+        "t5",
+        "F-GRPO Table 5",
+        "the training hyperparameters",
+        PROTOCOL,
+        note="a setting, not a claim: the protocol ladder reaches it one ingredient at a time (the Table 2 / Table 5 "
+        "row)",
+    ),
+    Claim("t67-usual", "F-GRPO Tables 6-7", "γ = 0.5 is the usual choice (best pass@1 among 0.5, 1, 2)", CONTROLS),
+    Claim("t67-two", "F-GRPO App. L.3", "γ = 2 sometimes adds pass@256 but more often costs pass@1", CONTROLS),
+    Claim(
+        "t811",
+        "F-GRPO Tables 8-11",
+        "the per-benchmark tables of the appendix",
+        CONTROLS,
+        "not described in the material this project works from, and " + _7B,
+    ),
+    Claim("t1214", "F-GRPO Tables 12-14", "F-GRPO's pass@k lead over its base method grows with k", CONTROLS),
+    Claim("fig1bc", "F-GRPO Fig. 1(b,c)", "F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8", CONTROLS),
+)
+"""Every claim, in the order of the report's sections."""
+
+
+def verdict_word(verdict) -> str:
+    """The ledger's word for a :class:`~tailmiss.studies.rule.Verdict` (``True`` reproduced, ``False``
+    refuted, ``None`` not resolved are read as the same verdicts)."""
+    return Verdict.of(verdict).value
+
+
+_KEYS = frozenset(c.key for c in CATALOGUE)
+
+
+def row(key: str, ours: str, verdict: Verdict) -> list[tuple[str, str, Verdict]]:
+    """A section's ledger row on claim ``key``: its number and the :class:`~tailmiss.studies.rule.Verdict` of the
+    section's rule, as a one-row list (``rows += row(...)``).
+
+    ``TypeError`` for anything but a :class:`Verdict` (a claim's verdict comes from a rule, never from a literal
+    word); ``ValueError`` for a key the catalogue does not hold.
+    """
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"the verdict on {key!r} must be a Verdict, got {verdict!r}")
+    if key not in _KEYS:
+        raise ValueError(f"unknown ledger claim {key!r}")
+    return [(key, ours, verdict)]
+
+
+def _lemma31_row(mc_groups: int) -> tuple:
+    """Lemma 3.1's row: its closed form against a Monte Carlo of ``mc_groups`` groups."""
+    import numpy as np
+
+    from tailmiss import analytic
+
+    mu, tau, n = 0.5, 0.005, 8
+    regions = np.random.default_rng(0).multinomial(n, [tau, mu - tau, 1 - mu], size=mc_groups)
+    hits = (regions[:, 0] == 0) & (regions[:, 1] > 0) & (regions[:, 2] > 0)
+    freq, exact = hits.mean(), float(analytic.tail_miss_probability(mu, tau, n))
+    se = np.sqrt(exact * (1 - exact) / mc_groups)
+    return (
+        "lemma31",
+        f"N = {n}, μ = {mu}, τ = {tau}: closed form {exact:.4f}, Monte Carlo {freq:.4f} over "
+        f"{mc_groups:,} groups (|Δ| = {abs(freq - exact) / se:.1f} se)",
+        abs(freq - exact) < 3 * se,
+    )
+
+
+def _batch_mood_rises() -> bool:
+    """Lemma H.1 on a random 40-action policy: whether E[S_R | X = k] is non-decreasing for both reward pairs."""
+    import numpy as np
+
+    from tailmiss import analytic
+
+    rng = np.random.default_rng(1)
+    probs = rng.dirichlet(np.ones(40))
+    correct = np.arange(40) < 12
+    ks = np.arange(17)
+    moods = {rw: analytic.expected_batch_mood(probs, correct, 16, ks, 1.0, rw) for rw in (0.0, -1.0)}
+    return all(bool(np.all(np.diff(m) >= -1e-15)) for m in moods.values())
+
+
+def theory_records(claims=None, mc_groups: int = 200_000) -> list:
+    """The closed-form claims' rows (deterministic): Lemma 3.1 against a Monte Carlo of ``mc_groups`` groups, the
+    theory section's claims (``claims``, :func:`~tailmiss.studies.theory.claims.theory_claims` when not given),
+    Lemma H.1 on
+    a random policy and BroRL's mass balance on the worked example."""
+    from tailmiss.studies.theory.claims import theory_claims
+
+    c = theory_claims() if claims is None else claims
+    lemma31 = _lemma31_row(mc_groups)
+    rising = _batch_mood_rises()
+    mb, uc = c.mass_balance, c.unsampled_change
+    parts = mb.sampled_correct + mb.sampled_incorrect + mb.unsampled
+    m = c.lr_scales
+    return [
+        lemma31,
+        ("fig1a", "0 at N = 1, then rises and falls for ρ = 0.05, 0.1, 0.2", c.fig1a_nonmonotone),
+        ("fig3", "peaks move right and up as ρ falls (μ = 0.8, 0.5, 0.2)", c.fig3_moves_right_and_up),
+        ("fig5", f"{c.fig5_p17:.3g} at N = 2^17", c.fig5_below),
+        (
+            "prop32",
+            f"worked example: ΔQ_pos = {mb.delta_q_pos:+.4f}, ΔQ_u,pos = {uc.delta_q_u_pos:+.4f}",
+            bool(mb.delta_q_pos > 0 and uc.delta_q_u_pos < 0),
+        ),
+        (
+            "lemmaH1",
+            "E[S_R | X = k], k = 0…16, on a random 40-action policy (12 correct): non-decreasing for "
+            f"(R_c, R_w) = (1, 0) and (1, −1): {'yes' if rising else 'no'}",
+            rising,
+        ),
+        (
+            "fig4",
+            f"max g|A−| γ = 0 {c.fig4_max_grpo:.2f} (grows as μ̂ → 1), γ = 0.5 {c.fig4_max_half:.3f}, γ = 1 "
+            f"{c.fig4_max_one:.3f}",
+            bool(c.fig4_max_grpo > 5 and c.fig4_max_half <= 1 and c.fig4_max_one <= 0.5),
+        ),
+        ("appN", f"m_0.5 × 1e-6 = {m[1] * 1e-6:.3g}", bool(abs(m[1] * 1e-6 - 6.8e-7) < 0.01e-7)),
+        (
+            "massbalance",
+            f"worked example: {mb.sampled_correct:.4f} + {mb.sampled_incorrect:.4f} + {mb.unsampled:.4f} "
+            f"= ΔQ_pos {mb.delta_q_pos:.4f} (first order; `tests/test_analytic.py::"
+            "test_first_order_terms_match_exact_softmax_step` checks it against an exact softmax step)",
+            bool(abs(parts - mb.delta_q_pos) < 1e-12),
+        ),
+        (
+            "cor3",
+            f"coupling at N = 2 … 131072: {c.coupling[0]:+.2e} … {c.coupling[-1]:+.2e}, first positive at N = "
+            f"{c.coupling_flip}",
+            bool(c.coupling[0] < 0 < c.coupling[-1]),
+        ),
+    ]
+
+
+def ledger_section(rows: list, deferred: dict | None = None) -> str:
+    """The ledger as markdown: one row per claim of :data:`CATALOGUE`, judged by ``rows`` (``(key, ours, verdict,
+    section)``, the last one given for a key wins); ``deferred`` maps a claim's key to the command that adds its
+    section (one the first look leaves out)."""
+    from tailmiss.studies.text import table
+
+    judged = {key: (ours, verdict, where) for key, ours, verdict, where in rows}
+    out = []
+    for c in CATALOGUE:
+        if c.key in judged:
+            ours, verdict, where = judged[c.key]
+            where = where.split(":")[0].removeprefix("## ") or c.section
+        elif deferred and c.key in deferred:
+            ours, verdict, where = "—", f"not in this report: `{deferred[c.key]}` adds it", c.section
+        elif c.note:
+            ours, verdict, where = "—", c.note, c.section
+        elif c.untestable:
+            ours, verdict, where = "—", f"not testable at this scale: {c.untestable}", c.section
+        else:
+            ours, verdict, where = "—", "not judged: its section was not written in this report", c.section
+        word = f"**{verdict}**" if verdict == "refuted" else verdict
+        out.append([c.source, c.sentence, ours.replace("\n", " "), word, where])
+    counts = {w: sum(1 for r in out if r[3].strip("*").startswith(w)) for w in _COUNTED}
+    summary = ", ".join(f"{n} {w}" for w, n in counts.items() if n)
+    return (
+        f"{LEDGER_HEADING}\n\nEvery claim of F-GRPO (arXiv 2602.06717 v2; numbers follow v2, with v1's figure and "
+        "lemma numbers in brackets where they differ) and of BroRL §4.1 (arXiv 2510.01180), one row each ("
+        + summary
+        + "). Every verdict comes from the one noise rule below, applied by the section named, over seeds: "
+        "*reproduced* (every part of the sentence goes its way), ***refuted*** (a part goes the other way beyond "
+        "noise and δ), *partly* (some parts hold, the rest are ties), *not resolved* (ties), *cannot tell* (too few "
+        "seeds, or a comparison with a copy of another run), *caveat* (a caution of the paper's, shown beside our "
+        "numbers, not a prediction to reproduce), *not testable* (with the reason).\n\n"
+        + rule_text()
+        + "\n\n"
+        + table(["source", "the paper's claim", "ours", "verdict", "section"], out)
+        + "\n"
+    )
+
+
+_COUNTED = (
+    "reproduced",
+    "refuted",
+    "partly",
+    "not resolved",
+    "cannot tell",
+    "caveat",
+    "not testable",
+    "not in this report",
+    "not judged",
+    "a setting",
+)

@@ -1,0 +1,18 @@
+"""Theory: the closed forms of F-GRPO Lemma 3.1, Prop. 3.2, Lemma H.1, Figs. 1(a), 3-5, App. N and BroRL Thm. 1 /
+Cor. 3, each against brute force or its worked example."""
+
+from __future__ import annotations
+
+from tailmiss.studies import ledger
+from tailmiss.studies.record import Study
+from tailmiss.studies.theory import figures, section
+
+__all__ = ["STUDY"]
+
+STUDY = Study(
+    name="theory",
+    heading="## Theory",
+    write=section.write,
+    ledger=ledger.THEORY,
+    figures=tuple(figures.FIGURES),
+)

@@ -1,0 +1,258 @@
+"""The small transformer's claims (F-GRPO Tables 1, 2 and 4 in miniature), from cached sweeps, as typed values.
+
+Every comparison is judged by the report's one noise rule (:mod:`tailmiss.studies.rule`) on the per-seed
+values of the sweep's final evaluation (:func:`runs_frame`): paired by seed where two variants share seeds, Welch
+otherwise; Holm within a family; a practical threshold δ per metric; fewer than
+:data:`~tailmiss.studies.rule.MIN_SEEDS` seeds *cannot tell*. Each claim's verdict is a
+:class:`~tailmiss.studies.rule.Verdict`; the report only writes them. Table 1 (the objectives, DAPO) and
+Table 4 (the maze) live in :mod:`tailmiss.studies.transformer.objectives` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailmiss.analytic.regimes import spearman
+from tailmiss.experiments.sweep_result import SweepResult
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, holm, judge
+from tailmiss.studies.transformer.objectives import (
+    METRIC_NAMES,
+    METRICS,
+    DapoClaim,
+    MazeClaim,
+    MethodFocal,
+    ObjectivesClaims,
+    Stat,
+    combine,
+    dapo_claims,
+    label_of,
+    maze_claims,
+    objectives_claims,
+    run_row,
+    runs_frame,
+    seed_means,
+    stat,
+)
+
+__all__ = [
+    "SATURATED",
+    "METRICS",
+    "METRIC_NAMES",
+    "Stat",
+    "seed_means",
+    "run_row",
+    "runs_frame",
+    "label_of",
+    "stat",
+    "combine",
+    "NsweepClaims",
+    "FocalReach",
+    "DnllOrder",
+    "nsweep_claims",
+    "MethodFocal",
+    "ObjectivesClaims",
+    "objectives_claims",
+    "MazeClaim",
+    "maze_claims",
+    "DapoClaim",
+    "dapo_claims",
+]
+
+SATURATED = 1e-3
+"""pass@256 within this of 1 for every run is reported as saturated."""
+VACUOUS = (
+    "N = 32 is GRPO's worst N here (seed means), so reaching it says nothing of a kept tail (the paper's N = 32 had "
+    "partly recovered)"
+)
+"""Why F-GRPO N = 8 reaching GRPO N = 32 cannot be judged where N = 32 is GRPO's worst N."""
+
+
+# ---- Table 2: the group-size sweep ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FocalReach:
+    """F-GRPO at N = 8 against GRPO at N = 32 on rare hit@256 (Table 2's third claim), wanted *not lower*."""
+
+    focal: Stat
+    grpo32: Stat
+    focal_rollouts: float
+    grpo32_rollouts: float
+    """Rollouts of each run (seed means)."""
+    comparison: Difference
+    """F-GRPO N = 8 − GRPO N = 32 on rare hit@256."""
+    verdict: Verdict
+    vacuous: bool = False
+    """GRPO's rare hit@256 is worst at N = 32 here (seed means): reaching it is no sign of a kept tail, so a verdict
+    other than *refuted* is *not resolved* (:data:`VACUOUS`)."""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DnllOrder:
+    """ΔNLL_rare of GRPO at N = 2, 8, 32 (and F-GRPO N = 8): Table 2's fourth claim."""
+
+    n2: Stat
+    n8: Stat
+    n32: Stat
+    focal: Stat | None
+    order: Sentence
+    """N=2 < N=32 < N=8: the gaps N=2 − N=32 and N=32 − N=8 (one Holm family), each wanted *lower*."""
+    between: Sentence | None
+    """F-GRPO N=8 between GRPO N=2 and N=8: N=2 − F-GRPO and F-GRPO − N=8 (one Holm family), each wanted *lower*
+    (``None`` without focal runs)."""
+
+    @property
+    def ordered(self) -> Verdict:
+        return self.order.verdict
+
+
+@dataclass(frozen=True)
+class NsweepClaims:
+    """F-GRPO Table 2's four qualitative claims on the group-size sweep (GRPO γ = 0 by N unless said otherwise).
+
+    ``pass1_rises``: :func:`judge` over the largest − smallest N (wanted *higher*) and every consecutive step
+    (one Holm family, each wanted *not lower*); with the rise a tie it is *not resolved*.
+    ``dip``: :func:`judge` over the smallest N − every other N (one Holm family, each *not lower*) and the recovery,
+    the largest N − the worst interior N (seed means; wanted *higher*); a reproduced dip whose seed-mean best is not
+    the smallest N or whose worst is not N = 8 or 16 is *partly* (a dip with its recovery elsewhere), one whose
+    recovery is a tie *not resolved*; *not testable* with fewer than three N.
+    """
+
+    group_sizes: tuple[int, ...]
+    pass1: tuple[float, ...]
+    pass1_spearman: float
+    pass1_rise: Difference
+    """pass@1 of the largest N − the smallest N."""
+    pass1_steps: tuple[Difference, ...]
+    """pass@1 of each N − the N before it (one Holm family)."""
+    pass1_rises: Verdict
+    pass256: tuple[float, ...]
+    pass256_range: tuple[float, float]
+    """Smallest and largest exact pass@256 over every run of the sweep."""
+    saturated: bool
+    rare: tuple[float, ...]
+    """Rare-set hit@256 by N (seed means)."""
+    rare_best_n: int
+    rare_worst_n: int
+    rare_best: tuple[Difference, ...]
+    """Rare hit@256 of the smallest N − each other N (one Holm family)."""
+    recovery: Difference | None
+    """Rare hit@256 of the largest N − the worst interior N (``None`` with fewer than three N)."""
+    dip: Verdict
+    focal_reach: FocalReach | None
+    dnll: DnllOrder | None
+
+
+def _grpo_labels(runs) -> dict[int, str]:
+    g = runs[(runs["method"] == "grpo") & (runs["gamma"] == 0)]
+    return {int(n): label_of("grpo", 0.0, n) for n in sorted(g["group_size"].unique())}
+
+
+def _rises(runs, lab: dict[int, str]) -> tuple[Difference, tuple, Verdict]:
+    ns = list(lab)
+    rise = compare(runs, lab[ns[-1]], lab[ns[0]], "exact_pass_at_1")
+    steps = holm(compare(runs, lab[b], lab[a], "exact_pass_at_1") for a, b in zip(ns, ns[1:]))
+    verdict = judge(
+        f"pass@1 rises with N ({ns[0]} → {ns[-1]})", [(rise, "higher"), *((d, "not lower") for d in steps)]
+    ).verdict
+    return rise, steps, Verdict.NOT_RESOLVED if verdict == Verdict.PARTLY else verdict
+
+
+def _dip(runs, lab: dict[int, str], rare: dict[int, float]) -> tuple[tuple, Difference | None, Verdict]:
+    ns = list(lab)
+    best = holm(compare(runs, lab[ns[0]], lab[n], "rare_pass_at_256") for n in ns[1:])
+    inner = ns[1:-1]
+    if not inner:
+        return best, None, Verdict.NOT_TESTABLE
+    trough = min(inner, key=lambda n: rare[n])
+    recovery = compare(runs, lab[ns[-1]], lab[trough], "rare_pass_at_256")
+    verdict = judge(
+        f"GRPO rare hit@256 best at N = {ns[0]}, worst at N = 8 or 16, recovered at N = {ns[-1]}",
+        [*((d, "not lower") for d in best), (recovery, "higher")],
+    ).verdict
+    if verdict == Verdict.PARTLY:  # every "not lower" holds, the recovery is a tie: nothing resolved
+        verdict = Verdict.NOT_RESOLVED
+    shape = max(rare, key=rare.get) == ns[0] and min(rare, key=rare.get) in (8, 16)
+    if verdict == Verdict.REPRODUCED and not shape:
+        verdict = Verdict.PARTLY
+    return best, recovery, verdict
+
+
+def nsweep_claims(result: SweepResult) -> NsweepClaims:
+    """F-GRPO Table 2's claims (pass@1 rises with N; pass@256 dips; F-GRPO N = 8 reaches GRPO N = 32; the ΔNLL_rare
+    order) on a group-size sweep, by the noise rule on per-seed values (:class:`NsweepClaims`)."""
+    runs = runs_frame(result)
+    lab = _grpo_labels(runs)
+    ns = tuple(lab)
+    if len(ns) < 2:
+        raise ValueError(f"the group-size sweep needs GRPO at two N at least, got N = {list(ns)}")
+    p1 = np.array([stat(runs, lab[n], "exact_pass_at_1").mean for n in ns])
+    rare = {n: stat(runs, lab[n], "rare_pass_at_256").mean for n in ns}
+    rise, steps, rises = _rises(runs, lab)
+    best, recovery, dip = _dip(runs, lab, rare)
+    p256 = runs["exact_pass_at_256"].to_numpy(float)
+    worst = min(rare, key=rare.get)
+    f8 = label_of("grpo", 0.5, 8)
+    has_f8 = f8 in set(runs["label"])
+    return NsweepClaims(
+        group_sizes=ns,
+        pass1=tuple(float(v) for v in p1),
+        pass1_spearman=spearman(np.asarray(ns, dtype=float), p1),
+        pass1_rise=rise,
+        pass1_steps=steps,
+        pass1_rises=rises,
+        pass256=tuple(stat(runs, lab[n], "exact_pass_at_256").mean for n in ns),
+        pass256_range=(float(p256.min()), float(p256.max())),
+        saturated=bool(np.all(p256 > 1 - SATURATED)),
+        rare=tuple(float(rare[n]) for n in ns),
+        rare_best_n=max(rare, key=rare.get),
+        rare_worst_n=worst,
+        rare_best=best,
+        recovery=recovery,
+        dip=dip,
+        focal_reach=_focal_reach(runs, f8, lab[32], vacuous=worst == 32) if has_f8 and 32 in lab else None,
+        dnll=_dnll_order(runs, lab, f8 if has_f8 else None) if {2, 8, 32} <= set(ns) else None,
+    )
+
+
+def _rollouts(runs, label: str) -> float:
+    return float(runs.loc[runs["label"] == label, "rollouts"].mean())
+
+
+def _focal_reach(runs, f8: str, g32: str, vacuous: bool = False) -> FocalReach:
+    d = compare(runs, f8, g32, "rare_pass_at_256")
+    verdict = judge("F-GRPO N = 8 reaches GRPO N = 32 on rare hit@256", [(d, "not lower")]).verdict
+    if vacuous and verdict != Verdict.REFUTED:
+        verdict = Verdict.NOT_RESOLVED
+    return FocalReach(
+        focal=stat(runs, f8, "rare_pass_at_256"),
+        grpo32=stat(runs, g32, "rare_pass_at_256"),
+        focal_rollouts=_rollouts(runs, f8),
+        grpo32_rollouts=_rollouts(runs, g32),
+        comparison=d,
+        verdict=verdict,
+        vacuous=vacuous,
+        reason=VACUOUS if vacuous else "",
+    )
+
+
+def _lower_chain(runs, text: str, labels: list[str]) -> Sentence:
+    """``labels[0] < labels[1] < …`` on ΔNLL_rare: each gap wanted *lower*, the gaps one Holm family."""
+    gaps = holm(compare(runs, a, b, "dnll_rare") for a, b in zip(labels, labels[1:]))
+    return judge(text, [(d, "lower") for d in gaps])
+
+
+def _dnll_order(runs, lab: dict[int, str], f8: str | None) -> DnllOrder:
+    order = _lower_chain(runs, "ΔNLL_rare N=2 < N=32 < N=8", [lab[2], lab[32], lab[8]])
+    between = None if f8 is None else _lower_chain(runs, "F-GRPO N=8 between N=2 and N=8", [lab[2], f8, lab[8]])
+    return DnllOrder(
+        n2=stat(runs, lab[2], "dnll_rare"),
+        n8=stat(runs, lab[8], "dnll_rare"),
+        n32=stat(runs, lab[32], "dnll_rare"),
+        focal=None if f8 is None else stat(runs, f8, "dnll_rare"),
+        order=order,
+        between=between,
+    )
