@@ -274,13 +274,12 @@ class UnitState(str, enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Lookup:
-    """Outcome of :func:`judge` and :func:`lookup`: the :class:`UnitState`, the loaded value when it may be used, why
-    it may not (or why a stale one is reused), and the unit's ``meta.json`` once verified."""
+    """Outcome of :func:`judge` and :func:`lookup`: the :class:`UnitState`, the loaded value when it may be used, and
+    why it may not (or why a stale one is reused)."""
 
     state: UnitState
     value: object = None
     reason: str | None = None
-    meta: dict | None = None
 
     @property
     def usable(self) -> bool:
@@ -314,13 +313,13 @@ def judge(
         return Lookup(UnitState.CORRUPT, reason=str(exc))
     verdict = matches(value)
     if verdict is not True:
-        return Lookup(UnitState.OTHER, reason=verdict if isinstance(verdict, str) else "another config", meta=meta)
+        return Lookup(UnitState.OTHER, reason=verdict if isinstance(verdict, str) else "another config")
     reason = stale_reason(meta, scope)
     if reason is None:
-        return Lookup(UnitState.FRESH, value, meta=meta)
+        return Lookup(UnitState.FRESH, value)
     if reuse_stale:
-        return Lookup(UnitState.REUSED_STALE, value, reason, meta)
-    return Lookup(UnitState.STALE, reason=reason, meta=meta)
+        return Lookup(UnitState.REUSED_STALE, value, reason)
+    return Lookup(UnitState.STALE, reason=reason)
 
 
 def lookup(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tailmiss._checks import check_choice
 from tailmiss.io import atomic_write
 from tailmiss.report.registry import FIGURES, STUDIES, all_studies, study
 from tailmiss.report.stamps import known_section, read_stamps, section_stamp, stamp_report, write_stamps
@@ -62,12 +63,6 @@ def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, .
     return _render(ctx, figdir, deferred)[0]
 
 
-def _check_deferred(deferred) -> None:
-    for name in deferred:
-        if name not in SECTIONS:
-            raise ValueError(f"deferred section must be one of {', '.join(SECTIONS)}, got {name!r}")
-
-
 def _ledger_rows(s: Study, rows) -> list[tuple[str, str, str, str]]:
     """A section's rows ``(key, ours, Verdict)`` as the ledger's ``(key, ours, verdict word, section)``."""
     return [(key, ours, verdict.value, s.ledger) for key, ours, verdict in rows]
@@ -106,7 +101,8 @@ def _quick_presets(s: Study, ctx: Context) -> list[tuple[str, str]]:
 
 def _render(ctx: Context, figdir: str, deferred: tuple[str, ...]) -> tuple[str, list]:
     """The report's text and the ledger's rows (``(key, ours, verdict, section)``)."""
-    _check_deferred(deferred)
+    for name in deferred:
+        check_choice("deferred section", name, SECTIONS)
     command = "tailmiss repro --quick" if ctx.quick else "tailmiss repro"
     parts, rows = [], []
     for s in STUDIES:
@@ -162,8 +158,7 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         stamps = {h: section_stamp(h, ctx, deferred) for h in _headings(text) if known_section(h)}
         text = stamp_report(text, stamps)
     else:
-        if only not in SECTIONS:
-            raise ValueError(f"only must be one of {', '.join(SECTIONS)}, got {only!r}")
+        check_choice("only", only, SECTIONS)
         if not path.is_file():
             raise ValueError(f"{str(path)!r} does not exist: write the whole report first (no --only)")
         s = study(only)

@@ -64,12 +64,12 @@ def _in_package(function) -> Path:
 
 
 def _rule(heading: str):
-    """``(code roots, families, reads the simulations, its study)`` of the ``## `` section ``heading``, or None."""
+    """``(code roots, its study)`` of the ``## `` section ``heading`` (the ledger's study: None), or None."""
     if heading.startswith(LEDGER_HEADING):
-        return _ledger_roots(), (), False, None
+        return _ledger_roots(), None
     for s in _studies():
         if heading.startswith(s.heading):
-            return [_package() / _in_package(s.write)], s, s.simulated, s
+            return [_package() / _in_package(s.write)], s
     return None
 
 
@@ -134,14 +134,14 @@ def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) ->
     rule = _rule(heading)
     if rule is None:
         raise ValueError(f"no stamp rule for the section {heading!r}")
-    roots, study, simulated, _ = rule
+    roots, study = rule
     families: list[str] = []
     if study and study.name not in deferred:
         for s in (study, *study.parts):
             families += [f for f in s.families if s.name not in deferred]
     return {
         **_code(roots),
-        "presets": _presets(list(dict.fromkeys(families)), simulated, ctx),
+        "presets": _presets(list(dict.fromkeys(families)), study is not None and study.simulated, ctx),
         "made": _today(),
     }
 
