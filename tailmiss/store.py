@@ -45,6 +45,9 @@ from tailmiss.io import ConfigError, recover, result_dir
 __all__ = [
     "SCOPES",
     "NO_NUMBERS",
+    "OWN_SCOPE",
+    "own_scope_of",
+    "module_fingerprint",
     "CorruptUnit",
     "code_fingerprint",
     "git_revision",
@@ -90,6 +93,12 @@ presets (a unit's config is part of its key, so a preset names other units), the
 pool (a run draws the same numbers alone or in any pool)."""
 
 
+OWN_SCOPE: tuple[str, ...] = ("llm/tasks/narrowing.py",)
+"""Modules left out of every scope, each a scope of its own: a task the trainer runs only when a config names it.
+Its digest (:func:`module_fingerprint`) is recorded beside the scope's in every unit's provenance, and a unit that
+uses it (:func:`own_scope_of` its task) is judged by both, so editing such a task stales its runs and no others."""
+
+
 class CorruptUnit(ValueError):
     """A stored unit is incomplete, unreadable or fails its checksums."""
 
@@ -106,7 +115,26 @@ def _paths(parts) -> list[Path]:
 
 def _scope_files(scope: str) -> list[Path]:
     check_choice("scope", scope, SCOPES)
-    return import_closure(_PACKAGE, _paths(SCOPES[scope]), _paths(NO_NUMBERS))
+    return import_closure(_PACKAGE, _paths(SCOPES[scope]), _paths(NO_NUMBERS + OWN_SCOPE))
+
+
+@functools.cache
+def module_fingerprint(module: str) -> str:
+    """SHA-256 (hex, 16 digits) of what the module ``module`` of :data:`OWN_SCOPE` (a package path) and the package
+    modules it imports do (:func:`tailmiss._fingerprint.source_digest`), less :data:`NO_NUMBERS`."""
+    check_choice("module", module, OWN_SCOPE)
+    return source_digest(import_closure(_PACKAGE, _paths([module]), _paths(NO_NUMBERS)))
+
+
+def own_scope_of(obj) -> tuple[str, ...]:
+    """The :data:`OWN_SCOPE` modules whose code makes ``obj``'s numbers: the module defining ``type(obj)`` when it
+    is one of them (a task outside the trainer's scope), else ``()``."""
+    module = getattr(type(obj), "__module__", "") or ""
+    parts = module.split(".")
+    if parts[0] != _PACKAGE.name:
+        return ()
+    path = "/".join(parts[1:]) + ".py"
+    return (path,) if path in OWN_SCOPE else ()
 
 
 @functools.cache
@@ -153,7 +181,11 @@ def provenance(scope: str, device=None, **extra) -> dict:
         "device": None if device is None else str(device),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git": git_revision(),
-        "code": {"scope": scope, "fingerprint": code_fingerprint(scope)},
+        "code": {
+            "scope": scope,
+            "fingerprint": code_fingerprint(scope),
+            "modules": {m: module_fingerprint(m) for m in OWN_SCOPE},
+        },
     }
     out.update(extra)
     return out
@@ -234,13 +266,20 @@ def open_unit(path: str | Path, files: Iterable[str], what: str) -> dict:
     return meta
 
 
-def stale_reason(meta: dict, scope: str) -> str | None:
-    """Why a unit's code differs from the running code (None when the fingerprints agree)."""
+def stale_reason(meta: dict, scope: str, modules: Iterable[str] = ()) -> str | None:
+    """Why a unit's code differs from the running code (None when the fingerprints agree): that of ``scope``, and
+    of each :data:`OWN_SCOPE` module in ``modules`` (the unit's own, :func:`own_scope_of`)."""
     prov = meta.get("provenance") or {}
     code = prov.get("code") or {}
     stored, current = code.get("fingerprint"), code_fingerprint(scope)
-    if stored == current:
+    recorded = code.get("modules") or {}
+    changed = [m for m in modules if recorded.get(m) != module_fingerprint(m)]
+    if stored == current and not changed:
         return None
+    if stored == current:
+        return "made by other code of " + ", ".join(
+            f"{m} ({recorded.get(m) or 'not recorded'}, not the running {module_fingerprint(m)})" for m in changed
+        )
     git = prov.get("git") or {}
     made_by = f"code {stored}" if stored else "code of unknown fingerprint"
     if git.get("commit"):
@@ -294,12 +333,14 @@ def judge(
     load: Callable[[Path], object],
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
+    modules: Iterable[str] = (),
 ) -> Lookup:
     """The one decision whether the unit at ``path`` may stand in for new work.
 
     In order: it exists; it is intact (:func:`open_unit`: every file there, checksums equal); ``load`` reads it;
     ``matches`` accepts the value (``True``; ``False`` or a string saying why not make it :attr:`UnitState.OTHER`);
-    it was made by the running code (:func:`stale_reason`), else it is stale, or reused when ``reuse_stale``. Only a
+    it was made by the running code (:func:`stale_reason`: the code of ``scope`` and of the :data:`OWN_SCOPE`
+    ``modules`` the unit uses), else it is stale, or reused when ``reuse_stale``. Only a
     damaged unit (:class:`CorruptUnit`) or a config file this code refuses (:class:`tailmiss.io.ConfigError`) reads
     as corrupt: any other error of ``load`` is a bug of the loader and is raised.
     """
@@ -314,7 +355,7 @@ def judge(
     verdict = matches(value)
     if verdict is not True:
         return Lookup(UnitState.OTHER, reason=verdict if isinstance(verdict, str) else "another config")
-    reason = stale_reason(meta, scope)
+    reason = stale_reason(meta, scope, modules)
     if reason is None:
         return Lookup(UnitState.FRESH, value)
     if reuse_stale:
@@ -331,13 +372,14 @@ def lookup(
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
     log: Callable[[str], None] | None = None,
+    modules: Iterable[str] = (),
 ) -> Lookup:
     """:func:`judge` on a unit written as a whole (:func:`save_unit`), after undoing a replacement of it that died
     half-way; ``log`` receives one line for every unit found but not used, and for a stale one reused."""
     path = Path(path)
     say = log or (lambda message: None)
     recover(path)
-    found = judge(path, files, what, scope, load, matches, reuse_stale)
+    found = judge(path, files, what, scope, load, matches, reuse_stale, modules)
     if found.state is UnitState.CORRUPT:
         say(f"{path}: not reused, {found.reason}; redoing it")
     elif found.state is UnitState.OTHER:

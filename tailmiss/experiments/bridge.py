@@ -45,7 +45,7 @@ from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distrib
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.store import lookup, open_unit, read_meta, save_unit
+from tailmiss.store import lookup, open_unit, own_scope_of, read_meta, save_unit
 
 __all__ = [
     "BRIDGE_GAMMAS",
@@ -284,6 +284,7 @@ def run_bridge(
         lambda r: r.sweep == sweep and r.sim_lr == float(sim_lr),
         options.reuse_stale,
         options.log,
+        own_scope_of(sweep.sft.task),
     )
     if found.usable:
         return found.value

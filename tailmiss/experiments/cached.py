@@ -22,7 +22,7 @@ from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 from tailmiss.options import RunOptions
-from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, read_meta
+from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, own_scope_of, read_meta
 
 __all__ = ["cached_sft", "cached_rl", "run_state", "STATES"]
 
@@ -37,6 +37,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
     store is (:func:`tailmiss.store.judge`); a run stopped part-way resumes only from a checkpoint of this code."""
     if not path.exists():
         return Lookup(UnitState.MISSING)
+    modules = _own_modules(cfg, init)
     if (path / "meta.json").is_file():
         try:
             meta = read_meta(path)
@@ -53,6 +54,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
             lambda p: type(cfg).from_toml(p / "config.toml"),
             lambda found: _same_run(found, cfg, meta, init),
             reuse_stale,
+            modules,
         )
     if not (path / "config.toml").is_file():
         return Lookup(UnitState.OTHER, reason="no config.toml")
@@ -64,6 +66,8 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
         return Lookup(UnitState.OTHER, reason="another config")
     if not (path / CHECKPOINT).is_file():
         return Lookup(UnitState.CORRUPT, reason="neither meta.json nor a checkpoint")
+    if modules:
+        return Lookup(UnitState.STALE, reason=f"a checkpoint does not record the code of {', '.join(modules)}")
     try:
         code = torch.load(path / CHECKPOINT, map_location="cpu", weights_only=True).get("code")
     except Exception as exc:  # a truncated or foreign file is never resumed
@@ -74,6 +78,17 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
             UnitState.STALE, reason=f"its checkpoint was written by code {code}, not by the running code {running}"
         )
     return Lookup(UnitState.PARTIAL)
+
+
+def _own_modules(cfg, init) -> tuple[str, ...]:
+    """The modules outside the trainer's scope whose code makes the run's numbers (:func:`tailmiss.store.own_scope_of`
+    its task; an RL run's task is its SFT run's)."""
+    if isinstance(cfg, SFTConfig):
+        return own_scope_of(cfg.task)
+    try:
+        return own_scope_of(SFTConfig.from_toml(Path(init) / "config.toml").task)
+    except (OSError, ValueError):  # no SFT run to read: the RL run is redone with it anyway
+        return ()
 
 
 def _same_run(found, cfg, meta: dict, init) -> bool | str:

@@ -395,3 +395,9 @@ def workload(name: str) -> LLMSweep | Ladder:
             f"unknown LLM sweep {name!r}; known sweeps: {', '.join(LLM_SWEEPS)}; ladders: {', '.join(LADDERS)}"
         )
     return LLM_SWEEPS[name]
+
+
+# ---- the narrowing regime (tailmiss.experiments.narrowing_presets): its sweeps join the named sweeps --------------
+from tailmiss.experiments.narrowing_presets import NARROWING_SWEEPS  # noqa: E402
+
+LLM_SWEEPS.update(NARROWING_SWEEPS)

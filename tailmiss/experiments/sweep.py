@@ -38,7 +38,7 @@ from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
 from tailmiss.llm.train import exact_row
 from tailmiss.options import RunOptions
-from tailmiss.store import lookup
+from tailmiss.store import lookup, own_scope_of
 
 __all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep", "per_prompt_evals"]
 
@@ -206,6 +206,7 @@ def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOption
             lambda r: r.config == sweep,
             options.reuse_stale,
             log,
+            own_scope_of(sweep.sft.task),
         )
         if found.usable and found.state == "fresh":
             log(f"{sweep.name}: every run done by this code, reusing {out_dir}")

@@ -2,7 +2,9 @@
 
 * ``multisolution``: task (a), many correct answers in an enumerable answer
   space (:class:`MultiSolutionTask`);
-* ``maze``: task (b), one correct path per maze (:class:`MazeTask`).
+* ``maze``: task (b), one correct path per maze (:class:`MazeTask`);
+* ``narrowing``: task (a) with a conflict between prompt types that the policy
+  cannot resolve from the prompt (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`).
 """
 
 from __future__ import annotations
@@ -44,3 +46,8 @@ def make_task(spec: Mapping | Task, where: str = "task") -> Task:
     name = params.pop("name", None)
     check_choice(f"{where}: name", name, TASKS)
     return dataclass_from_mapping(TASKS[name], params, where)
+
+
+# Tasks outside the trainer's code scope (tailmiss.store.OWN_SCOPE) register themselves in TASKS when imported;
+# importing them here makes their names known wherever a task table is read.
+from tailmiss.llm.tasks import narrowing  # noqa: E402, F401
