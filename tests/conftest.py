@@ -90,7 +90,54 @@ def tiny_llm_sweeps() -> dict:
         **tiny_ladders(),
         **tiny_protocol_sweeps(),
         **tiny_control_sweeps(),
+        **tiny_narrowing_sweeps(),
     }
+
+
+def tiny_narrowing_sweeps(full: bool = False) -> dict:
+    """Seconds-sized stand-ins for the narrowing study's sweeps: the quick one (``narrowing``: GRPO at N = 2, 8, 32,
+    F-GRPO γ = 0.5 and the low-LR control at N = 8, two seeds), and with ``full`` every family of the full study at
+    the same size (the search's three strengths, the controls, the visible and no-conflict tasks), three seeds."""
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.experiments.sweep import Variant
+
+    seeds = (0, 1, 2) if full else (0, 1)
+
+    def shrink(name, variants=None):
+        s = llm_sweep(name)
+        return s.replace(
+            name=f"{name}-tiny",
+            sft=s.sft.replace(name=f"{s.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20),
+            rl=s.rl.replace(
+                name=f"{s.rl.name}-tiny", steps=4, eval_every=2, prompts_per_step=2, eval_prompts=12, checkpoint_every=2
+            ),
+            variants=variants or s.variants,
+            seeds=seeds,
+        )
+
+    low = next(v for v in llm_sweep("narrowing-controls").variants if v.tag == "low-LR")
+    main = (*(Variant("grpo", 0.0, n) for n in (2, 8, 32)), Variant("grpo", 0.5, 8), Variant("grpo", 1.0, 8))
+    from tailmiss.experiments.presets import ladder_preset
+
+    lad = ladder_preset("narrowing-ladder-quick")
+    tiny = lad.sft.replace(name=f"{lad.sft.name}-tiny", steps=40, eval_every=20, eval_prompts=8, checkpoint_every=20)
+    ladder = lad.replace(
+        name="narrowing-ladder-tiny",
+        sft=tiny,
+        rl=lad.rl.replace(
+            name="narrowing-ladder-tiny", steps=4, eval_every=2, train_prompts=8, eval_prompts=8, prompts_per_step=4
+        ),
+        seeds=seeds,
+    )
+    if not full:
+        return {"narrowing": shrink("narrowing-quick", (*main, low)), "narrowing-ladder": ladder}
+    out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder}
+    for name in ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1"):
+        out[name] = shrink(name)
+    out["narrowing-controls"] = shrink("narrowing-controls").replace(sft=out["narrowing"].sft, rl=out["narrowing"].rl)
+    out["narrowing-visible"] = shrink("narrowing-visible")
+    out["narrowing-none"] = shrink("narrowing-none")
+    return out
 
 
 def tiny_protocol_sweeps() -> dict:

@@ -46,6 +46,8 @@ EXPECTED_FIGURES = {
     "gamma",
     "passk",
     "tradeoff",
+    "narrowing",
+    "focal-frontier",
 }
 
 

@@ -24,18 +24,18 @@ table gives every setting's numbers).
 from __future__ import annotations
 
 from tailmiss.analytic import lr_matched_scale
-from tailmiss.experiments.presets import LLM_PRESETS
+from tailmiss.experiments.ladder import Ladder, Rung
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
+from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.tasks.narrowing import NarrowingTask
 
 __all__ = [
-    "NARROWING_SWEEPS",
+    "narrowing_workloads",
     "SEARCH_STRENGTHS",
     "PICKED_STRENGTH",
     "ENTROPY_COEFS",
     "KL_COEFS",
     "DS_COEFS",
-    "NARROWING_FAMILIES",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -49,81 +49,109 @@ KL_COEFS = (1e-3, 1e-2)
 DS_COEFS = (0.05, 0.2)
 """DS-GRPO's beta per nat of sequence log-probability, fixed before any run (the paper gives none)."""
 
-_SFT = LLM_PRESETS["multisolution-sft"]
-_RL = LLM_PRESETS["multisolution-grpo"].replace(
-    eval_every=20,
-    eval_prompts=256,
-    eval_seed=0,
-    eval_answers="correct",
-    eval_per_prompt=True,
-    checkpoint_every=100,
-)
-_LR = _RL.lr
-
 
 def _task(strength: float = PICKED_STRENGTH, share: float = 0.25, visible: bool = False) -> NarrowingTask:
     return NarrowingTask(conflict_share=share, conflict_strength=strength, conflict_visible=visible)
 
 
-def _sft(tag: str, task: NarrowingTask):
-    return _SFT.replace(name=f"narrowing-sft-{tag}", task=task)
-
-
-def _rl(tag: str, **changes):
-    return _RL.replace(name=f"narrowing-{tag}", **changes)
-
-
-def _tag(prefix: str, coef: float) -> str:
-    """``entropy-1e-3``: a variant tag (letters, digits and '-')."""
+def _tag(prefix: str, coef: float, first: float) -> str:
+    """The control's tag: ``prefix`` at the grid's first (the paper's) value, ``prefix-1e-2`` at the others."""
+    if coef == first:
+        return prefix
     mantissa, exponent = f"{coef:.0e}".split("e")
     return f"{prefix}-{mantissa}e{int(exponent)}"
 
 
-_PICKED = f"str{PICKED_STRENGTH:g}"
 _GRPO8 = (Variant("grpo", 0.0, 8),)
 _N_SWEEP = tuple(Variant("grpo", 0.0, n) for n in (2, 4, 8, 16, 32)) + tuple(Variant("grpo", g, 8) for g in (0.5, 1.0))
-_CONTROLS = (
-    Variant("grpo", 2.0, 8),
-    Variant("cispo", 0.0, 8),
-    Variant("grpo", 0.0, 8, tag="low-LR", overrides={"lr": _LR * lr_matched_scale(0.5)}),
-    *(Variant("grpo", 0.0, 8, tag=_tag("entropy", c), overrides={"entropy_coef": c}) for c in ENTROPY_COEFS),
-    *(Variant("grpo", 0.0, 8, tag=_tag("KL", c), overrides={"kl_coef": c}) for c in KL_COEFS),
-    *(
-        Variant(
-            "grpo",
-            0.0,
-            8,
-            tag=_tag("DS", c),
-            overrides={"reward_transform": "differential-smoothing", "transform_coef": c},
-        )
-        for c in DS_COEFS
-    ),
-)
-_SEARCH = {
-    s: LLMSweep(f"narrowing-search-str{s:g}", _sft(f"str{s:g}", _task(s)), _rl(f"str{s:g}"), _GRPO8, seeds=(0, 1, 2))
-    for s in SEARCH_STRENGTHS
-}
-_STUDY_SFT = _SFT.replace(name=f"narrowing-sft-{_PICKED}", task=_task())
-_STUDY_RL = _rl(_PICKED)
-# quick: the study's SFT model (a minute), then GRPO and F-GRPO (gamma = 1) at N = 8 for 200 steps, seed 0
-_QUICK_RL = _rl(f"{_PICKED}-quick", steps=200)
+_PICKED = f"str{PICKED_STRENGTH:g}"
 
-NARROWING_SWEEPS: dict[str, LLMSweep] = {
-    s.name: s
-    for s in (
-        *_SEARCH.values(),
-        LLMSweep("narrowing", _STUDY_SFT, _STUDY_RL, _N_SWEEP, seeds=tuple(range(10))),
-        LLMSweep("narrowing-controls", _STUDY_SFT, _STUDY_RL, _CONTROLS, seeds=tuple(range(5))),
-        LLMSweep(
-            "narrowing-visible", _sft("visible", _task(visible=True)), _rl("visible"), _GRPO8, seeds=tuple(range(5))
+
+def _controls(lr: float) -> tuple[Variant, ...]:
+    """γ = 2, CISPO and the controls at N = 8 (GRPO's rate ``lr``)."""
+    ds = {"reward_transform": "differential-smoothing"}
+    return (
+        Variant("grpo", 2.0, 8),
+        Variant("cispo", 0.0, 8),
+        Variant("grpo", 0.0, 8, tag="low-LR", overrides={"lr": lr * lr_matched_scale(0.5)}),
+        *(
+            Variant("grpo", 0.0, 8, tag=_tag("entropy", c, ENTROPY_COEFS[0]), overrides={"entropy_coef": c})
+            for c in ENTROPY_COEFS
         ),
-        LLMSweep("narrowing-none", _sft("none", _task(share=0.0)), _rl("none"), _GRPO8, seeds=tuple(range(5))),
-        LLMSweep("narrowing-quick", _STUDY_SFT, _QUICK_RL, (Variant("grpo", 0.0, 8), Variant("grpo", 1.0, 8))),
+        *(Variant("grpo", 0.0, 8, tag=_tag("KL", c, KL_COEFS[0]), overrides={"kl_coef": c}) for c in KL_COEFS),
+        *(
+            Variant("grpo", 0.0, 8, tag=_tag("DS", c, DS_COEFS[0]), overrides={**ds, "transform_coef": c})
+            for c in DS_COEFS
+        ),
     )
-}
-"""The narrowing sweeps: the search (``narrowing-search-str*``), the study (``narrowing``: GRPO N = 2-32 and F-GRPO
-gamma = 0.5, 1 at N = 8, 10 seeds), its controls (``narrowing-controls``: gamma = 2, CISPO, low-LR, entropy, KL and
-DS-GRPO at N = 8, 5 seeds), the task's controls (``narrowing-visible``, ``narrowing-none``: GRPO N = 8, 5 seeds) and
-``narrowing-quick``."""
-NARROWING_FAMILIES = tuple(n for n in NARROWING_SWEEPS if n != "narrowing-quick")
-"""The full sweeps of the narrowing study, the search first."""
+
+
+def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
+    base = rl.replace(
+        eval_every=20, eval_prompts=256, eval_seed=0, eval_answers="correct", eval_per_prompt=True, checkpoint_every=100
+    )
+
+    def pair(tag: str, task: NarrowingTask, **changes) -> tuple[SFTConfig, RLConfig]:
+        return sft.replace(name=f"narrowing-sft-{tag}", task=task), base.replace(name=f"narrowing-{tag}", **changes)
+
+    study_sft, study_rl = pair(_PICKED, _task())
+    _, quick_rl = pair(f"{_PICKED}-quick", _task(), steps=200)  # the study's SFT model, 200 steps
+    out = [
+        LLMSweep(f"narrowing-search-str{s:g}", *pair(f"str{s:g}", _task(s)), _GRPO8, seeds=(0, 1, 2))
+        for s in SEARCH_STRENGTHS
+    ]
+    out += [
+        LLMSweep("narrowing", study_sft, study_rl, _N_SWEEP, seeds=tuple(range(10))),
+        LLMSweep("narrowing-controls", study_sft, study_rl, _controls(base.lr), seeds=tuple(range(5))),
+        LLMSweep("narrowing-visible", *pair("visible", _task(visible=True)), _GRPO8, seeds=tuple(range(5))),
+        LLMSweep("narrowing-none", *pair("none", _task(share=0.0)), _GRPO8, seeds=tuple(range(5))),
+        LLMSweep("narrowing-quick", study_sft, quick_rl, (Variant("grpo", 0.0, 8), Variant("grpo", 1.0, 8))),
+    ]
+    return {s.name: s for s in out}
+
+
+def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str, Ladder]:
+    """Why it narrows: the table (the categorical simulator's policy: one softmax per prompt over its 1,000 answers),
+    the factorized policy and the transformer, each with Adam at the ladder's calibrated rate, from the study's SFT
+    model, on a fixed pool of 64 training prompts (16 per step, one on-policy update, 200 steps) that is also the
+    evaluation set (scored exactly per prompt: a table policy never moves a prompt it does not train on). GRPO and
+    F-GRPO (γ = 1) at N = 8, five seeds."""
+    study_sft = sft.replace(name=f"narrowing-sft-{_PICKED}", task=_task())
+    base = rl.replace(
+        name="narrowing-ladder",
+        prompts_per_step=16,
+        train_prompts=64,
+        pool_seed=0,
+        minibatches=1,
+        steps=200,
+        weight_decay=0.0,
+        eval_every=20,
+        eval_split="train",
+        eval_prompts=64,
+        eval_seed=0,
+        eval_answers="correct",
+        eval_per_prompt=True,
+        checkpoint_every=100,
+    )
+    adam = tuple(r for r in rungs if r.optimizer == "adamw" and r.lr in (0.1, 0.05, 2e-4))
+    quick = base.replace(name="narrowing-ladder-quick", steps=60)
+    out = (
+        Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
+        Ladder("narrowing-ladder-quick", study_sft, quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
+    )
+    return {lad.name: lad for lad in out}
+
+
+def narrowing_workloads(
+    sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]
+) -> tuple[dict[str, LLMSweep], dict[str, Ladder]]:
+    """The narrowing sweeps and ladders, from the task (a) recipes ``sft`` (``multisolution-sft``) and ``rl``
+    (``multisolution-grpo``) and the ladder's ``rungs`` (:data:`tailmiss.experiments.presets.LADDER_RUNGS`).
+
+    Sweeps: the search (``narrowing-search-str*``), the study (``narrowing``: GRPO N = 2-32 and F-GRPO γ = 0.5, 1 at
+    N = 8, 10 seeds), its controls (``narrowing-controls``: γ = 2, CISPO, low-LR, entropy, KL and DS-GRPO at N = 8,
+    5 seeds), the task's controls (``narrowing-visible``, ``narrowing-none``: GRPO N = 8, 5 seeds) and
+    ``narrowing-quick`` (GRPO and F-GRPO γ = 1 at N = 8, 200 steps, seed 0). Ladders: ``narrowing-ladder`` and
+    ``narrowing-ladder-quick`` (60 steps, seed 0).
+    """
+    return _sweeps(sft, rl), _ladders(sft, rl, rungs)

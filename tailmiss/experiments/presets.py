@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tailmiss.analytic import lr_matched_scale
 from tailmiss.experiments.ladder import Ladder, Rung
+from tailmiss.experiments.narrowing_presets import narrowing_workloads
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import ModelConfig
@@ -398,6 +399,6 @@ def workload(name: str) -> LLMSweep | Ladder:
 
 
 # ---- the narrowing regime (tailmiss.experiments.narrowing_presets): its sweeps join the named sweeps --------------
-from tailmiss.experiments.narrowing_presets import NARROWING_SWEEPS  # noqa: E402
-
-LLM_SWEEPS.update(NARROWING_SWEEPS)
+_NARROWING_SWEEPS, _NARROWING_LADDERS = narrowing_workloads(_MS_SFT, _MS_GRPO, LADDER_RUNGS)
+LLM_SWEEPS.update(_NARROWING_SWEEPS)
+LADDERS.update(_NARROWING_LADDERS)

@@ -27,13 +27,14 @@ __all__ = [
 
 LEDGER_HEADING = "## Claims ledger: every claim of F-GRPO and BroRL §4.1"
 
-THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS = (
+THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING = (
     "Theory",
     "Simulation",
     "Small transformer",
     "Why the regimes differ",
     "The paper's protocol",
     "Controls and γ sensitivity",
+    "The narrowing regime",
 )
 
 
@@ -178,6 +179,12 @@ CATALOGUE: tuple[Claim, ...] = (
     ),
     Claim("t1214", "F-GRPO Tables 12-14", "F-GRPO's pass@k lead over its base method grows with k", CONTROLS),
     Claim("fig1bc", "F-GRPO Fig. 1(b,c)", "F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8", CONTROLS),
+    Claim(
+        "appN-frontier",
+        "F-GRPO App. N / Table 3",
+        "the focal weight is more than a slower GRPO: at matched pass@1, F-GRPO keeps pass@256 that GRPO loses",
+        NARROWING,
+    ),
 )
 """Every claim, in the order of the report's sections."""
 
@@ -290,13 +297,30 @@ def theory_records(claims=None, mc_groups: int = 200_000) -> list:
     ]
 
 
+def _judged(rows: list) -> tuple[dict, dict]:
+    """Each claim's row (the last one given wins; one of :data:`NARROWING` wins over any other, the regime the
+    paper's LLM claims are about) and the other regime's row beside it (the learning regime's, as the contrast)."""
+    judged, contrast = {}, {}
+    for key, ours, verdict, where in rows:
+        new = (ours, verdict, where)
+        old = judged.get(key)
+        if old is not None and old[2] == NARROWING and where != NARROWING:
+            contrast[key] = new
+            continue
+        if old is not None and where == NARROWING and old[2] != NARROWING:
+            contrast[key] = old
+        judged[key] = new
+    return judged, contrast
+
+
 def ledger_section(rows: list, deferred: dict | None = None) -> str:
     """The ledger as markdown: one row per claim of :data:`CATALOGUE`, judged by ``rows`` (``(key, ours, verdict,
-    section)``, the last one given for a key wins); ``deferred`` maps a claim's key to the command that adds its
-    section (one the first look leaves out)."""
+    section)``; for a claim the narrowing regime judges, its verdict, with the learning regime's beside it as the
+    contrast); ``deferred`` maps a claim's key to the command that adds its section (one the first look leaves
+    out)."""
     from tailmiss.studies.text import table
 
-    judged = {key: (ours, verdict, where) for key, ours, verdict, where in rows}
+    judged, contrast = _judged(rows)
     out = []
     for c in CATALOGUE:
         if c.key in judged:
@@ -311,7 +335,9 @@ def ledger_section(rows: list, deferred: dict | None = None) -> str:
         else:
             ours, verdict, where = "—", "not judged: its section was not written in this report", c.section
         word = f"**{verdict}**" if verdict == "refuted" else verdict
-        out.append([c.source, c.sentence, ours.replace("\n", " "), word, where])
+        other = contrast.get(c.key)
+        beside = f"{other[1]} ({other[2]}: {other[0]})" if other else "—"
+        out.append([c.source, c.sentence, ours.replace("\n", " "), word, where, beside.replace("\n", " ")])
     counts = {w: sum(1 for r in out if r[3].strip("*").startswith(w)) for w in _COUNTED}
     summary = ", ".join(f"{n} {w}" for w, n in counts.items() if n)
     return (
@@ -322,10 +348,12 @@ def ledger_section(rows: list, deferred: dict | None = None) -> str:
         "*reproduced* (every part of the sentence goes its way), ***refuted*** (a part goes the other way beyond "
         "noise and δ), *partly* (some parts hold, the rest are ties), *not resolved* (ties), *cannot tell* (too few "
         "seeds, or a comparison with a copy of another run), *caveat* (a caution of the paper's, shown beside our "
-        "numbers, not a prediction to reproduce), *not testable* (with the reason).\n\n"
+        "numbers, not a prediction to reproduce), *not testable* (with the reason). The paper's LLM claims are about "
+        "a regime where RL loses coverage; where the narrowing regime judges a claim, its verdict is the row's and "
+        "the learning regime's (where RL raises coverage) stands beside it as the contrast.\n\n"
         + rule_text()
         + "\n\n"
-        + table(["source", "the paper's claim", "ours", "verdict", "section"], out)
+        + table(["source", "the paper's claim", "ours", "verdict", "section", "the learning regime (contrast)"], out)
         + "\n"
     )
 

@@ -34,12 +34,27 @@ SWEEPS = {
     },
     # F-GRPO Table 3's controls and Tables 6-7's gamma sensitivity on the paper's protocol
     **{name: (name, f"{name}-quick") for name in ("paper-protocol-controls", "paper-protocol-gamma")},
+    # the narrowing regime: the search, the study, its controls and the task's controls; the quick version of the
+    # study is one sweep (``narrowing-quick``), which stands for every family in quick mode
+    **{
+        name: (name, "narrowing-quick")
+        for name in (
+            "narrowing-search-str0.25",
+            "narrowing-search-str0.5",
+            "narrowing-search-str1",
+            "narrowing-controls",
+            "narrowing-visible",
+            "narrowing-none",
+            "narrowing",
+        )
+    },
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {
     "ladder": ("ladder", "ladder-quick"),
     "ladder-budget": ("ladder-budget", "ladder-budget-quick"),
     "ladder-hard": ("ladder-hard", "ladder-hard-quick"),
+    "narrowing-ladder": ("narrowing-ladder", "narrowing-ladder-quick"),
 }
 """Ladder families: (full ladder, quick ladder)."""
 

@@ -1,0 +1,298 @@
+r"""The paper's LLM claims judged in the narrowing regime (F-GRPO Tables 2, 3, 6-7, 12-14, Fig. 1(b,c), App. N).
+
+Every run starts from one SFT model of the narrowing task (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`,
+at the strength the search's rule picked, :mod:`tailmiss.studies.narrowing.search`) and trains 400 steps; the
+seeds pair every row with every other. Each claim is read three ways where it can be:
+
+* **at equal steps** with the paper's checkpoint selection (F-GRPO App. L.4, as in
+  :func:`tailmiss.studies.protocol.claims.select_checkpoints`: the best held-out pass@1; a focal run no later than
+  its γ = 0 baseline's choice), the paper's protocol;
+* **at matched held-out pass@1**, along each run's trajectory (:mod:`tailmiss.studies.narrowing.frontier`);
+* **at equal rollouts** (step × N).
+
+Every verdict comes from the report's one noise rule (:mod:`tailmiss.studies.rule`), over seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
+from tailmiss.studies.controls.gamma import (
+    FOCAL_GAMMA,
+    count_verdict,
+    focal_label,
+    gamma_table,
+    gamma_two,
+    gamma_two_verdict,
+    gamma_usual_verdict,
+    identical_methods,
+    lead_growth,
+    passk_curves,
+    seed_table,
+)
+from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
+from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
+from tailmiss.studies.narrowing.search import SearchResult, search_result
+from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims
+from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
+from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare, holm, judge
+
+__all__ = [
+    "NarrowingClaims",
+    "narrowing_claims",
+    "answer",
+    "frontier_word",
+    "CONTROL_ROWS",
+    "GRPO",
+    "FOCAL",
+    "LOW_LR",
+]
+
+GRPO, FOCAL, LOW_LR = "GRPO N=8", focal_label(FOCAL_GAMMA), "GRPO N=8 low-LR"
+CONTROL_ROWS = (
+    "F-GRPO γ=0.5 N=8",
+    "F-GRPO γ=1 N=8",
+    "GRPO N=8 low-LR",
+    "GRPO N=8 entropy",
+    "GRPO N=8 entropy-1e-2",
+    "GRPO N=8 KL",
+    "GRPO N=8 KL-1e-2",
+    "GRPO N=8 DS",
+    "GRPO N=8 DS-2e-1",
+    "CISPO N=8",
+)
+"""Table 3's rows in this regime (each against GRPO N = 8), the grids' second values included."""
+
+
+@dataclass(frozen=True)
+class NarrowingClaims:
+    """Everything the section prints and the ledger judges (module docstring); ``None`` where the quick version has
+    no runs."""
+
+    quick: bool
+    search: SearchResult | None
+    regime: pd.DataFrame
+    """GRPO at each N and F-GRPO at N = 8: SFT and final held-out pass@1 / pass@256 by prompt type (seed mean, sd)."""
+    narrows: bool
+    """GRPO N = 8's final held-out pass@256 (all prompts) below the SFT model's by more than twice the seeds' sd."""
+    typed: pd.DataFrame
+    """Every arm's held-out metrics by prompt type at the final step (seed mean, sd)."""
+    finals: pd.DataFrame | None
+    """The re-scored final models by type (``mu_pos``, ``mret``, ``dnll``, ``pass256``: seed mean, sd)."""
+    chosen: pd.DataFrame
+    """Every run's selected checkpoint (the N sweep, F-GRPO and the controls)."""
+    nsweep: pd.DataFrame
+    """The N sweep and F-GRPO at their selected checkpoints (:func:`~tailmiss.studies.protocol.claims.rung_table`)."""
+    rungs: RungVerdicts
+    pass1_sentence: Sentence | None
+    rollouts: dict
+    """Equal-rollout comparisons: name -> Difference."""
+    frontier: dict
+    """``(a, b)`` -> :class:`FrontierVerdict`."""
+    controls: pd.DataFrame | None
+    sentences: tuple
+    copies: dict
+    effects: pd.DataFrame | None
+    """Per arm: mean entropy, KL to the reference and clipped share of tokens over training, against GRPO's."""
+    gamma: pd.DataFrame | None
+    gamma_usual: Verdict
+    gamma_two: Verdict
+    lead: dict
+    lead_verdict: Verdict
+    curves: pd.DataFrame | None
+    fig1bc: Sentence | None
+    task_controls: pd.DataFrame | None
+    sharing: SharingClaims
+    names: dict
+
+
+def _pass1_rises(chosen: pd.DataFrame) -> Sentence | None:
+    """F-GRPO Table 2's "pass@1 rises with N": each N against the next (not lower) and N = 32 against N = 2 (higher),
+    one Holm family (None with fewer than two N)."""
+    g = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0) & chosen["label"].str.fullmatch(r"GRPO N=\d+")]
+    ns = sorted(set(g["group_size"].astype(int)))
+    if len(ns) < 2:
+        return None
+    labels = {n: f"GRPO N={n}" for n in ns}
+    diffs = [compare(chosen, labels[b], labels[a], "pass1") for a, b in zip(ns, ns[1:])]
+    diffs.append(compare(chosen, labels[ns[-1]], labels[ns[0]], "pass1"))
+    diffs = holm(diffs)
+    wanted = ["not lower"] * (len(diffs) - 1) + ["higher"]
+    return judge("pass@1 rises with N", list(zip(diffs, wanted)))
+
+
+def _frontiers(history: pd.DataFrame) -> dict:
+    have = set(history["label"])
+    pairs = [
+        (focal_label(0.5), GRPO),
+        (focal_label(1.0), GRPO),
+        (LOW_LR, GRPO),
+        (focal_label(0.5), LOW_LR),
+        (focal_label(1.0), LOW_LR),
+        (focal_label(2.0), GRPO),
+    ]
+    return {(a, b): frontier_verdict(history, a, b) for a, b in pairs if {a, b} <= have}
+
+
+def _rollouts(history: pd.DataFrame) -> dict:
+    """F-GRPO N = 8 against GRPO N = 32 at N = 8's budget, and every N against N = 2 at N = 2's budget."""
+    have = set(history["label"])
+    last = int(history["step"].max())
+    out = {}
+    for g in (0.5, 1.0):
+        if {focal_label(g), "GRPO N=32"} <= have:
+            out[f"F-GRPO γ={g:g} N=8 − GRPO N=32, pass@256 at {8 * last} rollouts/slot"] = equal_rollouts(
+                history, focal_label(g), "GRPO N=32", 8 * last, "exact_pass_at_256"
+            )
+    for n in (8, 32):
+        if {f"GRPO N={n}", "GRPO N=2"} <= have:
+            out[f"GRPO N={n} − GRPO N=2, pass@256 at {2 * last} rollouts/slot"] = equal_rollouts(
+                history, f"GRPO N={n}", "GRPO N=2", 2 * last, "exact_pass_at_256"
+            )
+    return out
+
+
+def _table3(chosen: pd.DataFrame) -> tuple:
+    """F-GRPO Table 3's sentences in this regime (each one Holm family)."""
+    have = set(chosen["label"])
+    copies = identical_to_grpo(chosen, [r for r in CONTROL_ROWS if r in have])
+    out = []
+    if {LOW_LR, GRPO, FOCAL} <= have:
+        parts = [
+            (compare(chosen, LOW_LR, GRPO, "pass256"), "higher"),
+            (compare(chosen, LOW_LR, FOCAL, "pass256"), "lower"),
+        ]
+        out.append(("t3-lowlr", _family("GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO", parts)))
+    if {"GRPO N=8 DS", FOCAL} <= have:
+        ds = "GRPO N=8 DS"
+        parts = [(compare(chosen, ds, FOCAL, "pass256"), "higher"), (compare(chosen, ds, FOCAL, "pass1"), "lower")]
+        out.append(("t3-ds", _family("DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO", parts)))
+    others = [r for r in (GRPO, *CONTROL_ROWS) if r in have and r not in copies and not r.startswith("F-GRPO")]
+    if FOCAL in have and others:
+        parts = [(compare(chosen, FOCAL, other, "pass1"), "higher") for other in others]
+        out.append(("t3-best", _family("F-GRPO has the highest pass@1 against GRPO and every control", parts)))
+    return tuple(out), copies
+
+
+def _family(text: str, parts: list) -> Sentence:
+    diffs = holm(d for d, _ in parts)
+    return judge(text, [(d, wanted) for d, (_, wanted) in zip(diffs, parts)])
+
+
+def _lead(curves: pd.DataFrame, identical: tuple) -> tuple[dict, Verdict]:
+    growth = lead_growth(curves)
+    states = [
+        "yes" if d.outcome == Outcome.HIGHER else "no" if d.outcome == Outcome.LOWER else "open"
+        for name, d in growth.items()
+        if name not in identical
+    ]
+    return growth, count_verdict(states)
+
+
+def _finals_table(finals: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Seed mean and sd (``<metric>_sd``) of the re-scored final models, per label and prompt type."""
+    if finals is None or finals.empty:
+        return None
+    values = ["mu_pos", "mret", "dnll", "pass256"]
+    grouped = finals.groupby(["label", "type"], sort=False)
+    table = grouped[values].mean().join(grouped[values].std(ddof=1).add_suffix("_sd"))
+    return table.join(grouped.size().rename("seeds")).reset_index()
+
+
+def _chosen(histories: dict) -> pd.DataFrame:
+    """The N sweep with F-GRPO and γ = 2 selected together (each focal run with its GRPO baseline), the controls
+    each their own baseline; only the seeds every row has."""
+    main = histories["narrowing"]
+    ctl = histories.get("narrowing-controls")
+    if ctl is None:
+        return select_checkpoints(main, "best")
+    focal = ctl[(ctl["method"] == "grpo") & (ctl["gamma"] > 0)]
+    rest = ctl[~ctl.index.isin(focal.index)]
+    chosen = pd.concat(
+        [select_checkpoints(pd.concat([main, focal], ignore_index=True), "best"), select_checkpoints(rest, "best")],
+        ignore_index=True,
+    )
+    return chosen
+
+
+def narrowing_claims(data) -> NarrowingClaims:
+    """The study's claims from a :class:`tailmiss.studies.narrowing.data.NarrowingData`."""
+    h = data.histories
+    main = h["narrowing"]
+    history = pd.concat([main, h["narrowing-controls"]], ignore_index=True) if "narrowing-controls" in h else main
+    search = None
+    if not data.quick:
+        strengths = {float(f.rsplit("str", 1)[1]): h[f] for f in h if f.startswith("narrowing-search-")}
+        search = search_result(strengths, data.tasks["narrowing"].conflict_strength)  # what the study ran
+    chosen = _chosen(h)
+    regime, narrows = regime_table(main, data.typed["narrowing"])
+    have_nsweep = {2, 8, 32} <= set(main["group_size"].astype(int))
+    nsweep = rung_table(select_checkpoints(main, "best"))
+    rungs = rung_verdicts(select_checkpoints(main, "best")) if have_nsweep else None
+    sentences, copies = _table3(chosen)
+    controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
+    gamma, choices = gamma_table(chosen)
+    identical = identical_methods(chosen)
+    curves = passk_curves(chosen, history, data.per_prompt)
+    lead, lead_v = _lead(curves, identical)
+    return NarrowingClaims(
+        quick=data.quick,
+        search=search,
+        regime=regime,
+        narrows=narrows,
+        typed=typed_table(pd.concat(list(data.typed.values()), ignore_index=True), history),
+        finals=_finals_table(data.finals_by_type),
+        chosen=chosen,
+        nsweep=nsweep,
+        rungs=rungs,
+        pass1_sentence=_pass1_rises(chosen),
+        rollouts=_rollouts(main),
+        frontier=_frontiers(history),
+        controls=controls,
+        sentences=sentences,
+        copies=copies,
+        effects=training_effects(history),
+        gamma=gamma,
+        gamma_usual=gamma_usual_verdict(choices, identical),
+        gamma_two=gamma_two_verdict(gamma_two(chosen), identical),
+        lead=lead,
+        lead_verdict=lead_v,
+        curves=curves,
+        fig1bc=fig1bc_sentence(chosen) if {FOCAL, GRPO} <= set(chosen["label"]) else None,
+        task_controls=task_controls(h, data.typed) if not data.quick else None,
+        sharing=sharing_claims(data.ladder),
+        names=dict(data.names),
+    )
+
+
+def answer(c: NarrowingClaims) -> tuple[str, FrontierVerdict | None]:
+    """The study's answer to "is F-GRPO above GRPO's pass@1-pass@256 frontier, or on it?": the word of the
+    frontier rule for F-GRPO γ = 0.5 against GRPO N = 8 (:func:`.frontier.frontier_verdict`)."""
+    v = c.frontier.get((FOCAL, GRPO))
+    return (v.word if v is not None else "cannot tell"), v
+
+
+def frontier_word(v: FrontierVerdict) -> Verdict:
+    """The ledger's verdict on "the focal weight is not a slower GRPO" from the frontier rule's word: above ->
+    reproduced, below -> refuted, crosses -> partly, on -> not resolved, cannot tell -> cannot tell."""
+    return {
+        "above": Verdict.REPRODUCED,
+        "below": Verdict.REFUTED,
+        "crosses": Verdict.PARTLY,
+        "on": Verdict.NOT_RESOLVED,
+    }.get(v.word, Verdict.CANNOT_TELL)
+
+
+def difference_word(d: Difference) -> str:
+    """``+0.041 (higher)``."""
+    return f"{d.mean:+.3f} ({d.outcome})"
+
+
+def mean_sd(values) -> str:
+    values = np.asarray(values, float)
+    sd = values.std(ddof=1) if values.size > 1 else float("nan")
+    return f"{values.mean():.3f} ± {sd:.3f}"

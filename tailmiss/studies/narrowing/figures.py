@@ -1,0 +1,135 @@
+"""The narrowing regime's figures: held-out pass@256 over training by prompt type (``narrowing``) and every run's
+path in the pass@1-pass@256 plane (``focal-frontier``).
+
+Data: :func:`tailmiss.studies.narrowing.data.narrowing_data` (the study's sweeps, quick or full). Bands and
+error bars are seed sds; thin lines are single seeds.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+
+from tailmiss.studies.figure import FigureSpec
+from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, NarrowingData, narrowing_data
+
+__all__ = ["FIGURES", "ARMS"]
+
+FIGURES: list[FigureSpec] = []
+"""This study's figures, in the order `tailmiss figures list` shows them."""
+
+_N_COLORS = {2: "#9ecae1", 4: "#6baed6", 8: "#2171b5", 16: "#08519c", 32: "#08306b"}
+ARMS = {
+    "GRPO N=8": "#2171b5",
+    "F-GRPO γ=0.5 N=8": "#e6550d",
+    "F-GRPO γ=1 N=8": "#a63603",
+    "F-GRPO γ=2 N=8": "#7f2704",
+    "GRPO N=8 low-LR": "#31a354",
+    "GRPO N=8 entropy": "#756bb1",
+    "GRPO N=8 entropy-1e-2": "#54278f",
+    "GRPO N=8 KL": "#bdbdbd",
+    "GRPO N=8 KL-1e-2": "#636363",
+    "GRPO N=8 DS": "#de77ae",
+    "GRPO N=8 DS-2e-1": "#c51b7d",
+    "CISPO N=8": "#8c6d31",
+}
+"""The frontier plot's arms (all at N = 8) and their colours."""
+
+
+def _over_steps_labels(data: NarrowingData) -> dict:
+    labels = {f"GRPO N={n}": c for n, c in _N_COLORS.items()}
+    labels.update({k: ARMS[k] for k in ("F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")})
+    have = set().union(*(set(t["label"]) for f, t in data.typed.items() if f in ("narrowing", "narrowing-controls")))
+    return {k: v for k, v in labels.items() if k in have}
+
+
+def _narrowing_plot(data: NarrowingData):
+    import matplotlib.pyplot as plt
+
+    typed = pd.concat([t for f, t in data.typed.items() if f in ("narrowing", "narrowing-controls")])
+    kinds = [("all", "all held-out prompts"), ("minority", "minority (the conflict's)"), ("rest", "rest")]
+    fig, axes = plt.subplots(1, 3, figsize=(14.0, 4.2), sharey=True)
+    labels = _over_steps_labels(data)
+    for ax, (kind, title) in zip(axes, kinds):
+        part = typed[typed["type"] == kind]
+        sft = float(part[part["step"] == 0]["pass256"].mean())
+        ax.axhline(sft, color="k", lw=1.0, ls="--", label="SFT model")
+        for label, color in labels.items():
+            runs = part[part["label"] == label]
+            g = runs.groupby("step")["pass256"]
+            mean, sd = g.mean(), g.std(ddof=1).fillna(0.0)
+            dashed = "low-LR" in label
+            ax.plot(mean.index, mean.values, color=color, lw=1.6, ls=":" if dashed else "-", label=label)
+            ax.fill_between(mean.index, mean - sd, mean + sd, color=color, alpha=0.12, lw=0)
+        ax.set_title(title)
+        ax.set_xlabel("RL step")
+    axes[0].set_ylabel("held-out pass@256 (exact)")
+    axes[-1].legend(fontsize=7, loc="lower left", ncol=2)
+    seeds = int(typed.groupby("label")["seed"].nunique().max())
+    fig.suptitle(
+        f"The narrowing regime: GRPO loses coverage the SFT model had ({'quick, ' if data.quick else ''}"
+        f"{seeds} seeds, mean ± sd)",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    return fig
+
+
+def _frontier_plot(data: NarrowingData):
+    import matplotlib.pyplot as plt
+
+    hist = pd.concat([h for f, h in data.histories.items() if f in ("narrowing", "narrowing-controls")])
+    hist = hist.dropna(subset=["mu_pos"])
+    arms = {k: v for k, v in ARMS.items() if k in set(hist["label"])}
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.0))
+    main = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
+    for ax, chosen in zip(axes, (main, tuple(arms))):
+        for label in chosen:
+            if label not in arms:
+                continue
+            color = arms[label]
+            runs = hist[hist["label"] == label]
+            for _, run in runs.groupby("seed"):
+                run = run.sort_values("step")
+                ax.plot(run["mu_pos"], run["exact_pass_at_256"], color=color, lw=0.6, alpha=0.45)
+            mean = runs.groupby("step")[["mu_pos", "exact_pass_at_256"]].mean()
+            ax.plot(mean["mu_pos"], mean["exact_pass_at_256"], color=color, lw=2.0, label=label)
+            ax.plot(mean["mu_pos"].iloc[-1], mean["exact_pass_at_256"].iloc[-1], "o", color=color, ms=5)
+        start = hist[hist["step"] == 0][["mu_pos", "exact_pass_at_256"]].mean()
+        ax.plot([start["mu_pos"]], [start["exact_pass_at_256"]], "k*", ms=11, label="SFT model")
+        ax.set_xlabel("held-out pass@1 (exact)")
+        ax.set_ylabel("held-out pass@256 (exact)")
+        ax.legend(fontsize=7, loc="lower left")
+    axes[0].set_title("GRPO, F-GRPO and GRPO at the matched lower rate")
+    axes[1].set_title("every arm at N = 8 (thin: seeds; thick: seed mean; dot: last step)")
+    fig.suptitle(
+        "Along the frontier: pass@256 against pass@1 over training" + (" (quick presets)" if data.quick else ""),
+        fontsize=11,
+    )
+    fig.tight_layout()
+    return fig
+
+
+_figure_data = functools.partial(narrowing_data, finals=False)  # the figures draw no re-scored final models
+
+FIGURES += [
+    FigureSpec(
+        "narrowing",
+        "F-GRPO Table 2 / Fig. 1(b) premise (analog)",
+        "held-out pass@256 over RL steps for GRPO N = 2 … 32, F-GRPO (γ = 0.5, 1) and GRPO low-LR at N = 8, on all "
+        "prompts, the conflict's minority and the rest, with the SFT model's line",
+        _figure_data,
+        _narrowing_plot,
+        llm=NARROWING_FAMILIES,
+    ),
+    FigureSpec(
+        "focal-frontier",
+        "F-GRPO App. N / Fig. 1(b,c) (analog)",
+        "held-out pass@256 against pass@1 along every run at N = 8 (GRPO, F-GRPO γ = 0.5, 1, 2, low-LR, entropy, KL, "
+        "DS-GRPO, CISPO), seeds shown",
+        _figure_data,
+        _frontier_plot,
+        llm=NARROWING_FAMILIES,
+    ),
+]

@@ -1,0 +1,402 @@
+"""The report's "The narrowing regime" section: the paper's LLM claims where RL loses coverage.
+
+Numbers and verdicts come from :mod:`tailmiss.studies.narrowing.claims` over
+:func:`tailmiss.studies.narrowing.data.narrowing_data`; this module only writes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tailmiss.studies import ledger
+from tailmiss.studies.context import Context
+from tailmiss.studies.narrowing import claims as nc
+from tailmiss.studies.narrowing.data import narrowing_data
+from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
+from tailmiss.studies.narrowing.sharing import RUNG_NAMES
+from tailmiss.studies.narrowing.sharing import describe as describe_difference
+from tailmiss.studies.text import Section, table, yes
+
+__all__ = ["NARROWING_HEADING", "narrowing_section", "narrowing_text"]
+
+NARROWING_HEADING = "## The narrowing regime: where GRPO loses coverage, is F-GRPO more than a slower GRPO?"
+_TYPE = {"minority": "minority", "rest": "rest", "all": "all"}
+
+
+def _ms(mean: float, sd: float, digits: int = 3) -> str:
+    return f"{mean:.{digits}f}" if not np.isfinite(sd) else f"{mean:.{digits}f}±{sd:.{digits}f}"
+
+
+def _verdict(verdict) -> str:
+    word = str(verdict)
+    return f"**{word}**" if word == "refuted" else word
+
+
+def _diff(d) -> str:
+    return f"{d.describe()} → {d.outcome}"
+
+
+def _search(c: nc.NarrowingClaims) -> list[str]:
+    s = c.search
+    if s is None:
+        return []
+    rows = [
+        [
+            f"{r.strength:g}",
+            f"{r.sft_pass256:.3f}",
+            _ms(r.final_pass256, r.final_pass256_sd),
+            f"{r.drop:+.3f}",
+            f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}",
+            f"{r.late_share:.2f}",
+            f"{yes(r.unsaturated)} / {yes(r.narrows)} / {yes(r.levels)}",
+        ]
+        for r in s.table.itertuples()
+    ]
+    picked = f"strength {s.picked:g}" if s.picked is not None else "no setting"
+    agree = (
+        "the study below runs it"
+        if s.agrees
+        else f"**the study's preset runs strength {s.preset:g}, not the rule's pick**"
+    )
+    return [
+        "**The search** (the rule and its grid were written before any N sweep, beside the presets in "
+        "`tailmiss/experiments/narrowing_presets.py`): share 0.25, hidden, rule `complement`, GRPO N = 8 over 3 "
+        f"seeds per strength. Rules: (1) SFT held-out pass@256 ≤ {SATURATED}; (2) final pass@256 below the SFT "
+        f"model's by more than 2 seed sds; (3) pass@1 rises by more than {MIN_RISE} and the last third of the steps "
+        f"adds at most {LEVELLED:.0%} of the rise. The rule picked **{picked}**; {agree}.",
+        "",
+        table(
+            [
+                "strength",
+                "SFT pass@256",
+                "final pass@256",
+                "change",
+                "pass@1 SFT → final",
+                "last third's share of the rise",
+                "rules 1 / 2 / 3",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+def _regime(c: nc.NarrowingClaims) -> list[str]:
+    rows = [
+        [
+            r.label,
+            _TYPE[r.type],
+            f"{r.sft_pass1:.3f} → {_ms(r.final_pass1, r.final_pass1_sd)}",
+            f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}",
+            f"{r.change256:+.3f}",
+            str(r.seeds),
+        ]
+        for r in c.regime.itertuples()
+    ]
+    g8 = c.regime[(c.regime["label"] == nc.GRPO) & (c.regime["type"] == "all")]
+    word = "narrows" if c.narrows else "does **not** narrow"
+    lead = (
+        f"**Does it narrow?** GRPO N = 8 {word}: held-out pass@256 {g8['sft_pass256'].iloc[0]:.3f} (SFT) → "
+        f"{_ms(g8['final_pass256'].iloc[0], g8['final_pass256_sd'].iloc[0])} after {int(c.chosen['step'].max())} "
+        "steps at most (the final step; figure `narrowing.png`)."
+        if len(g8)
+        else "**Does it narrow?** GRPO N = 8 was not run."
+    )
+    return [
+        lead,
+        "",
+        table(["run", "prompts", "pass@1 SFT → final", "pass@256 SFT → final", "pass@256 change", "seeds"], rows),
+        "",
+    ]
+
+
+def _task_controls(c: nc.NarrowingClaims) -> list[str]:
+    t = c.task_controls
+    if t is None:
+        return []
+    rows = [
+        [
+            r.task,
+            _TYPE[r.type],
+            f"{r.sft_pass256:.3f}",
+            _ms(r.final_pass256, r.final_pass256_sd),
+            f"{r.change256:+.3f}",
+            r.hidden_minus_this or "—",
+            str(r.seeds),
+        ]
+        for r in t.itertuples()
+    ]
+    return [
+        "**The task's controls** (GRPO N = 8, each task from its own SFT model; the study's seeds 0-4): the same "
+        "conflict made visible by a marker in the prompt, and no conflict. The last column is the hidden task's "
+        "change of pass@256 minus this task's (Welch's t on per-seed changes).",
+        "",
+        table(["task", "prompts", "SFT pass@256", "final pass@256", "change", "hidden − this (change)", "seeds"], rows),
+        "",
+    ]
+
+
+def _nsweep(c: nc.NarrowingClaims) -> list[str]:
+    t = c.nsweep
+    rows = [
+        [
+            r.label,
+            _ms(r.pass1, r.pass1_sd),
+            _ms(r.pass256, r.pass256_sd),
+            _ms(r.mret, r.mret_sd),
+            _ms(r.dnll, r.dnll_sd, 2),
+            f"{r.step:.0f}",
+            str(int(r.seeds)),
+        ]
+        for r in t.itertuples()
+    ]
+    out = [
+        "### F-GRPO Table 2 in this regime: GRPO at N = 2 … 32 and F-GRPO at N = 8",
+        "",
+        "At equal steps with the paper's checkpoint selection (the best held-out pass@1; a focal run no later than "
+        "its GRPO baseline's choice), held-out prompts:",
+        "",
+        table(["run", "pass@1", "pass@256", "M_ret", "ΔNLL_rare", "selected step (mean)", "seeds"], rows),
+        "",
+    ]
+    if c.pass1_sentence is not None:
+        s = c.pass1_sentence
+        parts = "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d, _ in s.parts)
+        out.append(f"- “{s.text}”: {parts} → **{s.verdict}**.")
+    r = c.rungs
+    if r is not None:
+        best = "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d in r.best)
+        out += [
+            f"- Table 2's dip (best at N = 2, worst inside, recovered at N = 32): {best}; recovery "
+            f"{r.recovery.a} − {r.recovery.b}: {_diff(r.recovery)}; worst N by the seed means: "
+            f"{r.pass256_shape.worst_n} → **{r.dip}**.",
+            "- ΔNLL_rare ordered N = 2 < N = 32 < N = 8: "
+            + "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d, _ in r.dnll.parts)
+            + f" → **{r.dnll.verdict}**.",
+        ]
+        for g, s in r.reach.items():
+            out.append(
+                f"- F-GRPO γ = {g:g} at N = 8 reaches GRPO N = 32's pass@256: {_diff(s.parts[0][0])} → **{s.verdict}**."
+            )
+    for name, d in c.rollouts.items():
+        out.append(f"- At equal rollouts, {name}: {_diff(d)}.")
+    return out + [""]
+
+
+def _frontier(c: nc.NarrowingClaims) -> list[str]:
+    word, main = nc.answer(c)
+    rows = []
+    for (a, b), v in c.frontier.items():
+        levels = ", ".join(f"{x:.3f}" for x in v.levels)
+        diffs = "; ".join(f"{d.mean:+.3f} ({d.outcome})" for d in v.diffs)
+        rows.append([f"{a} against {b}", levels, diffs, f"**{v.word}**"])
+    out = [
+        "### Is F-GRPO more than a slower GRPO? The pass@1–pass@256 frontier (figure `focal-frontier.png`)",
+        "",
+        "Each run's held-out pass@256 is read where its pass@1 first reaches each of 5 levels, evenly spaced from "
+        "the SFT model's pass@1 to the lowest pass@1 that every run of the pair reaches (fixed before any "
+        "comparison). At each level the two rows are compared paired by seed by the noise rule, the levels one Holm "
+        "family: *above* when some level is higher and none lower, *on* when none is resolved, *below*, *crosses*.",
+        "",
+        table(["pair", "matched pass@1 levels", "pass@256 difference at each level", "verdict"], rows),
+        "",
+    ]
+    if main is not None:
+        out.append(
+            f"**The answer**: F-GRPO (γ = 0.5) lies **{word}** GRPO N = 8's frontier: {main.describe()}. "
+            + _low_lr_line(c)
+        )
+        out.append("")
+    return out
+
+
+def _low_lr_line(c: nc.NarrowingClaims) -> str:
+    low = c.frontier.get((nc.LOW_LR, nc.GRPO))
+    against = c.frontier.get((nc.FOCAL, nc.LOW_LR))
+    if low is None or against is None:
+        return ""
+    return (
+        f"GRPO at the matched lower rate (lr × m_0.5, F-GRPO App. N) lies {low.word} GRPO's frontier "
+        f"({low.describe()}), and F-GRPO lies {against.word} the low-LR runs' ({against.describe()})."
+    )
+
+
+def _controls(c: nc.NarrowingClaims) -> list[str]:
+    eff = c.effects.set_index("label") if c.effects is not None else None
+    rows = []
+    for r in c.controls.itertuples():
+        name = f"{r.label} (identical to {c.copies[r.label]})" if r.label in c.copies else r.label
+        e = eff.loc[r.label] if eff is not None and r.label in eff.index else None
+        moves = (
+            f"{e['entropy']:.3f} / {e['kl_ref']:.2e} / {e['clip_frac']:.3f}"
+            if e is not None and {"entropy", "kl_ref", "clip_frac"} <= set(e.index)
+            else "—"
+        )
+        cells = [_ms(r.pass1, r.pass1_sd), _ms(r.pass256, r.pass256_sd), _ms(r.dnll, r.dnll_sd, 2)]
+        rows.append([name, *cells, moves, str(r.seeds)])
+    out = [
+        "### F-GRPO Table 3 in this regime: the controls at N = 8",
+        "",
+        "Each at its selected checkpoint; the last-but-one column is the mean over training of the policy's entropy "
+        "(nats per token), its KL to the SFT model and the clipped share of tokens (what each control moves).",
+        "",
+        table(["run", "pass@1", "pass@256", "ΔNLL_rare", "entropy / KL / clipped", "seeds"], rows),
+        "",
+    ]
+    for _, s in c.sentences:
+        parts = "; ".join(f"{d.a} − {d.b}, {d.metric}: {_diff(d)} (want {w})" for d, w in s.parts)
+        out.append(f"- “{s.text}”: {parts} → **{s.verdict}**.")
+    return out + [""]
+
+
+def _gamma(c: nc.NarrowingClaims) -> list[str]:
+    g = c.gamma
+    out = ["### Tables 6-7, 12-14 and Fig. 1(b,c) in this regime", ""]
+    if g is not None and len(g):
+        cells = ", ".join(
+            f"γ = {r.gamma:g}: {_ms(r.pass1, r.pass1_sd)} / {_ms(r.pass256, r.pass256_sd)}" for r in g.itertuples()
+        )
+        out.append(f"- GRPO's γ sensitivity (pass@1 / pass@256): {cells}.")
+    out.append(
+        f"- “γ = 0.5 is the usual choice”: **{c.gamma_usual}**; “γ = 2 adds pass@256, costs pass@1”: **{c.gamma_two}**."
+    )
+    for name, d in c.lead.items():
+        out.append(f"- {name}: F-GRPO's pass@k lead at k = 256 − at k = 1: {_diff(d)} → **{c.lead_verdict}**.")
+    if c.fig1bc is not None:
+        parts = "; ".join(f"{d.a} − {d.b}, {d.metric}: {_diff(d)}" for d, _ in c.fig1bc.parts)
+        out.append(f"- Fig. 1(b,c) (“{c.fig1bc.text}”): {parts} → **{c.fig1bc.verdict}**.")
+    return out + [""]
+
+
+def _typed(c: nc.NarrowingClaims) -> list[str]:
+    t = c.typed
+    f = c.finals.set_index(["label", "type"]) if c.finals is not None else None
+    order = ["SFT", "GRPO N=2", "GRPO N=8", "GRPO N=32", nc.FOCAL, "F-GRPO γ=1 N=8", nc.LOW_LR]
+    rows = []
+    for label in order:
+        for kind in ("minority", "rest"):
+            r = t[(t["label"] == label) & (t["type"] == kind)]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            cells = [_ms(r[f"pass{k}"], r[f"pass{k}_sd"]) for k in (1, 16, 256)]
+            if f is not None and (label, kind) in f.index:
+                e = f.loc[(label, kind)]
+                cells += [_ms(e["mret"], e["mret_sd"]), _ms(e["dnll"], e["dnll_sd"], 2)]
+            else:
+                cells += ["1 (the reference)", "0"] if label == "SFT" else ["—", "—"]
+            rows.append([label, kind, *cells, str(int(r["seeds"]))])
+    return [
+        "### By prompt type (the final step)",
+        "",
+        "Held-out pass@k from the per-prompt correct masses of the last evaluation; M_ret (one minus the SFT model's "
+        "correct mass lost answer by answer, over its correct mass) and ΔNLL_rare (the change of the rare correct "
+        "answers' NLL, nats per token) from the final models scored again on each type against the SFT model.",
+        "",
+        table(["run", "prompts", "pass@1", "pass@16", "pass@256", "M_ret", "ΔNLL_rare", "seeds"], rows),
+        "",
+    ]
+
+
+def _sharing(c: nc.NarrowingClaims) -> list[str]:
+    sh = c.sharing
+    if sh.table.empty:
+        return []
+    rows = []
+    for r in sh.table[sh.table["type"] != "all"].itertuples():
+        model = RUNG_NAMES.get(r.rung.split("-")[0], r.rung)
+        rows.append(
+            [
+                model,
+                r.label,
+                r.type,
+                f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}",
+                f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}",
+                f"{r.change256:+.3f}",
+                yes(r.narrows),
+                str(r.seeds),
+            ]
+        )
+    focal = [
+        f"{RUNG_NAMES.get(rung.split('-')[0], rung)}, {kind}: {describe_difference(d)}"
+        for (rung, kind), d in sh.focal.items()
+    ]
+    answer = {
+        True: "**yes**: the transformer narrows the minority and the table does not",
+        False: "**no**: the table narrows the minority too, or the transformer does not",
+        None: "cannot tell (a rung is missing)",
+    }[sh.needs_sharing]
+    return [
+        "### Why it narrows: the ladder on the narrowing task",
+        "",
+        "The table (the categorical simulator's policy: one softmax per prompt), the factorized policy and the "
+        "transformer, each from the study's SFT model (exact per-prompt distributions), trained 200 steps on a "
+        "fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
+        "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds.",
+        "",
+        table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
+        "",
+        f"Does narrowing need shared parameters? {answer}. The focal weight (F-GRPO − GRPO, final pass@256): "
+        + "; ".join(focal)
+        + ".",
+        "",
+    ]
+
+
+def _record(c: nc.NarrowingClaims) -> list:
+    rows = []
+    s = c.pass1_sentence
+    if s is not None:
+        rows += ledger.row("t2-pass1", "; ".join(f"{d.a} − {d.b}: {d.mean:+.3f}" for d, _ in s.parts), s.verdict)
+    if c.rungs is not None:
+        r = c.rungs
+        rows += ledger.row("t2-dip", f"worst N {r.pass256_shape.worst_n}; recovery {r.recovery.mean:+.3f}", r.dip)
+        rows += ledger.row("t2-dnll", "; ".join(f"{d.mean:+.2f}" for d, _ in r.dnll.parts), r.dnll.verdict)
+        if 0.5 in r.reach:
+            d = r.reach[0.5].parts[0][0]
+            rows += ledger.row("t2-reach", f"F-GRPO N = 8 − GRPO N = 32, pass@256 {d.mean:+.3f}", r.reach[0.5].verdict)
+    for key, sentence in c.sentences:
+        rows += ledger.row(key, "; ".join(f"{d.metric} {d.mean:+.3f}" for d, _ in sentence.parts), sentence.verdict)
+    rows += ledger.row("t67-usual", "GRPO's γ ∈ {0.5, 1, 2} by pass@1", c.gamma_usual)
+    rows += ledger.row("t67-two", "GRPO γ = 2 − γ = 0.5", c.gamma_two)
+    if c.lead:
+        d = next(iter(c.lead.values()))
+        rows += ledger.row("t1214", f"lead at k = 256 − at k = 1: {d.mean:+.3f}", c.lead_verdict)
+    if c.fig1bc is not None:
+        rows += ledger.row("fig1bc", "; ".join(f"{d.mean:+.3f}" for d, _ in c.fig1bc.parts), c.fig1bc.verdict)
+    word, main = nc.answer(c)
+    if main is not None:
+        text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
+        rows += ledger.row("appN-frontier", text, nc.frontier_word(main))
+    return rows
+
+
+def narrowing_text(c: nc.NarrowingClaims) -> Section:
+    """The section's body from computed claims, and its ledger rows."""
+    parts = [
+        NARROWING_HEADING,
+        "",
+        "Under the paper's protocol the miniature raises coverage (the sections above), so those verdicts judge a "
+        "model that loses nothing. This section builds a regime where RL **narrows**: the narrowing task "
+        "(`tailmiss.llm.tasks.narrowing.NarrowingTask`) is task (a) with a conflict between prompts that the "
+        "policy cannot resolve from the prompt: on a quarter of the prompts (the *minority*, picked by a hash the "
+        "model cannot read) the rule of the rest is wrong (an answer is correct there iff it uses **no** listed "
+        "digit). Every metric stays exact. A conflict between prompts is one mechanism of narrowing, not "
+        "necessarily the paper's.",
+        "",
+        *_search(c),
+        *_regime(c),
+        *_task_controls(c),
+        *_nsweep(c),
+        *_frontier(c),
+        *_controls(c),
+        *_gamma(c),
+        *_typed(c),
+        *_sharing(c),
+    ]
+    return Section("\n".join(parts), _record(c))
+
+
+def narrowing_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+    """The section and its ledger rows, from the cached sweeps (run if missing); the study's writer."""
+    return narrowing_text(nc.narrowing_claims(narrowing_data(ctx)))

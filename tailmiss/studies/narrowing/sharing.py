@@ -1,0 +1,98 @@
+"""Why it narrows: the ladder on the narrowing task (a table policy, a factorized one and the transformer).
+
+Every rung starts from the study's SFT model (a table or factorized policy holds its exact per-prompt answer
+distributions, :func:`tailmiss.experiments.ladder.derive_policy`), trains on a fixed pool of 64 prompts that is also
+its evaluation set, and is read by prompt type. The table is the categorical simulator's policy: one softmax per
+prompt, so an update on one prompt moves no other. If narrowing comes from shared parameters (the rest's update
+teaching "use the listed digits" everywhere, the minority's correct answers included), the table keeps the minority's
+coverage and the transformer loses it.
+
+**Rules** (the preset rule's criterion and the report's noise rule): a rung *narrows* a prompt type when the type's
+final pass@256 lies below the SFT model's by more than twice the seeds' sd; the focal weight's effect on a rung is
+F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed (:func:`tailmiss.studies.rule.compare`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tailmiss.studies.rule import Difference, compare
+
+__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims"]
+
+RUNG_NAMES = {"table": "table (the simulator's policy)", "factorized": "factorized", "transformer": "transformer"}
+"""The rungs' models, in the ladder's order."""
+
+
+@dataclass(frozen=True)
+class SharingClaims:
+    """The ladder's table (one row per rung, γ and prompt type: SFT and final pass@1 / pass@256, the change, whether
+    it narrows), the focal weight's effect per rung and type, and the answer to "does narrowing need shared
+    parameters?" (the transformer narrows the minority and the table does not)."""
+
+    table: pd.DataFrame
+    focal: dict
+    """``(rung, type) -> Difference`` (F-GRPO γ = 1 − GRPO, final pass@256)."""
+    needs_sharing: bool | None
+    """None when a rung is missing."""
+
+
+def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
+    last = typed.groupby(["label", "seed"])["step"].transform("max")
+    out = []
+    for (label, kind), part in typed.groupby(["label", "type"], sort=False):
+        start = part[part["step"] == 0].groupby("seed")[["mu_pos", "pass256"]].mean()
+        end = part[part["step"] == last.loc[part.index]].groupby("seed")[["mu_pos", "pass256"]].mean()
+        change = end["pass256"] - start["pass256"]
+        sd = float(end["pass256"].std(ddof=1)) if len(end) > 1 else float("nan")
+        out.append(
+            {
+                "rung": rung,
+                "label": label,
+                "type": kind,
+                "seeds": len(end),
+                "sft_pass1": float(start["mu_pos"].mean()),
+                "final_pass1": float(end["mu_pos"].mean()),
+                "sft_pass256": float(start["pass256"].mean()),
+                "final_pass256": float(end["pass256"].mean()),
+                "final_pass256_sd": sd,
+                "change256": float(change.mean()),
+                "narrows": bool(np.isfinite(sd) and change.mean() < -2 * sd),
+            }
+        )
+    return out
+
+
+def _final(typed: pd.DataFrame, kind: str) -> pd.DataFrame:
+    part = typed[typed["type"] == kind]
+    last = part.groupby(["label", "seed"])["step"].transform("max")
+    return part[part["step"] == last]
+
+
+def sharing_claims(ladder: dict) -> SharingClaims:
+    """The ladder's claims from ``ladder`` (rung name -> :func:`tailmiss.studies.narrowing.data.by_type` of its
+    runs)."""
+    rows, focal = [], {}
+    for rung, typed in ladder.items():
+        rows += _rows(rung, typed)
+        labels = set(typed["label"])
+        if {"GRPO N=8", "F-GRPO γ=1 N=8"} <= labels:
+            for kind in ("minority", "rest"):
+                final = _final(typed, kind)
+                focal[(rung, kind)] = compare(final, "F-GRPO γ=1 N=8", "GRPO N=8", "pass256")
+    table = pd.DataFrame(rows)
+    needs = None
+    kinds = {r.split("-")[0]: r for r in ladder}
+    if {"table", "transformer"} <= set(kinds) and len(table):
+        minority = table[(table["type"] == "minority") & (table["label"] == "GRPO N=8")].set_index("rung")
+        if {kinds["table"], kinds["transformer"]} <= set(minority.index):
+            needs = bool(minority.loc[kinds["transformer"], "narrows"] and not minority.loc[kinds["table"], "narrows"])
+    return SharingClaims(table, focal, needs)
+
+
+def describe(d: Difference) -> str:
+    """``+0.012 (paired t, df 2, p 0.3) → tie``."""
+    return f"{d.describe()} → {d.outcome}"
