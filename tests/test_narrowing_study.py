@@ -198,3 +198,17 @@ def test_full_section_on_tiny_sweeps(tmp_path):
     for part in ("**The search**", "**The task's controls**", "**The answer**", "F-GRPO Table 3 in this regime"):
         assert part in out.text
     assert {k for k, _, _ in out.rows} >= {"t2-pass1", "t2-dip", "t3-lowlr", "t67-usual", "fig1bc", "appN-frontier"}
+
+
+def test_one_seed_dip_counts_every_one_seed_sweep():
+    from tailmiss.studies.narrowing.claims import one_seed_dip
+
+    rows = []
+    for n, values in ((2, [0.9, 0.8]), (8, [0.7, 0.85]), (32, [0.8, 0.9])):
+        for seed, x in enumerate(values):
+            rows.append(dict(method="grpo", gamma=0.0, label=f"GRPO N={n}", group_size=n, seed=seed, pass256=x))
+    out = one_seed_dip(pd.DataFrame(rows))
+    # by hand: the paper's pattern needs N = 8 at 0.7 and N = 2 at 0.9 (2 of 8); an interior minimum that
+    # recovers: N = 8 at 0.7 (4), or at 0.85 between 0.9 and 0.9 (1)
+    assert out["sweeps"] == 8 and out["p_table2"] == 0.25 and out["p_interior"] == 5 / 8 and out["mean_worst_n"] == 8
+    assert one_seed_dip(pd.DataFrame(rows[:4])) is None

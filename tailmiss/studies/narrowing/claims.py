@@ -39,6 +39,7 @@ from tailmiss.studies.narrowing.regime import regime_table, task_controls, train
 from tailmiss.studies.narrowing.search import SearchResult, search_result
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
+from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
 from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare, holm, judge
 
 __all__ = [
@@ -88,6 +89,8 @@ class NarrowingClaims:
     nsweep: pd.DataFrame
     """The N sweep and F-GRPO at their selected checkpoints (:func:`~tailmiss.studies.protocol.claims.rung_table`)."""
     rungs: RungVerdicts
+    one_seed: dict | None
+    """Could one seed show Table 2's dip? Over every sweep of one seed per N (:func:`one_seed_dip`)."""
     pass1_sentence: Sentence | None
     rollouts: dict
     """Equal-rollout comparisons: name -> Difference."""
@@ -123,6 +126,33 @@ def _pass1_rises(chosen: pd.DataFrame) -> Sentence | None:
     diffs = holm(diffs)
     wanted = ["not lower"] * (len(diffs) - 1) + ["higher"]
     return judge("pass@1 rises with N", list(zip(diffs, wanted)))
+
+
+def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
+    """Over every sweep made of one seed per N (GRPO, selected checkpoints, held-out pass@256): the share whose
+    minimum lies strictly inside N and whose dip from N = 2 and recovery at the largest N reach the paper's
+    (Table 2: :data:`~tailmiss.studies.protocol.noise.PAPER_DIP`, ``PAPER_RECOVERY``), the share with any interior
+    minimum that recovers, and whether the seed means show the pattern. None with fewer than three N."""
+    g = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0) & chosen["label"].str.fullmatch(r"GRPO N=\d+")]
+    wide = g.pivot_table(index="group_size", columns="seed", values="pass256").sort_index().dropna(axis=1)
+    if len(wide) < 3 or wide.shape[1] == 0:
+        return None
+    values = wide.to_numpy()  # (N, seeds)
+    grids = np.meshgrid(*[np.arange(values.shape[1])] * len(values), indexing="ij")
+    curves = np.stack([values[i][grid.ravel()] for i, grid in enumerate(grids)])  # (N, sweeps)
+    worst = curves.argmin(axis=0)
+    inside = (worst > 0) & (worst < len(values) - 1)
+    low = curves.min(axis=0)
+    table2 = inside & (curves[0] - low >= PAPER_DIP) & (curves[-1] - low >= PAPER_RECOVERY)
+    recovers = inside & (curves[-1] > low)
+    mean = values.mean(axis=1)
+    return {
+        "sweeps": int(curves.shape[1]),
+        "p_table2": float(table2.mean()),
+        "p_interior": float(recovers.mean()),
+        "mean_worst_n": int(wide.index[int(mean.argmin())]),
+        "ns": [int(n) for n in wide.index],
+    }
 
 
 def _frontiers(history: pd.DataFrame) -> dict:
@@ -249,6 +279,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         chosen=chosen,
         nsweep=nsweep,
         rungs=rungs,
+        one_seed=one_seed_dip(select_checkpoints(main, "best")) if not data.quick else None,
         pass1_sentence=_pass1_rises(chosen),
         rollouts=_rollouts(main),
         frontier=_frontiers(history),
