@@ -37,7 +37,7 @@ from tailmiss.studies.controls.gamma import (
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
-from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims
+from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims, simulator_by_type
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
 from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
 from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare, holm, judge
@@ -110,6 +110,8 @@ class NarrowingClaims:
     fig1bc: Sentence | None
     task_controls: pd.DataFrame | None
     sharing: SharingClaims
+    simulator: pd.DataFrame
+    """The categorical simulator from the SFT model's per-prompt distributions beside the transformer, by type."""
     names: dict
 
 
@@ -296,6 +298,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         fig1bc=fig1bc_sentence(chosen) if {FOCAL, GRPO} <= set(chosen["label"]) else None,
         task_controls=task_controls(h, data.typed) if not data.quick else None,
         sharing=sharing_claims(data.ladder),
+        simulator=simulator_by_type(data.bridge),
         names=dict(data.names),
     )
 

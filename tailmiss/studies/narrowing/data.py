@@ -60,6 +60,10 @@ class NarrowingData:
         are distinct).
     finals_by_type : DataFrame or None
         :func:`final_by_type` of :data:`FINAL_LABELS` (None when not asked for: the figures do not need it).
+    bridge : DataFrame
+        The categorical simulator started from the SFT model's per-prompt answer distributions beside the
+        transformer's runs of ``narrowing`` (:func:`tailmiss.experiments.bridge.run_bridge`'s per-prompt rows), with
+        each prompt's ``type``.
     ladder : dict
         Rung name (``table-adamw-lr0.1``, ...) -> :func:`by_type` of its runs on the training pool, which is the
         ladder's evaluation set.
@@ -77,6 +81,7 @@ class NarrowingData:
     typed: dict
     per_prompt: dict
     finals_by_type: pd.DataFrame | None
+    bridge: pd.DataFrame
     ladder: dict
     tasks: dict
     minority: dict
@@ -157,6 +162,15 @@ def _minority(sweep) -> np.ndarray:
     return task.minority_mask(prompts)
 
 
+def _bridge(result, minority: np.ndarray, ctx: Context) -> pd.DataFrame:
+    """The bridge's per-prompt rows with each prompt's type (its evaluation prompts are the sweep's)."""
+    from tailmiss.experiments.bridge import run_bridge
+
+    rows = run_bridge(result, ctx.llm_cache, options=ctx.options).prompts
+    kinds = np.where(minority, "minority", "rest")
+    return rows.assign(type=kinds[rows["prompt"].to_numpy()])
+
+
 def _finals(results: dict, ctx: Context) -> pd.DataFrame:
     families = [f for f in ("narrowing", "narrowing-controls") if f in results]
     return pd.concat([final_by_type(results[f].config, ctx.llm_cache) for f in families], ignore_index=True)
@@ -183,6 +197,7 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
         typed=typed,
         per_prompt=per_prompt,
         finals_by_type=_finals(results, ctx) if finals else None,
+        bridge=_bridge(results["narrowing"], minority["narrowing"], ctx),
         ladder=ladder,
         tasks={f: r.config.sft.task for f, r in results.items()},
         minority=minority,

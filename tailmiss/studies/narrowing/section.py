@@ -364,7 +364,7 @@ def _sharing(c: nc.NarrowingClaims) -> list[str]:
         None: "cannot tell (a rung is missing)",
     }[sh.needs_sharing]
     return [
-        "### Why it narrows: the ladder on the narrowing task",
+        "### Why it narrows: the ladder on the narrowing task, and what the simulator predicts",
         "",
         "The table (the categorical simulator's policy: one softmax per prompt), the factorized policy and the "
         "transformer, each from the study's SFT model (exact per-prompt distributions), trained 200 steps on a "
@@ -376,6 +376,32 @@ def _sharing(c: nc.NarrowingClaims) -> list[str]:
         f"Does narrowing need shared parameters? {answer}. The focal weight (F-GRPO − GRPO, final pass@256): "
         + "; ".join(focal)
         + ".",
+        "",
+        *_simulator(c),
+    ]
+
+
+def _simulator(c: nc.NarrowingClaims) -> list[str]:
+    t = c.simulator
+    if t.empty:
+        return []
+    rows = [
+        [
+            "simulator" if r.source == "sim" else "transformer",
+            f"N = {r.group_size}",
+            r.type,
+            f"{r.mu_pos0:.3f} → {_ms(r.q_pos, r.q_pos_sd)}",
+            _ms(r.retained_mass, r.retained_mass_sd),
+            str(int(r.seeds)),
+        ]
+        for r in t.sort_values(["type", "group_size", "source"]).itertuples()
+    ]
+    return [
+        "The categorical simulator (`tailmiss.experiments.bridge`: one categorical policy per held-out prompt over "
+        "its 1,000 answers, started from the SFT model's exact distribution and updated by the same GRPO step, Adam "
+        "on the logits at lr 1e-2) beside the transformer's runs of the study, by prompt type (GRPO):",
+        "",
+        table(["source", "N", "prompts", "correct mass SFT → final", "M_ret", "seeds"], rows),
         "",
     ]
 

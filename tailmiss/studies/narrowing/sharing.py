@@ -21,7 +21,7 @@ import pandas as pd
 
 from tailmiss.studies.rule import Difference, compare
 
-__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims"]
+__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type"]
 
 RUNG_NAMES = {"table": "table (the simulator's policy)", "factorized": "factorized", "transformer": "transformer"}
 """The rungs' models, in the ladder's order."""
@@ -91,6 +91,17 @@ def sharing_claims(ladder: dict) -> SharingClaims:
         if {kinds["table"], kinds["transformer"]} <= set(minority.index):
             needs = bool(minority.loc[kinds["transformer"], "narrows"] and not minority.loc[kinds["table"], "narrows"])
     return SharingClaims(table, focal, needs)
+
+
+def simulator_by_type(bridge: pd.DataFrame) -> pd.DataFrame:
+    """The categorical simulator beside the transformer, by prompt type and N (γ = 0): the SFT model's ``mu_pos0``
+    and the final ``q_pos`` (the correct mass) and ``retained_mass``, means over the type's prompts, then seed mean
+    and sd; one row per source, N and type."""
+    rows = bridge[bridge["gamma"] == 0]
+    keys = ["source", "group_size", "type"]
+    per_seed = rows.groupby([*keys, "seed"], as_index=False)[["mu_pos0", "q_pos", "retained_mass"]].mean()
+    g = per_seed.groupby(keys)[["mu_pos0", "q_pos", "retained_mass"]]
+    return g.mean().join(g.std(ddof=1).add_suffix("_sd")).join(g.size().rename("seeds")).reset_index()
 
 
 def describe(d: Difference) -> str:
