@@ -129,8 +129,11 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
         ),
         seeds=seeds,
     )
-    if not full:
-        return {"narrowing": shrink("narrowing-quick", (*main, low)), "narrowing-ladder": ladder}
+    if not full:  # as the presets do, every family stands for the quick sweep in quick mode
+        quick = shrink("narrowing-quick", (*main, low))
+        families = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1", "narrowing")
+        families += ("narrowing-controls", "narrowing-visible", "narrowing-none")
+        return {**dict.fromkeys(families, quick), "narrowing-ladder": ladder}
     out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder}
     for name in ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1"):
         out[name] = shrink(name)

@@ -464,6 +464,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     commands that write it, reads none of their sweeps, trains none of their families and renders none of their
     figures; ``only=NAME`` then writes the section in place, with its quick-version line."""
     import tailmiss.studies.controls.section as controls_section_module
+    import tailmiss.studies.narrowing.section as narrowing_section_module
     import tailmiss.studies.protocol.section as protocol_section_module
     import tailmiss.studies.transformer.section as report_llm
     from tailmiss.report import (
@@ -476,6 +477,8 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     )
     from tailmiss.report.registry import FIGURES
     from tailmiss.studies.controls.section import CONTROLS_HEADING
+    from tailmiss.studies.narrowing.data import NARROWING_FAMILIES
+    from tailmiss.studies.narrowing.section import NARROWING_HEADING
     from tailmiss.studies.protocol.section import PROTOCOL_HEADING
     from tailmiss.studies.transformer.section import MAZE_HEADING, OBJECTIVES_HEADING
 
@@ -490,9 +493,21 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         "paper-protocol",
         "paper-protocol-controls",
         "paper-protocol-gamma",
+        *NARROWING_FAMILIES,
     }
     left_out = {f for name in QUICK_DEFERRED for f in report_figures(only=name)}
-    assert left_out == {"llm-objectives", "maze", "protocol", "noise", "controls", "gamma", "passk", "tradeoff"}
+    assert left_out == {
+        "llm-objectives",
+        "maze",
+        "protocol",
+        "noise",
+        "controls",
+        "gamma",
+        "passk",
+        "tradeoff",
+        "narrowing",
+        "focal-frontier",
+    }
     assert report_figures(deferred=QUICK_DEFERRED) == tuple(f for f in FIGURES if f not in left_out)
     assert report_figures() == tuple(FIGURES) and report_figures("maze") == ("maze",)
 
@@ -513,6 +528,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     mp.setattr(report_llm, "sweep_result", _sweep_result)
     mp.setattr(protocol_section_module, "protocol_data", _refused("protocol sweeps"))
     mp.setattr(controls_section_module, "controls_data", _refused("controls sweeps"))
+    mp.setattr(narrowing_section_module, "narrowing_data", _refused("narrowing sweeps"))
     try:
         with _no_retraining("the first look"):
             first = render_report(quick_ctx, deferred=QUICK_DEFERRED)
@@ -524,6 +540,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         (MAZE_HEADING, "maze"),
         (PROTOCOL_HEADING, "protocol"),
         (CONTROLS_HEADING, "controls"),
+        (NARROWING_HEADING, "narrowing"),
     ):
         start = first.index("\n" + heading) + 1
         end = first.find("\n#", start + 1)

@@ -115,6 +115,10 @@ class NarrowingClaims:
     names: dict
 
 
+_STUDY = ("narrowing", "narrowing-controls")
+"""The sweeps of the study's own SFT model (the others start from the search's and the task controls' models)."""
+
+
 def _pass1_rises(chosen: pd.DataFrame) -> Sentence | None:
     """F-GRPO Table 2's "pass@1 rises with N": each N against the next (not lower) and N = 32 against N = 2 (higher),
     one Holm family (None with fewer than two N)."""
@@ -188,10 +192,19 @@ def _rollouts(history: pd.DataFrame) -> dict:
     return out
 
 
-def _table3(chosen: pd.DataFrame) -> tuple:
+def _never_clips(history: pd.DataFrame) -> dict:
+    """CISPO when it clips no token in any of its runs: its update is then GRPO's (the two differ only where a
+    clip bound is reached), so it is marked as GRPO's and counts as no evidence."""
+    rows = history[(history["label"] == "CISPO N=8") & (history["step"] >= 1)]
+    if "clip_frac" not in rows or rows.empty or rows["clip_frac"].fillna(0).max() > 0:
+        return {}
+    return {"CISPO N=8": "GRPO's update: it never clips here"}
+
+
+def _table3(chosen: pd.DataFrame, history: pd.DataFrame) -> tuple:
     """F-GRPO Table 3's sentences in this regime (each one Holm family)."""
     have = set(chosen["label"])
-    copies = identical_to_grpo(chosen, [r for r in CONTROL_ROWS if r in have])
+    copies = {**identical_to_grpo(chosen, [r for r in CONTROL_ROWS if r in have]), **_never_clips(history)}
     out = []
     if {LOW_LR, GRPO, FOCAL} <= have:
         parts = [
@@ -265,7 +278,7 @@ def narrowing_claims(data) -> NarrowingClaims:
     have_nsweep = {2, 8, 32} <= set(main["group_size"].astype(int))
     nsweep = rung_table(select_checkpoints(main, "best"))
     rungs = rung_verdicts(select_checkpoints(main, "best")) if have_nsweep else None
-    sentences, copies = _table3(chosen)
+    sentences, copies = _table3(chosen, history)
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
     gamma, choices = gamma_table(chosen)
     identical = identical_methods(chosen)
@@ -276,7 +289,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         search=search,
         regime=regime,
         narrows=narrows,
-        typed=typed_table(pd.concat(list(data.typed.values()), ignore_index=True), history),
+        typed=typed_table(pd.concat([data.typed[f] for f in _STUDY if f in data.typed], ignore_index=True), history),
         finals=_finals_table(data.finals_by_type),
         chosen=chosen,
         nsweep=nsweep,

@@ -181,7 +181,7 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
     score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`)."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
-    families = ("narrowing",) if ctx.quick else NARROWING_FAMILIES
+    families = ("narrowing",) if ctx.quick else tuple(f for f in NARROWING_FAMILIES if f != "narrowing-ladder")
     results = {f: sweep_result(f, ctx) for f in families}
     minority = {f: _minority(r.config) for f, r in results.items()}
     evals = {f: per_prompt_evals(r.config, ctx.llm_cache) for f, r in results.items()}

@@ -97,8 +97,8 @@ def _regime(c: nc.NarrowingClaims) -> list[str]:
     word = "narrows" if c.narrows else "does **not** narrow"
     lead = (
         f"**Does it narrow?** GRPO N = 8 {word}: held-out pass@256 {g8['sft_pass256'].iloc[0]:.3f} (SFT) → "
-        f"{_ms(g8['final_pass256'].iloc[0], g8['final_pass256_sd'].iloc[0])} after {int(c.chosen['step'].max())} "
-        "steps at most (the final step; figure `narrowing.png`)."
+        f"{_ms(g8['final_pass256'].iloc[0], g8['final_pass256_sd'].iloc[0])} at the final step (figure "
+        "`narrowing.png`)."
         if len(g8)
         else "**Does it narrow?** GRPO N = 8 was not run."
     )
@@ -210,8 +210,14 @@ def _frontier(c: nc.NarrowingClaims) -> list[str]:
         "",
     ]
     if main is not None:
+        by_gamma = ", ".join(
+            f"γ = {a.split('γ=')[1].split(' ')[0]} {v.word}"
+            for (a, b), v in c.frontier.items()
+            if a.startswith("F-GRPO") and b == nc.GRPO
+        )
         out.append(
-            f"**The answer**: F-GRPO (γ = 0.5) lies **{word}** GRPO N = 8's frontier: {main.describe()}. "
+            f"**The answer**: F-GRPO (γ = 0.5) lies **{word}** GRPO N = 8's frontier: {main.describe()} (by γ: "
+            f"{by_gamma}). "
             + _low_lr_line(c)
         )
         out.append("")
@@ -233,10 +239,10 @@ def _controls(c: nc.NarrowingClaims) -> list[str]:
     eff = c.effects.set_index("label") if c.effects is not None else None
     rows = []
     for r in c.controls.itertuples():
-        name = f"{r.label} (identical to {c.copies[r.label]})" if r.label in c.copies else r.label
+        name = f"{r.label} (as {c.copies[r.label]})" if r.label in c.copies else r.label
         e = eff.loc[r.label] if eff is not None and r.label in eff.index else None
         moves = (
-            f"{e['entropy']:.3f} / {e['kl_ref']:.2e} / {e['clip_frac']:.3f}"
+            f"{e['entropy']:.3f} / {e['kl_ref']:.3f} / {e['clip_frac']:.1e}"
             if e is not None and {"entropy", "kl_ref", "clip_frac"} <= set(e.index)
             else "—"
         )
@@ -273,9 +279,9 @@ def _moves(c: nc.NarrowingClaims) -> list[str]:
         if label in e.index and np.isfinite(e.loc[label, col]):
             words.append(f"{label.removeprefix('GRPO N=8 ')} moves the mean {what} to {e.loc[label, col]:.2f}× GRPO's")
     if "CISPO N=8" in e.index and "clip_frac" in e:
-        share = float(e.loc["CISPO N=8", "clip_frac"])
-        copy = " (its runs equal GRPO's: no evidence)" if "CISPO N=8" in c.copies else ""
-        words.append(f"CISPO clips {share:.2%} of tokens per step on average{copy}")
+        share, grpo = float(e.loc["CISPO N=8", "clip_frac"]), float(e.loc[nc.GRPO, "clip_frac"])
+        copy = " (marked as GRPO's and counted as no evidence)" if "CISPO N=8" in c.copies else ""
+        words.append(f"CISPO clips a share {share:.1e} of tokens per step on average{copy}, GRPO's PPO clip {grpo:.1e}")
     return [f"- What the controls move: {'; '.join(words)}.", ""] if words else []
 
 
