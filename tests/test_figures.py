@@ -61,6 +61,17 @@ def test_registry_names():
         assert spec.paper_ref and spec.description
 
 
+def test_every_figure_has_source_files_for_its_stamp():
+    """The report stamps a figure with the code of its data and plot functions' modules: both must be plain
+    functions with a source file (a ``functools.partial`` has none)."""
+    import inspect
+
+    for name, spec in FIGURES.items():
+        for f in (spec.data, spec.plot):
+            assert inspect.isfunction(f), (name, f)
+            assert inspect.getsourcefile(f), name
+
+
 def test_simulated_flags():
     assert {n for n, s in FIGURES.items() if s.simulated} == {"fig2", "fig2-prob", "brorl-fig3", "fig5"}
 

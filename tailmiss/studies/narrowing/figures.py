@@ -7,8 +7,6 @@ error bars are seed sds; thin lines are single seeds.
 
 from __future__ import annotations
 
-import functools
-
 import pandas as pd
 
 from tailmiss.studies.figure import FigureSpec
@@ -111,7 +109,10 @@ def _frontier_plot(data: NarrowingData):
     return fig
 
 
-_figure_data = functools.partial(narrowing_data, finals=False)  # the figures draw no re-scored final models
+def _figure_data(ctx) -> NarrowingData:
+    """The study's data without the re-scored final models (the figures draw none)."""
+    return narrowing_data(ctx, finals=False)
+
 
 FIGURES += [
     FigureSpec(

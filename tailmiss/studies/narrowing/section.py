@@ -217,8 +217,7 @@ def _frontier(c: nc.NarrowingClaims) -> list[str]:
         )
         out.append(
             f"**The answer**: F-GRPO (γ = 0.5) lies **{word}** GRPO N = 8's frontier: {main.describe()} (by γ: "
-            f"{by_gamma}). "
-            + _low_lr_line(c)
+            f"{by_gamma}). " + _low_lr_line(c)
         )
         out.append("")
     return out
