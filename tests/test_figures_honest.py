@@ -37,7 +37,8 @@ def drawn(quick_ctx):
                 figures[name].canvas.draw()  # lay out the texts, so that their extents are final
         return figures[name]
 
-    yield draw
+    with plt.rc_context({"figure.max_open_warning": 0}):  # every registered figure stays open for the module
+        yield draw
     for fig in figures.values():
         plt.close(fig)
 

@@ -41,7 +41,12 @@ def test_a_finished_run_is_sealed_with_provenance_and_checksums(done):
     root, _, cfg = done
     meta = json.loads((root / cfg.name / "meta.json").read_text())
     assert meta["complete"] is True
-    assert meta["provenance"]["code"] == {"scope": "llm", "fingerprint": store.code_fingerprint("llm")}
+    modules = {m: store.module_fingerprint(m) for m in store.OWN_SCOPE}
+    assert meta["provenance"]["code"] == {
+        "scope": "llm",
+        "fingerprint": store.code_fingerprint("llm"),
+        "modules": modules,
+    }
     assert set(meta["checksums"]) == {"config.toml", "history.csv", "checkpoint.pt"}
     sweep_meta = json.loads((root / "store-sweep" / "meta.json").read_text())
     assert set(sweep_meta["checksums"]) == {"config.toml", "history.csv", "final.csv"}

@@ -46,7 +46,8 @@ def test_a_saved_unit_records_provenance_and_checksums(tmp_path):
     assert meta["x"] == 1
     assert meta["checksums"]["data.csv"] == store.file_sha256(path / "data.csv")
     prov = meta["provenance"]
-    assert prov["code"] == {"scope": "sim", "fingerprint": store.code_fingerprint("sim")}
+    modules = {m: store.module_fingerprint(m) for m in store.OWN_SCOPE}
+    assert prov["code"] == {"scope": "sim", "fingerprint": store.code_fingerprint("sim"), "modules": modules}
     for key in ("tailmiss", "torch", "numpy", "python", "created"):
         assert prov[key]
     assert store.stale_reason(meta, "sim") is None
@@ -71,9 +72,9 @@ def test_a_damaged_unit_is_detected(tmp_path, damage):
 
 
 def _fake_package(pkg: Path) -> None:
-    """A package with every path :data:`store.SCOPES` and :data:`store.NO_NUMBERS` name, a simulator and a trainer
-    sharing one objectives module, and a report module nobody in a scope imports."""
-    for part in {p for parts in store.SCOPES.values() for p in parts} | set(store.NO_NUMBERS):
+    """A package with every path :data:`store.SCOPES`, :data:`store.NO_NUMBERS` and :data:`store.OWN_SCOPE` name, a
+    simulator and a trainer sharing one objectives module, and a report module nobody in a scope imports."""
+    for part in {p for parts in store.SCOPES.values() for p in parts} | set(store.NO_NUMBERS) | set(store.OWN_SCOPE):
         (pkg / part).parent.mkdir(parents=True, exist_ok=True)
         if part.endswith(".py"):
             (pkg / part).write_text("")

@@ -1,0 +1,88 @@
+"""The narrowing section's part "Why it narrows": the ladder on the narrowing task and the categorical simulator
+beside the transformer, by prompt type (numbers from :mod:`tailmiss.studies.narrowing.sharing`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tailmiss.studies.narrowing.sharing import RUNG_NAMES
+from tailmiss.studies.narrowing.sharing import describe as describe_difference
+from tailmiss.studies.text import table, yes
+
+__all__ = ["sharing_lines"]
+
+
+def _ms(mean: float, sd: float, digits: int = 3) -> str:
+    return f"{mean:.{digits}f}" if not np.isfinite(sd) else f"{mean:.{digits}f}±{sd:.{digits}f}"
+
+
+def sharing_lines(c) -> list[str]:
+    """The part's markdown lines from :class:`~tailmiss.studies.narrowing.claims.NarrowingClaims` ``c``."""
+    sh = c.sharing
+    if sh.table.empty:
+        return []
+    rows = []
+    for r in sh.table[sh.table["type"] != "all"].itertuples():
+        model = RUNG_NAMES.get(r.rung.split("-")[0], r.rung)
+        rows.append(
+            [
+                model,
+                r.label,
+                r.type,
+                f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}",
+                f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}",
+                f"{r.change256:+.3f}",
+                yes(r.narrows),
+                str(r.seeds),
+            ]
+        )
+    focal = [
+        f"{RUNG_NAMES.get(rung.split('-')[0], rung)}, {kind}: {describe_difference(d)}"
+        for (rung, kind), d in sh.focal.items()
+    ]
+    answer = {
+        True: "**yes**: the transformer narrows the minority and the table does not",
+        False: "**no**: the table narrows the minority too, or the transformer does not",
+        None: "cannot tell (a rung is missing)",
+    }[sh.needs_sharing]
+    return [
+        "### Why it narrows: the ladder on the narrowing task, and what the simulator predicts",
+        "",
+        "The table (the categorical simulator's policy: one softmax per prompt), the factorized policy and the "
+        "transformer, each from the study's SFT model (exact per-prompt distributions), trained 200 steps on a "
+        "fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
+        "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds.",
+        "",
+        table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
+        "",
+        f"Does narrowing need shared parameters? {answer}. The focal weight (F-GRPO − GRPO, final pass@256): "
+        + "; ".join(focal)
+        + ".",
+        "",
+        *_simulator(c),
+    ]
+
+
+def _simulator(c) -> list[str]:
+    t = c.simulator
+    if t.empty:
+        return []
+    rows = [
+        [
+            "simulator" if r.source == "sim" else "transformer",
+            f"N = {r.group_size}",
+            r.type,
+            f"{r.mu_pos0:.3f} → {_ms(r.q_pos, r.q_pos_sd)}",
+            _ms(r.retained_mass, r.retained_mass_sd),
+            str(int(r.seeds)),
+        ]
+        for r in t.sort_values(["type", "group_size", "source"]).itertuples()
+    ]
+    return [
+        "The categorical simulator (`tailmiss.experiments.bridge`: one categorical policy per held-out prompt over "
+        "its 1,000 answers, started from the SFT model's exact distribution and updated by the same GRPO step, Adam "
+        "on the logits at lr 1e-2) beside the transformer's runs of the study, by prompt type (GRPO):",
+        "",
+        table(["source", "N", "prompts", "correct mass SFT → final", "M_ret", "seeds"], rows),
+        "",
+    ]
