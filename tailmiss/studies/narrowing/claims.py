@@ -40,7 +40,7 @@ from tailmiss.studies.narrowing.search import SearchResult, search_result
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims, simulator_by_type
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
 from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
-from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare, holm, judge
+from tailmiss.studies.rule import Outcome, Sentence, Verdict, compare, holm, judge
 
 __all__ = [
     "NarrowingClaims",
@@ -276,8 +276,9 @@ def narrowing_claims(data) -> NarrowingClaims:
     chosen = _chosen(h)
     regime, narrows = regime_table(main, data.typed["narrowing"])
     have_nsweep = {2, 8, 32} <= set(main["group_size"].astype(int))
-    nsweep = rung_table(select_checkpoints(main, "best"))
-    rungs = rung_verdicts(select_checkpoints(main, "best")) if have_nsweep else None
+    selected = select_checkpoints(main, "best")  # the N sweep alone: each focal run with its own GRPO baseline
+    nsweep = rung_table(selected)
+    rungs = rung_verdicts(selected) if have_nsweep else None
     sentences, copies = _table3(chosen, history)
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
     gamma, choices = gamma_table(chosen)
@@ -294,7 +295,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         chosen=chosen,
         nsweep=nsweep,
         rungs=rungs,
-        one_seed=one_seed_dip(select_checkpoints(main, "best")) if not data.quick else None,
+        one_seed=one_seed_dip(selected) if not data.quick else None,
         pass1_sentence=_pass1_rises(chosen),
         rollouts=_rollouts(main),
         frontier=_frontiers(history),
@@ -332,14 +333,3 @@ def frontier_word(v: FrontierVerdict) -> Verdict:
         "crosses": Verdict.PARTLY,
         "on": Verdict.NOT_RESOLVED,
     }.get(v.word, Verdict.CANNOT_TELL)
-
-
-def difference_word(d: Difference) -> str:
-    """``+0.041 (higher)``."""
-    return f"{d.mean:+.3f} ({d.outcome})"
-
-
-def mean_sd(values) -> str:
-    values = np.asarray(values, float)
-    sd = values.std(ddof=1) if values.size > 1 else float("nan")
-    return f"{values.mean():.3f} ± {sd:.3f}"
