@@ -87,8 +87,10 @@ class RolloutRecorder:
         rl_loop.gather_groups = self._original
         self._fh.close()
 
-    def _gather_groups(self, model, task, cfg: RLConfig, step: int, device):
-        batch, info = self._original(model, task, cfg, step, device)
+    def _gather_groups(self, run, step: int):
+        """The loop's stage 1-2 (:func:`tailmiss.llm.rollouts.gather_groups` of the run and the step), recorded."""
+        batch, info = self._original(run, step)
+        task, cfg = run.task, run.cfg
         if cfg.dynamic_sampling:  # the batch would hold only the kept groups, not what was sampled
             raise ValueError("RolloutRecorder logs runs without dynamic sampling (dynamic_sampling = false)")
         self.pending[step] = self.rows(task, cfg.group_size, step, batch, cfg.gamma)

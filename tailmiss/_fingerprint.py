@@ -22,13 +22,68 @@ in-package import picks.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["import_closure", "source_digest", "file_digest"]
+__all__ = ["Scope", "SCOPES", "NO_NUMBERS", "OWN_SCOPE", "EQUIVALENT", "import_closure", "source_digest", "file_digest"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """What can change one kind of unit's numbers: the entry modules ``entries`` (package paths; a folder stands for
+    every module in it) and every package module they import (:func:`tailmiss._fingerprint.import_closure`), less
+    :data:`NO_NUMBERS`, the scope's own ``no_numbers`` and :data:`OWN_SCOPE`. Its fingerprint is
+    :func:`code_fingerprint`; ``name`` keys it in a unit's provenance and in :data:`EQUIVALENT`."""
+
+    name: str
+    entries: tuple[str, ...]
+    no_numbers: tuple[str, ...] = ()
+
+
+SCOPES: dict[str, Scope] = {"sim": Scope("sim", ("sim",)), "llm": Scope("llm", ("llm",))}
+"""The scopes of the lower floors' units, by name: a simulation's is the simulator's; an LLM run's the trainer's
+alone (a run's numbers follow from its config and the trainer, whichever sweep asked for it). A unit type above them
+declares its own :class:`Scope` beside it and passes that (:data:`tailmiss.experiments.sweep_result.SCOPE`,
+:data:`tailmiss.experiments.bridge.SCOPE`). Analysis, figures and the report are imported by none of them: rewording
+or moving them keeps every unit."""
+NO_NUMBERS: tuple[str, ...] = (
+    "io.py",
+    "store.py",
+    "_fingerprint.py",
+    "_checks.py",
+    "options.py",
+    "sim/presets.py",
+    "sim/memory.py",
+)
+"""Modules in the closures that cannot change a unit's numbers: atomic files, this store, argument checks (they only
+refuse), progress bars, run options (how work runs; threads and device are recorded beside the fingerprint), the
+simulator's presets (a unit's config is part of its key, so a preset names other units) and its memory estimate."""
+
+
+OWN_SCOPE: tuple[str, ...] = ("llm/tasks/narrowing.py",)
+"""Modules left out of every scope, each a scope of its own: a task the trainer runs only when a config names it.
+Its digest (:func:`tailmiss.store.module_fingerprint`) is recorded beside the scope's in every unit's provenance,
+and a unit that uses it (:func:`tailmiss.store.own_scope_of` its task) is judged by both, so editing such a task
+stales its runs and no others."""
+
+
+EQUIVALENT: dict[str, dict[str, str]] = {
+    "llm": {"7a38afad5b469c23": "1b2f56e5f964b4d3"},
+}
+"""Code declared to compute what earlier code did, per scope: ``{fingerprint of the newer code: the fingerprint it
+replaces}``. A unit made by replaced code (directly or down a chain) is judged as made by the newer code
+(:func:`tailmiss.store.same_code`). A declaration stands on a record of runs retrained by the newer code that came
+out the same bit for bit, ``benchmarks/trainer_equivalence/<newer>.json`` (``benchmarks/trainer_equivalence.py``;
+checked by ``tests/test_store.py``). Any later edit of the scope gives a fingerprint no declaration names, so it
+stales the units as usual.
+
+* ``llm`` ``7a38afad5b469c23`` replaces ``1b2f56e5f964b4d3``: the RL loop reshaped around one run object, the
+  optimiser settings of SFT and RL gathered into one sub-config, three long functions split; no arithmetic moved."""
+
 
 _ROOT = "tailmiss"
 

@@ -22,7 +22,9 @@ numbers do (:data:`SCOPES`, :mod:`tailmiss._fingerprint`), not the git revision
 nor how the code is written: a commit that only edits the README, a figure's
 colours, a docstring or the layout of the trainer's files keeps every cached
 unit valid, while an uncommitted edit to the simulator's arithmetic invalidates
-the simulations. The git revision is recorded beside it for the reader.
+the simulations. The git revision is recorded beside it for the reader. A
+restructuring that keeps every number may be declared equivalent to the code it
+replaces (:data:`EQUIVALENT`), on the record of runs retrained bit for bit.
 """
 
 from __future__ import annotations
@@ -39,21 +41,25 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tailmiss._checks import check_choice
-from tailmiss._fingerprint import import_closure, source_digest
+from tailmiss._fingerprint import EQUIVALENT, NO_NUMBERS, OWN_SCOPE, SCOPES, Scope, import_closure, source_digest
 from tailmiss.io import ConfigError, recover, result_dir
 
 __all__ = [
+    "Scope",
     "SCOPES",
     "NO_NUMBERS",
     "OWN_SCOPE",
     "own_scope_of",
     "module_fingerprint",
     "CorruptUnit",
+    "EQUIVALENT",
+    "same_code",
     "code_fingerprint",
     "git_revision",
     "provenance",
     "file_sha256",
     "save_unit",
+    "save_tables",
     "open_unit",
     "stale_reason",
     "read_meta",
@@ -65,38 +71,17 @@ __all__ = [
 
 _PACKAGE = Path(__file__).resolve().parent
 
-SCOPES: dict[str, tuple[str, ...]] = {
-    "sim": ("sim",),
-    "llm": ("llm",),
-    "sweep": ("llm", "experiments/sweep.py"),
-    "bridge": ("sim", "llm", "experiments/sweep.py", "experiments/bridge.py"),
-}
-"""Each kind of unit's entry modules (package paths; a folder stands for every module in it): its fingerprint covers
-them and every package module they import (:func:`tailmiss._fingerprint.import_closure`), less :data:`NO_NUMBERS`. A
-simulation's is the simulator's; an LLM run's the trainer's alone (a run's numbers follow from its config and the
-trainer, whichever sweep asked for it); a sweep result's, its runs' and the code that collects them; the bridge's,
-both. Analysis, figures and the report are imported by none of them: rewording or moving them keeps every unit."""
-NO_NUMBERS: tuple[str, ...] = (
-    "io.py",
-    "store.py",
-    "_fingerprint.py",
-    "_checks.py",
-    "options.py",
-    "sim/presets.py",
-    "sim/memory.py",
-    "experiments/presets.py",
-    "experiments/pool.py",
-)
-"""Modules in the closures that cannot change a unit's numbers: atomic files, this store, argument checks (they only
-refuse), progress bars, run options (how work runs; threads and device are recorded beside the fingerprint),
-presets (a unit's config is part of its key, so a preset names other units), the memory estimate and the process
-pool (a run draws the same numbers alone or in any pool)."""
 
-
-OWN_SCOPE: tuple[str, ...] = ("llm/tasks/narrowing.py",)
-"""Modules left out of every scope, each a scope of its own: a task the trainer runs only when a config names it.
-Its digest (:func:`module_fingerprint`) is recorded beside the scope's in every unit's provenance, and a unit that
-uses it (:func:`own_scope_of` its task) is judged by both, so editing such a task stales its runs and no others."""
+def same_code(scope: str | Scope, stored: str | None) -> bool:
+    """Whether a unit of ``scope`` whose provenance records the fingerprint ``stored`` was made by the running code,
+    or by code it is declared to replace (:data:`EQUIVALENT`)."""
+    current, seen = code_fingerprint(scope), set()
+    while current is not None and current not in seen:
+        if current == stored:
+            return True
+        seen.add(current)
+        current = EQUIVALENT.get(_scope(scope).name, {}).get(current)
+    return False
 
 
 class CorruptUnit(ValueError):
@@ -113,9 +98,17 @@ def _paths(parts) -> list[Path]:
     return paths
 
 
-def _scope_files(scope: str) -> list[Path]:
+def _scope(scope: str | Scope) -> Scope:
+    """A :class:`Scope`, or the name of one of :data:`SCOPES`."""
+    if isinstance(scope, Scope):
+        return scope
     check_choice("scope", scope, SCOPES)
-    return import_closure(_PACKAGE, _paths(SCOPES[scope]), _paths(NO_NUMBERS + OWN_SCOPE))
+    return SCOPES[scope]
+
+
+def _scope_files(scope: str | Scope) -> list[Path]:
+    scope = _scope(scope)
+    return import_closure(_PACKAGE, _paths(scope.entries), _paths(NO_NUMBERS + scope.no_numbers + OWN_SCOPE))
 
 
 @functools.cache
@@ -138,8 +131,9 @@ def own_scope_of(obj) -> tuple[str, ...]:
 
 
 @functools.cache
-def code_fingerprint(scope: str = "bridge") -> str:
-    """SHA-256 (hex, 16 digits) of what the package sources of ``scope`` (:data:`SCOPES`) do.
+def code_fingerprint(scope: str | Scope) -> str:
+    """SHA-256 (hex, 16 digits) of what the package sources of ``scope`` (a :class:`Scope` or a name of
+    :data:`SCOPES`) do.
 
     :func:`tailmiss._fingerprint.source_digest` of the scope's files: docstrings, comments, formatting, file names
     and the place of a definition inside the scope do not count. Computed once per process: the code of a running
@@ -165,7 +159,7 @@ def git_revision() -> dict | None:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def provenance(scope: str, device=None, **extra) -> dict:
+def provenance(scope: str | Scope, device=None, **extra) -> dict:
     """Versions, device, time, git revision and the code fingerprint of ``scope``."""
     import numpy
     import torch
@@ -182,7 +176,7 @@ def provenance(scope: str, device=None, **extra) -> dict:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git": git_revision(),
         "code": {
-            "scope": scope,
+            "scope": _scope(scope).name,
             "fingerprint": code_fingerprint(scope),
             "modules": {m: module_fingerprint(m) for m in OWN_SCOPE},
         },
@@ -203,7 +197,7 @@ def save_unit(
     path: str | Path,
     writers: dict[str, Callable[[Path], None]],
     meta: dict,
-    scope: str,
+    scope: str | Scope,
     what: str,
     device=None,
 ) -> Path:
@@ -222,6 +216,18 @@ def save_unit(
         sealed["checksums"] = {name: file_sha256(tmp / name) for name in writers}
         (tmp / "meta.json").write_text(json.dumps(sealed, indent=2, default=str) + "\n")
     return path
+
+
+def save_tables(path: str | Path, config, tables: dict, meta: dict, scope: str | Scope, what: str) -> Path:
+    """:func:`save_unit` of a unit made of a config (``config.toml``, by its ``to_toml``) and tables (``name ->
+    DataFrame``, each written as CSV with 10 significant digits); ``meta`` less any earlier provenance and checksums."""
+
+    def csv(frame):
+        return lambda p: frame.to_csv(p, index=False, float_format="%.10g")
+
+    writers = {"config.toml": config.to_toml, **{name: csv(frame) for name, frame in tables.items()}}
+    meta = {k: v for k, v in meta.items() if k not in ("provenance", "checksums")}
+    return save_unit(path, writers, meta, scope, what)
 
 
 def read_meta(path: str | Path) -> dict:
@@ -266,7 +272,7 @@ def open_unit(path: str | Path, files: Iterable[str], what: str) -> dict:
     return meta
 
 
-def stale_reason(meta: dict, scope: str, modules: Iterable[str] = ()) -> str | None:
+def stale_reason(meta: dict, scope: str | Scope, modules: Iterable[str] = ()) -> str | None:
     """Why a unit's code differs from the running code (None when the fingerprints agree): that of ``scope``, and
     of each :data:`OWN_SCOPE` module in ``modules`` (the unit's own, :func:`own_scope_of`)."""
     prov = meta.get("provenance") or {}
@@ -274,9 +280,10 @@ def stale_reason(meta: dict, scope: str, modules: Iterable[str] = ()) -> str | N
     stored, current = code.get("fingerprint"), code_fingerprint(scope)
     recorded = code.get("modules") or {}
     changed = [m for m in modules if recorded.get(m) != module_fingerprint(m)]
-    if stored == current and not changed:
+    same = same_code(scope, stored)
+    if same and not changed:
         return None
-    if stored == current:
+    if same:
         return "made by other code of " + ", ".join(
             f"{m} ({recorded.get(m) or 'not recorded'}, not the running {module_fingerprint(m)})" for m in changed
         )
@@ -329,7 +336,7 @@ def judge(
     path: str | Path,
     files: Iterable[str],
     what: str,
-    scope: str,
+    scope: str | Scope,
     load: Callable[[Path], object],
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
@@ -367,7 +374,7 @@ def lookup(
     path: str | Path,
     files: Iterable[str],
     what: str,
-    scope: str,
+    scope: str | Scope,
     load: Callable[[Path], object],
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,

@@ -32,6 +32,7 @@ def one_torch_thread():
 def sft_run(tmp_path_factory):
     """A 60-step SFT run on 2-digit multisolution (mu_pos about 0.2 on the test prompts), once per test module."""
     from tailmiss.llm import ModelConfig, MultiSolutionTask, SFTConfig, train_sft
+    from tailmiss.llm.optim import SFT_OPTIM
 
     cfg = SFTConfig(
         name="sft-fixture",
@@ -39,8 +40,7 @@ def sft_run(tmp_path_factory):
         model=ModelConfig(1, 2, 32),
         steps=60,
         batch_size=16,
-        lr=1e-2,
-        warmup_steps=5,
+        optim=SFT_OPTIM.replace(lr=1e-2, warmup_steps=5),
         eval_every=30,
         eval_prompts=8,
         checkpoint_every=30,

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tailmiss.io import RUN_NAME_MAX_BYTES, check_run_name, dataclass_from_mapping
-from tailmiss.llm import RLConfig, SFTConfig, load_config
+from tailmiss.llm import OptimConfig, RLConfig, SFTConfig, load_config
 from tailmiss.objectives import LossConfig, group_advantages
 from tailmiss.sim import SimConfig, simulate
 
@@ -81,12 +81,14 @@ def test_sim_toml_wrong_type_names_key(tmp_path, body, key, needle):
 
 SFT_TYPE_CASES = [
     ("name = 5", "name", "name must be a string, got 5"),
-    ('lr = "a"', "lr", "lr must be a number, got 'a'"),
-    ('betas = "0.9, 0.99"', "betas", "betas must be a list of 2 numbers"),
-    ('betas = ["a", "b"]', "betas", "betas must be a list of 2 numbers"),
-    ("lr = true", "lr", "lr must be a number, got True"),
+    ('[sft.optim]\nlr = "a"', "lr", "[sft.optim]: lr must be a number, got 'a'"),
+    ('[sft.optim]\nbetas = "0.9, 0.99"', "betas", "betas must be a list of 2 numbers"),
+    ('[sft.optim]\nbetas = ["a", "b"]', "betas", "betas must be a list of 2 numbers"),
+    ("[sft.optim]\nlr = true", "lr", "lr must be a number, got True"),
     ("batch_size = false", "batch_size", "batch_size must be an integer, got False"),
-    ("grad_clip = {x = 1}", "grad_clip", "grad_clip must be a number"),
+    ("[sft.optim]\ngrad_clip = {x = 1}", "grad_clip", "grad_clip must be a number"),
+    ('[sft.optim]\nkind = "adam"', "kind", "optimizer kind must be one of"),
+    ("lr = 0.1", "lr", "lr moved under [sft.optim]"),
     ("[sft.model]\nn_layer = true", "n_layer", "n_layer must be an integer, got True"),
     ('[sft.model]\nn_embd = "64"', "n_embd", "n_embd must be an integer, got '64'"),
     ('[sft.task]\nname = "multisolution"\nmu_mean = "high"', "mu_mean", "mu_mean must be a number, got 'high'"),
@@ -105,15 +107,16 @@ RL_TYPE_CASES = [
     ("name = 5", "name", "name must be a string, got 5"),
     ('gamma = "a"', "gamma", "gamma must be a number, got 'a'"),
     ('method = ["grpo"]', "method", "method must be a string"),
-    ('betas = "0.9"', "betas", "betas must be a list of 2 numbers"),
-    ('betas = ["0.9", "0.99"]', "betas", "betas must be a list of 2 numbers"),
+    ('[rl.optim]\nbetas = "0.9"', "betas", "[rl.optim]: betas must be a list of 2 numbers"),
+    ('[rl.optim]\nbetas = ["0.9", "0.99"]', "betas", "betas must be a list of 2 numbers"),
     ("group_size = true", "group_size", "group_size must be an integer, got True"),
     ("temperature = true", "temperature", "temperature must be a number, got True"),
     ("dynamic_sampling = 1", "dynamic_sampling", "dynamic_sampling must be true or false, got 1"),
     ('[rl.loss]\nclip_high = "0.28"', "clip_high", "[rl.loss]: clip_high must be a number, got '0.28'"),
     ("[rl.loss]\nnorm_length = 2.5", "norm_length", "[rl.loss]: norm_length must be an integer, got 2.5"),
     ('[rl.loss]\naggregation = ["token-mean"]', "aggregation", "[rl.loss]: aggregation must be a string"),
-    ("lr = {x = 1}", "lr", "lr must be a number"),
+    ("[rl.optim]\nlr = {x = 1}", "lr", "[rl.optim]: lr must be a number"),
+    ('optimizer = "sgd"', "optimizer", "optimizer moved under [rl.optim] (optimizer is its kind)"),
     ("[rl.kl_coef]\nx = 1", "kl_coef", "kl_coef must be a number"),
 ]
 
@@ -220,9 +223,6 @@ def test_sim_floats_must_be_finite_in_the_dtype(key, value):
 
 RL_FLOATS = [
     "gamma",
-    "lr",
-    "weight_decay",
-    "grad_clip",
     "adv_eps",
     "kl_coef",
     "entropy_coef",
@@ -234,11 +234,13 @@ RL_FLOATS = [
 
 
 RL_LOSS_FLOATS = ["clip_low", "clip_high", "dual_clip"]
+OPTIM_FLOATS = ["lr", "weight_decay", "grad_clip"]
 
 
 def test_rl_float_settings_are_all_listed():
-    floats = {f.name for f in dataclasses.fields(RLConfig) if "float" in str(f.type)} - {"betas"}
+    floats = {f.name for f in dataclasses.fields(RLConfig) if "float" in str(f.type)}
     assert floats == set(RL_FLOATS)
+    assert {f.name for f in dataclasses.fields(OptimConfig) if "float" in str(f.type)} - {"betas"} == set(OPTIM_FLOATS)
     assert {f.name for f in dataclasses.fields(LossConfig) if "float" in str(f.type)} == set(RL_LOSS_FLOATS)
 
 
@@ -250,19 +252,20 @@ def test_rl_loss_toml_non_finite_rejected(tmp_path, key, bad):
 
 
 @pytest.mark.parametrize("bad", ["inf", "-inf", "nan"])
-@pytest.mark.parametrize("key", [*RL_FLOATS, "betas"])
+@pytest.mark.parametrize("key", [*RL_FLOATS, *OPTIM_FLOATS, "betas"])
 def test_rl_toml_non_finite_rejected(tmp_path, key, bad):
     line = f"betas = [0.9, {bad}]" if key == "betas" else f"{key} = {bad}"
-    path = _write(tmp_path, f"[rl]\nsteps = 5\n{line}\n")
-    _one_line_error(path, key, load_config)
+    table = "[rl.optim]\n" if key in OPTIM_FLOATS or key == "betas" else ""
+    path = _write(tmp_path, f"[rl]\nsteps = 5\n{table}{line}\n")
+    assert "moved under" not in _one_line_error(path, key, load_config)
 
 
 @pytest.mark.parametrize("bad", ["inf", "-inf", "nan"])
 @pytest.mark.parametrize("key", ["lr", "weight_decay", "grad_clip", "betas"])
 def test_sft_toml_non_finite_rejected(tmp_path, key, bad):
     line = f"betas = [{bad}, 0.99]" if key == "betas" else f"{key} = {bad}"
-    path = _write(tmp_path, f"[sft]\nsteps = 5\n{line}\n")
-    _one_line_error(path, key, load_config)
+    path = _write(tmp_path, f"[sft]\nsteps = 5\n[sft.optim]\n{line}\n")
+    assert "[sft.optim]" in _one_line_error(path, key, load_config)
 
 
 @pytest.mark.parametrize("bad", ["inf", "nan"])
@@ -286,7 +289,7 @@ def test_sft_task_non_finite_rejected(tmp_path, task, key, bad):
 @pytest.mark.parametrize(("key", "value"), [("lr", 1e300), ("kl_coef", 1e39), ("gamma", 5e38)])
 def test_rl_floats_must_be_finite_in_float32(key, value):
     with pytest.raises(ValueError, match=rf"{key} must be a finite number .*float32"):
-        RLConfig(**{key: value})
+        OptimConfig(**{key: value}) if key == "lr" else RLConfig(**{key: value})
 
 
 # ---------------------------------------------------------------------------

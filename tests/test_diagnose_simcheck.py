@@ -251,8 +251,9 @@ def test_table_sgd_lr20_follows_the_ladders_table_rung_in_law(tmp_path):
     from tailmiss.experiments.presets import LADDERS
     from tailmiss.llm.config import SFTConfig
     from tailmiss.llm.model import ModelConfig
+    from tailmiss.llm.rollouts import training_pool
     from tailmiss.llm.tabular import tabular_from_distribution
-    from tailmiss.llm.train import train_rl, training_pool
+    from tailmiss.llm.train import train_rl
     from tailmiss.sim.config import SimConfig
     from tailmiss.sim.engine import simulate
 

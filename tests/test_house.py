@@ -82,9 +82,9 @@ DATA_MODULES = ("runs.py", "data.py")
 """The studies' data collection: the only modules of the studies that run or load results."""
 
 
-RESULT_TYPES = {"SweepResult", "LadderResult", "Variant", "METRICS"}
-"""Result types (and a metric list) that claims read from the modules that also hold the runners: a type import, not
-a run; allowed until the types live apart from the runners."""
+RESULT_TYPES = {"SweepResult", "LadderResult", "Variant", "METRICS", "SCOPE"}
+"""Result types (and a metric list, and a result's declared code scope) that claims and stamps read from the modules
+that also hold the runners: a type import, not a run; allowed until the types live apart from the runners."""
 
 
 def _type_only(found: list[str]) -> set[str]:

@@ -18,6 +18,7 @@ from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import ModelConfig, answer_logprobs, generate
+from tailmiss.llm.optim import OptimConfig
 from tailmiss.llm.tabular import FactorizedPolicy, TablePolicy, tabular_from_distribution
 from tailmiss.llm.tasks import EOS, PAD, MultiSolutionTask
 from tailmiss.llm.train import train_rl
@@ -136,10 +137,7 @@ def _law_rl(seed: int, group_size: int, gamma: float, optimizer: str, lr: float)
         train_prompts=1,
         minibatches=1,
         steps=STEPS,
-        lr=lr,
-        optimizer=optimizer,
-        weight_decay=0.0,
-        grad_clip=1e30,
+        optim=OptimConfig(kind=optimizer, lr=lr, weight_decay=0.0, grad_clip=1e30),
         # a constant denominator (rows × L), as the simulator's 1/N: Adam ignores the constant factor L
         loss=LossConfig(aggregation="token-sum-norm", norm_length=TASK.max_answer_len),
         eval_every=10,
@@ -343,7 +341,7 @@ def test_a_table_run_round_trips_through_its_checkpoint(tmp_path, prompts):
 
 
 def test_a_fixed_pool_is_shared_by_seeds_and_drawn_without_replacement():
-    from tailmiss.llm.train import step_prompts, training_pool
+    from tailmiss.llm.rollouts import step_prompts, training_pool
 
     cfg = RLConfig(train_prompts=6, prompts_per_step=4, pool_seed=3)
     pool = training_pool(TASK, 6, 3)
@@ -361,19 +359,19 @@ def test_eval_seed_fixes_the_evaluation_prompts_across_run_seeds():
     a, b = RLConfig(seed=1, eval_seed=0), RLConfig(seed=2, eval_seed=0)
     assert a.eval_prompt_seed == b.eval_prompt_seed == 0
     assert RLConfig(seed=5).eval_prompt_seed == 5  # the default keeps the old behaviour
-    with pytest.raises(ValueError, match="optimizer must be one of"):
-        RLConfig(optimizer="adam")
+    with pytest.raises(ValueError, match="optimizer kind must be one of"):
+        OptimConfig(kind="adam")
 
 
 def test_sgd_optimizer_and_no_decay_on_vectors():
-    from tailmiss.llm._loop import PlainOptimizer, make_optimizer
+    from tailmiss.llm.optim import PlainOptimizer, make_optimizer
 
     logp, off = _teacher(TASK.prompts("train", 2, seed=0, distinct=True))
     model = tabular_from_distribution("table", TASK, TASK.prompts("train", 2, seed=0, distinct=True), logp, off)
-    opt = make_optimizer(model, RLConfig(optimizer="sgd", lr=2.0, weight_decay=0.0))
+    opt = make_optimizer(model, OptimConfig(kind="sgd", lr=2.0, weight_decay=0.0))
     # on the CPU torch.optim's arithmetic without torch.optim (tests/test_llm_optimizer.py: the same bits)
     assert isinstance(opt, PlainOptimizer) and opt.kind == "sgd" and opt.param_groups[0]["lr"] == 2.0
-    assert make_optimizer(model, RLConfig()).kind == "adamw"
+    assert make_optimizer(model, RLConfig().optim).kind == "adamw"
 
 
 def test_dynamic_sampling_variant_is_its_own_row():
@@ -397,7 +395,7 @@ def test_sweep_toml_round_trips_the_new_variant_fields(tmp_path):
     sweep = LLMSweep(
         "rt",
         SFTConfig(task=TASK),
-        RLConfig(train_prompts=8, prompts_per_step=4, eval_seed=0, optimizer="sgd"),
+        RLConfig(train_prompts=8, prompts_per_step=4, eval_seed=0, optim=OptimConfig(kind="sgd")),
         (Variant("dapo", 0.5, 8, dynamic_sampling=True), Variant("grpo", 0.0, 4, steps=30)),
     )
     sweep.to_toml(tmp_path / "s.toml")

@@ -337,7 +337,7 @@ def test_rerun_into_existing_run_needs_resume(runner, runs):
 
 def test_resume_with_other_config(runner, runs, tmp_path):
     other = tmp_path / "other.toml"
-    TINY_SFT.replace(lr=5e-3).to_toml(other)
+    TINY_SFT.replace(optim=TINY_SFT.optim.replace(lr=5e-3)).to_toml(other)
     copy = tmp_path / "A"
     shutil.copytree(runs["a"], copy)
     args = _sft(runs, "--config", str(other), "--out", str(copy), "--resume")

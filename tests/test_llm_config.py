@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from tailmiss.io import ConfigError, write_toml
 from tailmiss.llm import MazeTask, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, load_config
+from tailmiss.llm.checkpoint import read_run_config
+from tailmiss.llm.optim import FLAT_KEYS, SFT_OPTIM, OptimConfig
 from tailmiss.objectives import LossConfig, resolve_loss_config
+
+OPTIM_FIELDS = set(FLAT_KEYS) - {"optimizer"}
+FLAT_KEYS_BY_NEW = {new: old for old, new in FLAT_KEYS.items()}
 
 TINY_SFT = SFTConfig(
     task=MultiSolutionTask(num_digits=2),
@@ -53,8 +59,7 @@ def _write(tmp_path, text: str, name: str = "cfg.toml"):
             name="maze-x",
             task=MazeTask(size=9, heldout_fraction=0.2),
             model=ModelConfig(3, 4, 32, mlp_ratio=2),
-            lr_schedule="constant",
-            betas=(0.8, 0.95),
+            optim=TINY_SFT.optim.replace(lr_schedule="constant", betas=(0.8, 0.95)),
             eval_split="train",
             seed=7,
         ),
@@ -69,7 +74,7 @@ def test_sft_toml_round_trip(tmp_path, cfg):
     assert back == cfg
     assert back.task == cfg.task and type(back.task) is type(cfg.task)
     assert back.model == cfg.model
-    assert isinstance(back.betas, tuple)
+    assert isinstance(back.optim.betas, tuple)
     assert load_config(path) == cfg
 
 
@@ -171,7 +176,7 @@ def test_to_dict_nested_tables():
     assert d["task"] == {"name": "multisolution", **{k: v for k, v in d["task"].items() if k != "name"}}
     assert d["task"]["num_digits"] == 2
     assert d["model"] == {"n_layer": 1, "n_head": 2, "n_embd": 16, "mlp_ratio": 4, "kind": "transformer"}
-    assert d["betas"] == [0.9, 0.999]
+    assert d["optim"]["betas"] == [0.9, 0.999] and "betas" not in d
     assert SFTConfig.from_dict(d) == TINY_SFT
 
 
@@ -266,7 +271,14 @@ def test_model_must_be_a_table(tmp_path):
 )
 def test_sft_bad_value_names_field(changes, field):
     with pytest.raises(ValueError, match=field):
-        TINY_SFT.replace(**changes)
+        _replace(TINY_SFT, changes)
+
+
+def _replace(cfg, changes: dict):
+    """``cfg`` with ``changes``, an optimiser setting's in its ``optim`` sub-config."""
+    optim = {k: v for k, v in changes.items() if k in OPTIM_FIELDS}
+    rest = {k: v for k, v in changes.items() if k not in OPTIM_FIELDS}
+    return cfg.replace(**rest, **({"optim": cfg.optim.replace(**optim)} if optim else {}))
 
 
 @pytest.mark.parametrize(
@@ -342,7 +354,7 @@ def test_sft_bad_task_value_names_field():
 )
 def test_rl_bad_value_names_field(changes, field):
     with pytest.raises(ValueError, match=field):
-        TINY_RL.replace(**changes)
+        _replace(TINY_RL, changes)
 
 
 @pytest.mark.parametrize(
@@ -425,3 +437,48 @@ def test_loss_table_overrides_the_method_defaults():
     partial = RLConfig(method="dapo", loss=LossConfig(clip_high=0.3)).resolved_loss()
     assert partial == resolve_loss_config("dapo", clip_high=0.3)
     assert (partial.clip_low, partial.clip_high, partial.aggregation) == (0.2, 0.3, "token-mean")
+
+
+# --- the optimiser sub-config ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", ["sft", "rl"])
+def test_the_layout_before_optim_is_refused_naming_the_new_table(tmp_path, table):
+    body = SFT_TOML if table == "sft" else '[rl]\nmethod = "grpo"\n'
+    path = tmp_path / "old.toml"
+    path.write_text(body.replace(f"[{table}]\n", f"[{table}]\nlr = 0.002\nwarmup_steps = 3\n", 1))
+    with pytest.raises(ConfigError, match=rf"lr, warmup_steps moved under \[{table}.optim\]"):
+        load_config(path)
+    path.write_text(body.replace(f"[{table}]\n", f'[{table}]\noptimizer = "sgd"\n', 1))
+    with pytest.raises(ConfigError, match="optimizer is its kind"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("cfg", [TINY_SFT, TINY_RL], ids=["sft", "rl"])
+def test_a_run_folder_in_the_layout_before_optim_reads_as_the_same_config(tmp_path, cfg):
+    """A run folder written before [optim] keeps its sealed config.toml: read_run_config reads it as the config
+    it is, in either layout; a file with both layouts is refused."""
+    cfg = _replace(cfg, {"lr": 2e-3, "warmup_steps": 3, "betas": (0.8, 0.95)})
+    table = cfg._table
+    flat = {k: v for k, v in cfg.to_dict().items() if k != "optim"}
+    old = {FLAT_KEYS_BY_NEW[k]: v for k, v in cfg.to_dict()["optim"].items()}
+    path = tmp_path / "config.toml"
+    write_toml(path, {table: {**flat, **old}})
+    assert read_run_config(path) == cfg
+    cfg.to_toml(path)
+    assert read_run_config(path) == cfg
+    write_toml(path, {table: {**cfg.to_dict(), "lr": 1e-3}})
+    with pytest.raises(ConfigError, match="both"):
+        read_run_config(path)
+
+
+def test_a_partial_optim_table_updates_the_loops_own_defaults(tmp_path):
+    path = tmp_path / "sft.toml"
+    path.write_text(SFT_TOML + "\n[sft.optim]\nlr = 0.002\n")
+    sft = load_config(path)
+    assert sft.optim == SFT_OPTIM.replace(lr=0.002)  # SFT's cosine schedule and warm-up kept
+    path.write_text('[rl]\nmethod = "grpo"\n\n[rl.optim]\nkind = "sgd"\n')
+    assert load_config(path).optim == OptimConfig(kind="sgd")
+    path.write_text('[rl]\nmethod = "grpo"\n\n[rl.optim]\nlr = 0\n')
+    with pytest.raises(ValueError, match="lr"):
+        load_config(path)

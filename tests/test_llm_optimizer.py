@@ -9,15 +9,14 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from tailmiss.llm._loop import PlainOptimizer, make_optimizer
 from tailmiss.llm.checkpoint import history_csv
+from tailmiss.llm.optim import OptimConfig, PlainOptimizer, make_optimizer
 
 ROOT = Path(__file__).parents[1]
 
@@ -50,7 +49,7 @@ def _step(model, optimizer, x: torch.Tensor, lr: float) -> None:
 def test_plain_optimizer_is_torch_bit_for_bit(kind):
     """Same parameters after every step as torch.optim (weight decay on matrices only, a changing rate), and
     after handing torch's state to it part-way (a checkpoint written by torch.optim resumes the same)."""
-    cfg = SimpleNamespace(weight_decay=0.1, lr=1e-2, betas=(0.9, 0.95), optimizer=kind)
+    cfg = OptimConfig(weight_decay=0.1, lr=1e-2, betas=(0.9, 0.95), kind=kind)
     ours, theirs = _model(), _model()
     mine, reference = make_optimizer(ours, cfg), _torch_optimizer(theirs, kind, cfg)
     assert isinstance(mine, PlainOptimizer)
@@ -67,7 +66,7 @@ def test_plain_optimizer_is_torch_bit_for_bit(kind):
 
 
 def test_plain_optimizer_state_dict_round_trip():
-    cfg = SimpleNamespace(weight_decay=0.01, lr=3e-3, betas=(0.9, 0.999), optimizer="adamw")
+    cfg = OptimConfig(weight_decay=0.01, lr=3e-3, betas=(0.9, 0.999), kind="adamw")
     a, b = _model(), _model()
     first, second = make_optimizer(a, cfg), make_optimizer(b, cfg)
     x = torch.randn(4, 7, generator=torch.Generator().manual_seed(2))

@@ -112,7 +112,10 @@ def test_sweep_toml_errors(tiny, tmp_path):
     with pytest.raises(ValueError, match="variant 0: variant group_size"):
         LLMSweep.from_dict(dict(data, sweep=body))
     with pytest.raises(ValueError, match="lr"):
-        LLMSweep.from_dict(dict(data, rl=dict(data["rl"], lr=-1.0)))
+        LLMSweep.from_dict(dict(data, rl=dict(data["rl"], optim={"lr": -1.0})))
+    flat = {k: v for k, v in data["sft"].items() if k != "optim"} | {"lr": 1e-3}  # the layout before [optim]
+    with pytest.raises(ValueError, match=r"lr moved under \[sft.optim\]"):
+        LLMSweep.from_dict(dict(data, sft=flat))
 
 
 def test_quick_names_of_sweeps():

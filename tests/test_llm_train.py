@@ -18,6 +18,7 @@ import torch
 
 from tailmiss.experiments.sweep import Variant
 from tailmiss.llm import LoadedRun, MazeTask, ModelConfig, MultiSolutionTask, RLConfig, SFTConfig, train_rl, train_sft
+from tailmiss.llm.optim import SFT_OPTIM, OptimConfig
 from tailmiss.objectives import AGGREGATIONS, POLICY_LOSSES, register_aggregation, register_policy_loss
 from tailmiss.options import RunOptions
 
@@ -74,7 +75,9 @@ def tiny_sft_run(tmp_path_factory):
     return train_sft(TINY_SFT, tmp_path_factory.mktemp("tiny") / "run", device="cpu", progress=False)
 
 
-RESUME_RL = TINY_RL.replace(minibatches=2, lr=1e-3, dynamic_sampling=True, method="dapo", max_refills=1)
+RESUME_RL = TINY_RL.replace(
+    minibatches=2, optim=OptimConfig(lr=1e-3), dynamic_sampling=True, method="dapo", max_refills=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -301,7 +304,7 @@ def test_dapo_keeps_no_group_without_crashing(sft_run, tmp_path):
 
 
 def test_one_minibatch_is_on_policy(sft_run, tmp_path):
-    cfg = TINY_RL.replace(steps=2, eval_every=2, lr=1e-3)
+    cfg = TINY_RL.replace(steps=2, eval_every=2, optim=OptimConfig(lr=1e-3))
     h = _history(train_rl(cfg, sft_run, tmp_path / "rl", device="cpu", progress=False))
     rows = h[h["step"] < cfg.steps]
     assert (rows["frac_zero_std"] < 1).any()
@@ -310,7 +313,7 @@ def test_one_minibatch_is_on_policy(sft_run, tmp_path):
 
 
 def test_two_minibatches_move_off_policy(sft_run, tmp_path):
-    cfg = TINY_RL.replace(steps=2, eval_every=2, lr=1e-3, minibatches=2)
+    cfg = TINY_RL.replace(steps=2, eval_every=2, optim=OptimConfig(lr=1e-3), minibatches=2)
     h = _history(train_rl(cfg, sft_run, tmp_path / "rl", device="cpu", progress=False))
     _finite(h, ["clip_frac", "approx_kl", "loss"])
     rows = h[h["step"] < cfg.steps]
@@ -320,7 +323,7 @@ def test_two_minibatches_move_off_policy(sft_run, tmp_path):
 
 
 def test_kl_and_entropy_terms(sft_run, tmp_path):
-    cfg = TINY_RL.replace(steps=2, eval_every=2, lr=1e-3, kl_coef=0.1, entropy_coef=0.01)
+    cfg = TINY_RL.replace(steps=2, eval_every=2, optim=OptimConfig(lr=1e-3), kl_coef=0.1, entropy_coef=0.01)
     h = _history(train_rl(cfg, sft_run, tmp_path / "rl", device="cpu", progress=False))
     _finite(h, ["loss", "kl_ref", "entropy", "grad_norm"])
     rows = h[h["step"] < cfg.steps]
@@ -439,7 +442,13 @@ def test_resume_with_other_config_is_refused(tiny_sft_run, rl_run, sft_run, tmp_
     shutil.copytree(tiny_sft_run, tmp_path / "a")
     before = (tmp_path / "a" / "config.toml").read_text()
     with pytest.raises(ValueError, match="differs"):
-        train_sft(TINY_SFT.replace(lr=2e-3), tmp_path / "a", device="cpu", progress=False, resume=True)
+        train_sft(
+            TINY_SFT.replace(optim=TINY_SFT.optim.replace(lr=2e-3)),
+            tmp_path / "a",
+            device="cpu",
+            progress=False,
+            resume=True,
+        )
     assert (tmp_path / "a" / "config.toml").read_text() == before
     with pytest.raises(ValueError):
         train_sft(TINY_SFT, rl_run, device="cpu", progress=False, resume=True)
@@ -485,8 +494,7 @@ def test_maze_sft_and_rl_end_to_end(tmp_path):
         model=ModelConfig(1, 2, 16),
         steps=4,
         batch_size=8,
-        lr=1e-2,
-        warmup_steps=0,
+        optim=SFT_OPTIM.replace(lr=1e-2, warmup_steps=0),
         eval_every=2,
         eval_prompts=4,
         checkpoint_every=2,
@@ -520,8 +528,7 @@ def test_seeded_sft_then_rl_raises_reward(tmp_path):
         model=ModelConfig(1, 2, 32),
         steps=150,
         batch_size=32,
-        lr=1e-2,
-        warmup_steps=5,
+        optim=SFT_OPTIM.replace(lr=1e-2, warmup_steps=5),
         eval_every=150,
         eval_prompts=16,
         checkpoint_every=150,
@@ -529,7 +536,13 @@ def test_seeded_sft_then_rl_raises_reward(tmp_path):
     )
     sft = train_sft(sft_cfg, tmp_path / "sft", device="cpu", progress=False)
     rl_cfg = RLConfig(
-        group_size=8, prompts_per_step=16, steps=30, lr=1e-3, eval_every=30, eval_prompts=16, checkpoint_every=30
+        group_size=8,
+        prompts_per_step=16,
+        steps=30,
+        optim=OptimConfig(lr=1e-3),
+        eval_every=30,
+        eval_prompts=16,
+        checkpoint_every=30,
     )
     h = _history(train_rl(rl_cfg, sft, tmp_path / "rl", device="cpu", progress=False))
     reward = h["reward_mean"].dropna().to_numpy()
@@ -582,7 +595,7 @@ def test_cached_runs_reuse_resume_and_replace(tmp_path, monkeypatch):
 
 def test_on_policy_grpo_dapo_cispo_take_the_same_step(sft_run, tmp_path):
     """One mini-batch: r = 1 exactly, no clip acts, and -A grad r = -A grad log pi for all three losses."""
-    cfg = TINY_RL.replace(steps=2, lr=1e-3, eval_every=2, checkpoint_every=2)
+    cfg = TINY_RL.replace(steps=2, optim=OptimConfig(lr=1e-3), eval_every=2, checkpoint_every=2)
     weights = {}
     for method in ("grpo", "dapo", "cispo"):
         out = train_rl(cfg.replace(method=method), sft_run, tmp_path / method, device="cpu", progress=False)

@@ -133,7 +133,7 @@ def test_per_prompt_evaluations_are_kept_and_survive_a_resume(tmp_path):
 
 def _changes(a, b) -> set:
     """The training settings that differ (evaluation settings change no training step)."""
-    da, db = a.rl.to_dict(), b.rl.to_dict()
+    da, db = ({k: v for k, v in d.items() if k != "optim"} | d["optim"] for d in (a.rl.to_dict(), b.rl.to_dict()))
     return {k for k in set(da) | set(db) if k not in ("name", "eval_every") and da.get(k) != db.get(k)}
 
 
@@ -152,8 +152,8 @@ def test_each_protocol_rung_changes_one_ingredient_against_the_rung_it_names():
     assert (today.rl.minibatches, today.rl.train_prompts) == (today_rl.minibatches, today_rl.train_prompts)
     paper = LLM_SWEEPS["paper-protocol"]
     assert len(paper.seeds) >= 10 and all(len(s.seeds) >= 5 for s in sweeps.values())
-    assert paper.rl.minibatches == 4 and paper.rl.weight_decay == 0.01 and paper.rl.grad_clip == 1.0
-    assert paper.rl.lr_schedule == "constant" and paper.rl.warmup_steps > 0
+    assert paper.rl.minibatches == 4 and paper.rl.optim.weight_decay == 0.01 and paper.rl.optim.grad_clip == 1.0
+    assert paper.rl.optim.lr_schedule == "constant" and paper.rl.optim.warmup_steps > 0
     assert paper.rl.eval_every == paper.rl.steps_per_epoch and paper.rl.steps // paper.rl.steps_per_epoch == 10
     assert paper.rl.resolved_loss().aggregation == "token-mean"
     assert paper.rl.eval_prompts == nc.SMALL_BENCHMARK + 500

@@ -15,6 +15,7 @@ from tailmiss import analytic
 from tailmiss.experiments.presets import DS_COEF, llm_sweep
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm import RLConfig, train_rl
+from tailmiss.llm.optim import OptimConfig
 from tailmiss.llm.rl_update import advantages
 from tailmiss.objectives import (
     REWARD_TRANSFORMS,
@@ -122,7 +123,7 @@ def _weights(path) -> dict:
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_ds_with_zero_coef_trains_exactly_as_grpo_and_a_positive_coef_differs(sft_run, tmp_path):
-    base = RLConfig(group_size=8, prompts_per_step=4, steps=2, eval_every=2, eval_prompts=4, lr=1e-3)
+    base = RLConfig(group_size=8, prompts_per_step=4, steps=2, eval_every=2, eval_prompts=4, optim=OptimConfig(lr=1e-3))
     runs = {
         "grpo": base,
         "ds0": base.replace(reward_transform=DS),
@@ -147,7 +148,9 @@ def test_variant_overrides_name_the_arm_and_reach_its_config():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"overrides": {"lr": 1e-6}}, "needs a tag"),
+        ({"overrides": {"optim.lr": 1e-6}}, "needs a tag"),
+        ({"overrides": {"lr": 1e-6}, "tag": "s"}, r"'lr' is an \[rl.optim\] setting: write 'optim.lr'"),
+        ({"overrides": {"optim.rate": 1e-6}, "tag": "s"}, "'optim.rate' cannot be overridden"),
         ({"overrides": {"seed": 3}, "tag": "s"}, "'seed' cannot be overridden"),
         ({"overrides": {"learning_rate": 3}, "tag": "s"}, "'learning_rate' cannot be overridden"),
         ({"tag": "two words"}, "variant tag must be"),
@@ -160,7 +163,8 @@ def test_variant_refuses_bad_overrides(kwargs, match):
 
 def test_a_bad_override_value_names_the_variant():
     with pytest.raises(ValueError, match="variant 'GRPO N=8 bad'.*lr"):
-        llm_sweep("paper-protocol").replace(variants=(Variant("grpo", 0.0, 8, tag="bad", overrides={"lr": -1.0}),))
+        bad = Variant("grpo", 0.0, 8, tag="bad", overrides={"optim.lr": -1.0})
+        llm_sweep("paper-protocol").replace(variants=(bad,))
 
 
 def test_controls_sweep_round_trips_through_toml(tmp_path):
@@ -175,7 +179,7 @@ def test_controls_and_gamma_sweeps_pair_with_paper_protocol():
     assert controls.sft == paper.sft == gamma.sft
     assert controls.seeds == gamma.seeds == tuple(range(5)) and set(controls.seeds) <= set(paper.seeds)
     by_tag = {v.tag: dict(v.overrides) for v in controls.variants}
-    assert by_tag["low-LR"] == {"lr": pytest.approx(paper.rl.lr * analytic.lr_matched_scale(0.5))}
+    assert by_tag["low-LR"] == {"optim.lr": pytest.approx(paper.rl.optim.lr * analytic.lr_matched_scale(0.5))}
     assert by_tag["entropy"] == {"entropy_coef": 1e-3} and by_tag["KL"] == {"kl_coef": 1e-3}
     assert by_tag["DS"] == {"reward_transform": DS, "transform_coef": DS_COEF}
     for _, _, cfg in controls.runs() + gamma.runs():
@@ -184,3 +188,10 @@ def test_controls_and_gamma_sweeps_pair_with_paper_protocol():
     have = grid | {(v.method, v.gamma, False) for v in paper.variants if v.group_size == 8}
     for method, ds in (("grpo", False), ("dapo", True), ("cispo", False)):
         assert {(method, g, ds) for g in (0.0, 0.5, 1.0, 2.0)} <= have
+
+
+def test_an_optim_override_changes_that_setting_of_the_base_config_alone():
+    sweep = llm_sweep("paper-protocol-controls")
+    (low,) = [cfg for v, s, cfg in sweep.runs() if v.tag == "low-LR" and s == 0]
+    assert low.optim == sweep.rl.optim.replace(lr=sweep.rl.optim.lr * analytic.lr_matched_scale(0.5))
+    assert low.optim.warmup_steps == sweep.rl.optim.warmup_steps == 2  # the paper protocol's warm-up is kept

@@ -74,7 +74,8 @@ def test_a_damaged_unit_is_detected(tmp_path, damage):
 def _fake_package(pkg: Path) -> None:
     """A package with every path :data:`store.SCOPES`, :data:`store.NO_NUMBERS` and :data:`store.OWN_SCOPE` name, a
     simulator and a trainer sharing one objectives module, and a report module nobody in a scope imports."""
-    for part in {p for parts in store.SCOPES.values() for p in parts} | set(store.NO_NUMBERS) | set(store.OWN_SCOPE):
+    named = {p for scope in store.SCOPES.values() for p in scope.entries} | set(store.NO_NUMBERS) | set(store.OWN_SCOPE)
+    for part in named:
         (pkg / part).parent.mkdir(parents=True, exist_ok=True)
         if part.endswith(".py"):
             (pkg / part).write_text("")
@@ -111,7 +112,7 @@ def test_the_fingerprint_follows_what_the_sources_of_its_scope_do(tmp_path, monk
 
     try:
         sim0, llm0 = fingerprint("sim"), fingerprint("llm")
-        assert (pkg / "report" / "text.py") not in store._scope_files("bridge")
+        assert (pkg / "report" / "text.py") not in store._scope_files("llm") + store._scope_files("sim")
         edit("report/text.py", '"yes"', '"**no**"')  # a verdict reworded: nobody's numbers
         edit("llm/train.py", "# one step", "# one step of the trainer")
         edit("objectives/advantages.py", '"""Doc."""', '"""The doubled advantage (F-GRPO Eq. 3)."""')
@@ -160,9 +161,12 @@ def test_the_real_packages_cache_keys_follow_its_numbers(tmp_path, monkeypatch):
     shutil.copytree(store._PACKAGE, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(store, "_PACKAGE", pkg)
 
+    from tailmiss.experiments.bridge import SCOPE as BRIDGE
+    from tailmiss.experiments.sweep_result import SCOPE as SWEEP
+
     def keys():
         store.code_fingerprint.cache_clear()
-        return {scope: store.code_fingerprint(scope) for scope in store.SCOPES}
+        return {s.name: store.code_fingerprint(s) for s in [*store.SCOPES.values(), SWEEP, BRIDGE]}
 
     def edit(rel, old, new):
         path = pkg / rel
@@ -202,6 +206,38 @@ def test_stale_reason_names_both_codes(monkeypatch):
     reason = store.stale_reason(meta, "sim")
     assert "0123" in reason and store.code_fingerprint("sim") in reason and "aaaaaaaaaa" in reason
     assert "uncommitted" in reason
+
+
+def test_a_unit_of_code_declared_equivalent_is_judged_as_made_by_the_running_code(monkeypatch):
+    """EQUIVALENT: newer code replacing older code, down a chain; a loop in the declarations ends; other code and
+    other scopes stay stale."""
+    monkeypatch.setattr(store, "code_fingerprint", lambda scope: {"sim": "c3", "llm": "l1"}[scope])
+    monkeypatch.setattr(
+        store, "EQUIVALENT", {"sim": {"c3": "c2", "c2": "c1", "x": "y"}, "llm": {"l1": "l0", "l0": "l1"}}
+    )
+    for stored in ("c3", "c2", "c1"):
+        assert store.same_code("sim", stored)
+        assert store.stale_reason({"provenance": {"code": {"fingerprint": stored}}}, "sim") is None
+    assert not store.same_code("sim", "y") and not store.same_code("sim", "l0")
+    assert "made by code c0" in store.stale_reason({"provenance": {"code": {"fingerprint": "c0"}}}, "sim")
+    assert store.same_code("llm", "l0") and not store.same_code("llm", "zz")  # l1 -> l0 -> l1: ends
+
+
+def test_every_declared_equivalence_rests_on_identical_retrained_runs():
+    """Each EQUIVALENT declaration has its record (benchmarks/trainer_equivalence.py): runs of the replaced code
+    retrained by the newer code, SFT and RL, covering every code path of the replaced runs, all the same."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer_equivalence"
+    declared = [(scope, new, old) for scope, pairs in store.EQUIVALENT.items() for new, old in pairs.items()]
+    assert declared
+    for scope, new, old in declared:
+        record = json.loads((root / f"{new}.json").read_text())
+        assert (scope, record["fingerprint"], record["replaces"]) == ("llm", new, old)
+        assert record["all_same"] and set().union(*(r["paths"] for r in record["results"])) == set(record["paths"])
+        assert {r["kind"] for r in record["results"]} == {"sft", "rl"}
+        for result in record["results"]:
+            checks = {k: v for k, v in result.items() if isinstance(v, bool)}
+            assert {"history.csv", "config", "checkpoint config", "checkpoint.pt"} <= set(checks), result["run"]
+            assert all(checks.values()), result["run"]
 
 
 # --- atomic replacement and leftovers --------------------------------------------------------------
@@ -439,13 +475,16 @@ def test_no_scope_covers_analysis_figures_report_or_cli():
     reaches those packages, and an LLM run's scope (the trainer) excludes the experiments that only choose which runs
     to train."""
     outside = {"results", "figures", "report", "cli", "diagnose", "integrations", "options.py", "store.py", "io.py"}
-    for scope in store.SCOPES:
+    from tailmiss.experiments.bridge import SCOPE as BRIDGE
+    from tailmiss.experiments.sweep_result import SCOPE as SWEEP
+
+    for scope in [*store.SCOPES.values(), SWEEP, BRIDGE]:
         files = {p.relative_to(store._PACKAGE).parts[0] for p in store._scope_files(scope)}
         assert files.isdisjoint(outside), scope
-    llm = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("llm")}
+    llm = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files(store.SCOPES["llm"])}
     assert not any(f.startswith(("experiments/", "sim/")) for f in llm)
     assert "analytic/significance.py" not in llm and "objectives/token_losses.py" in llm
-    sim = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("sim")}
+    sim = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files(store.SCOPES["sim"])}
     assert not any(f.startswith(("experiments/", "llm/")) for f in sim) and "sim/presets.py" not in sim
-    sweep = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files("sweep")}
+    sweep = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files(SWEEP)}
     assert {"experiments/sweep.py", "experiments/sweep_config.py"} <= sweep and "experiments/presets.py" not in sweep

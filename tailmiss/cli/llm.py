@@ -42,10 +42,10 @@ def llm_presets_cmd() -> None:
     rows = []
     for name, c in LLM_PRESETS.items():
         if isinstance(c, SFTConfig):
-            rows.append([name, "sft", c.task.name, c.steps, f"batch {c.batch_size}", f"{c.lr:g}"])
+            rows.append([name, "sft", c.task.name, c.steps, f"batch {c.batch_size}", f"{c.optim.lr:g}"])
         else:
             what = f"{c.method} γ={c.gamma:g} N={c.group_size} B={c.prompts_per_step}"
-            rows.append([name, "rl", "(from --init)", c.steps, what, f"{c.lr:g}"])
+            rows.append([name, "rl", "(from --init)", c.steps, what, f"{c.optim.lr:g}"])
     print_table("LLM presets", ["name", "kind", "task", "steps", "setup", "lr"], rows, False)
     from tailmiss.experiments.presets import LLM_SWEEPS
 

@@ -40,12 +40,13 @@ import torch
 
 from tailmiss import analytic
 from tailmiss.experiments.sweep import LLMSweep, SweepResult
+from tailmiss.experiments.sweep_result import SCOPE as SWEEP_SCOPE
 from tailmiss.llm.checkpoint import LoadedRun
 from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distribution
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.store import lookup, open_unit, own_scope_of, read_meta, save_unit
+from tailmiss.store import Scope, lookup, open_unit, own_scope_of, read_meta, save_tables
 
 __all__ = [
     "BRIDGE_GAMMAS",
@@ -64,6 +65,8 @@ SENSITIVITY_LRS = (1e-2, 3e-2, 1e-1)
 """Simulator learning rates the report checks the verdict against (the LLM runs fix N, γ and steps, not this)."""
 _OFF_FORMAT_FLOOR = 1e-30
 _FILES = ("prompts.csv", "summary.csv", "config.toml", "meta.json")
+SCOPE = Scope("bridge", ("sim", "llm", "experiments/sweep.py", "experiments/bridge.py"), SWEEP_SCOPE.no_numbers)
+"""A bridge result's numbers: the sweep result's and the simulator's, and the code that joins them."""
 
 
 @dataclass(frozen=True)
@@ -217,12 +220,8 @@ class BridgeResult:
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
-        writers = {
-            "config.toml": self.sweep.to_toml,
-            "prompts.csv": lambda p: self.prompts.to_csv(p, index=False, float_format="%.10g"),
-            "summary.csv": lambda p: self.summary.to_csv(p, index=False, float_format="%.10g"),
-        }
-        return save_unit(path, writers, {"sim_lr": self.sim_lr}, "bridge", "bridge result")
+        tables = {"prompts.csv": self.prompts, "summary.csv": self.summary}
+        return save_tables(path, self.sweep, tables, {"sim_lr": self.sim_lr}, SCOPE, "bridge result")
 
     @classmethod
     def load(cls, path: str | Path) -> BridgeResult:
@@ -279,7 +278,7 @@ def run_bridge(
         out_dir,
         _FILES,
         "bridge result",
-        "bridge",
+        SCOPE,
         BridgeResult.load,
         lambda r: r.sweep == sweep and r.sim_lr == float(sim_lr),
         options.reuse_stale,

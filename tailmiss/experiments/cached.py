@@ -17,12 +17,12 @@ import torch
 
 from tailmiss.experiments.pool import Job
 from tailmiss.io import ConfigError
-from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT, OPTIONAL_RUN_FILES
+from tailmiss.llm.checkpoint import _RUN_FILES, CHECKPOINT, OPTIONAL_RUN_FILES, read_run_config
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 from tailmiss.options import RunOptions
-from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, own_scope_of, read_meta
+from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, own_scope_of, read_meta, same_code
 
 __all__ = ["cached_sft", "cached_rl", "run_state", "STATES"]
 
@@ -51,7 +51,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
             sorted(_RUN_FILES | kept),
             "run",
             "llm",
-            lambda p: type(cfg).from_toml(p / "config.toml"),
+            lambda p: read_run_config(p / "config.toml"),
             lambda found: _same_run(found, cfg, meta, init),
             reuse_stale,
             modules,
@@ -59,7 +59,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
     if not (path / "config.toml").is_file():
         return Lookup(UnitState.OTHER, reason="no config.toml")
     try:
-        same = type(cfg).from_toml(path / "config.toml") == cfg
+        same = read_run_config(path / "config.toml") == cfg
     except ConfigError as exc:
         return Lookup(UnitState.OTHER, reason=str(exc))
     if not same:
@@ -72,7 +72,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
         code = torch.load(path / CHECKPOINT, map_location="cpu", weights_only=True).get("code")
     except Exception as exc:  # a truncated or foreign file is never resumed
         return Lookup(UnitState.CORRUPT, reason=f"unreadable checkpoint: {exc}")
-    if code != code_fingerprint("llm"):
+    if not same_code("llm", code):
         running = code_fingerprint("llm")
         return Lookup(
             UnitState.STALE, reason=f"its checkpoint was written by code {code}, not by the running code {running}"
@@ -86,7 +86,7 @@ def _own_modules(cfg, init) -> tuple[str, ...]:
     if isinstance(cfg, SFTConfig):
         return own_scope_of(cfg.task)
     try:
-        return own_scope_of(SFTConfig.from_toml(Path(init) / "config.toml").task)
+        return own_scope_of(read_run_config(Path(init) / "config.toml").task)
     except (OSError, ValueError):  # no SFT run to read: the RL run is redone with it anyway
         return ()
 

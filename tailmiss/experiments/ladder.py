@@ -37,11 +37,12 @@ from tailmiss.experiments.pool import Job, train_all
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm._loop import environment
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
-from tailmiss.llm.config import RL_OPTIMIZERS, RLConfig, SFTConfig
+from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
+from tailmiss.llm.optim import OPTIMIZERS
+from tailmiss.llm.rollouts import training_pool
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
-from tailmiss.llm.train import training_pool
 from tailmiss.options import RunOptions
 from tailmiss.store import UnitState, file_sha256, read_meta
 
@@ -83,7 +84,7 @@ class Rung:
 
     def __post_init__(self) -> None:
         check_choice("rung model", self.model, MODEL_KINDS)
-        check_choice("rung optimizer", self.optimizer, RL_OPTIMIZERS)
+        check_choice("rung optimizer", self.optimizer, OPTIMIZERS)
         lr = check_number("rung lr", self.lr, 0.0, lo_open=True)
         object.__setattr__(self, "lr", float(lr))
 
@@ -159,7 +160,8 @@ class Ladder:
         """Each rung's sweep (variants: GRPO at every γ and N)."""
         out = []
         for rung in self.rungs:
-            rl = self.rl.replace(name=f"{self.name}-{rung.name}", optimizer=rung.optimizer, lr=rung.lr)
+            optim = self.rl.optim.replace(kind=rung.optimizer, lr=rung.lr)
+            rl = self.rl.replace(name=f"{self.name}-{rung.name}", optim=optim)
             variants = tuple(
                 Variant("grpo", g, n, steps=self.steps_for(n)) for g in self.gammas for n in self.group_sizes
             )

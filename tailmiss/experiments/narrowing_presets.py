@@ -73,7 +73,7 @@ def _controls(lr: float) -> tuple[Variant, ...]:
     return (
         Variant("grpo", 2.0, 8),
         Variant("cispo", 0.0, 8),
-        Variant("grpo", 0.0, 8, tag="low-LR", overrides={"lr": lr * lr_matched_scale(0.5)}),
+        Variant("grpo", 0.0, 8, tag="low-LR", overrides={"optim.lr": lr * lr_matched_scale(0.5)}),
         *(
             Variant("grpo", 0.0, 8, tag=_tag("entropy", c, ENTROPY_COEFS[0]), overrides={"entropy_coef": c})
             for c in ENTROPY_COEFS
@@ -102,7 +102,7 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
     ]
     out += [
         LLMSweep("narrowing", study_sft, study_rl, _N_SWEEP, seeds=tuple(range(10))),
-        LLMSweep("narrowing-controls", study_sft, study_rl, _controls(base.lr), seeds=tuple(range(5))),
+        LLMSweep("narrowing-controls", study_sft, study_rl, _controls(base.optim.lr), seeds=tuple(range(5))),
         LLMSweep("narrowing-visible", *pair("visible", _task(visible=True)), _GRPO8, seeds=tuple(range(5))),
         LLMSweep("narrowing-none", *pair("none", _task(share=0.0)), _GRPO8, seeds=tuple(range(5))),
         LLMSweep("narrowing-quick", study_sft, quick_rl, (Variant("grpo", 0.0, 8), Variant("grpo", 1.0, 8))),
@@ -124,7 +124,7 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
         pool_seed=0,
         minibatches=1,
         steps=200,
-        weight_decay=0.0,
+        optim=rl.optim.replace(weight_decay=0.0),
         eval_every=20,
         eval_split="train",
         eval_prompts=64,

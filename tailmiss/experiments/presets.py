@@ -17,6 +17,7 @@ from tailmiss.experiments.narrowing_presets import narrowing_workloads
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.model import ModelConfig
+from tailmiss.llm.optim import SFT_OPTIM, OptimConfig
 from tailmiss.llm.tasks import MazeTask, MultiSolutionTask
 
 __all__ = [
@@ -43,8 +44,7 @@ _MS_SFT = SFTConfig(
     model=_SMALL,
     steps=3000,
     batch_size=64,
-    lr=3e-3,
-    warmup_steps=50,
+    optim=SFT_OPTIM.replace(lr=3e-3),
     eval_every=500,
     checkpoint_every=500,
 )
@@ -55,7 +55,7 @@ _MS_GRPO = RLConfig(
     prompts_per_step=32,
     minibatches=4,  # F-GRPO Table 5: global batch 256, mini-batch 64, so 4 updates per rollout batch
     steps=400,
-    lr=1e-4,
+    optim=OptimConfig(lr=1e-4),
     eval_every=20,
     eval_prompts=64,
     eval_samples=0,  # the exact metrics cover pass@k; `tailmiss llm eval` samples on demand
@@ -67,15 +67,14 @@ _MAZE_SFT = SFTConfig(
     model=_MAZE_FULL,
     steps=1500,
     batch_size=32,
-    lr=5e-4,
-    warmup_steps=50,
+    optim=SFT_OPTIM.replace(lr=5e-4),
     eval_every=250,
     eval_prompts=256,
     checkpoint_every=250,
 )
 # 7x7 mazes and a small model: the SFT run of the CPU maze sweep (maze-nsweep-cpu)
 _MAZE_SFT_CPU = _MAZE_SFT.replace(
-    name="maze-sft-cpu", task=MazeTask(size=7), model=_SMALL, lr=1e-3, eval_prompts=64, eval_every=500
+    name="maze-sft-cpu", task=MazeTask(size=7), model=_SMALL, optim=SFT_OPTIM, eval_prompts=64, eval_every=500
 )
 _MAZE_GRPO = RLConfig(
     name="maze-grpo",
@@ -83,7 +82,7 @@ _MAZE_GRPO = RLConfig(
     group_size=8,
     prompts_per_step=256,
     steps=20_000,
-    lr=1e-4,
+    optim=OptimConfig(lr=1e-4),
     eval_every=500,
     eval_prompts=256,
     eval_samples=256,
@@ -165,7 +164,7 @@ LLM_SWEEPS: dict[str, LLMSweep] = {
 _PROTOCOL_TODAY = _MS_GRPO.replace(
     name="protocol-today",
     steps=80,
-    lr=1e-5,
+    optim=OptimConfig(lr=1e-5),
     eval_every=40,  # these rungs read their last checkpoint; the paper's protocol evaluates every epoch
     eval_prompts=530,
     eval_seed=0,
@@ -185,7 +184,11 @@ _MIX_SFT = _MS_SFT.replace(name="multisolution-mix-sft", task=_MIX_TASK)
 _PROTOCOL_DIFFICULTY = _PROTOCOL_TODAY.replace(name="protocol-difficulty")
 _PROTOCOL_ON_POLICY = _PROTOCOL_DIFFICULTY.replace(name="protocol-on-policy", minibatches=1)
 _PAPER_PROTOCOL = _PROTOCOL_DIFFICULTY.replace(
-    name="paper-protocol", train_prompts=256, pool_order="epochs", warmup_steps=2, eval_every=8
+    name="paper-protocol",
+    train_prompts=256,
+    pool_order="epochs",
+    optim=_PROTOCOL_DIFFICULTY.optim.replace(warmup_steps=2),
+    eval_every=8,
 )
 # quick: 8 steps of 16 prompts (a pool of 64: 2 epochs), 80 held-out prompts (30 + 50), GRPO at N = 2, 8, 32 and
 # F-GRPO γ = 0.5 at N = 8; a mixture SFT of 400 steps
@@ -225,7 +228,7 @@ LLM_SWEEPS.update({s.name: s for s in _PROTOCOL_SWEEPS})
 DS_COEF = 0.05
 """beta of the DS-GRPO control (:func:`tailmiss.objectives.differential_smoothing`), fixed before any run."""
 _CONTROLS = (
-    Variant("grpo", 0.0, 8, tag="low-LR", overrides={"lr": _PAPER_PROTOCOL.lr * lr_matched_scale(0.5)}),
+    Variant("grpo", 0.0, 8, tag="low-LR", overrides={"optim.lr": _PAPER_PROTOCOL.optim.lr * lr_matched_scale(0.5)}),
     Variant("grpo", 0.0, 8, tag="entropy", overrides={"entropy_coef": 1e-3}),
     Variant("grpo", 0.0, 8, tag="KL", overrides={"kl_coef": 1e-3}),
     Variant(
@@ -301,7 +304,7 @@ _LADDER_RL = RLConfig(
     pool_seed=0,
     minibatches=1,
     steps=100,
-    weight_decay=0.0,
+    optim=OptimConfig(weight_decay=0.0),
     eval_every=20,
     eval_prompts=16,
     eval_seed=0,

@@ -32,11 +32,12 @@ from tailmiss.experiments.cached import cached_rl, cached_sft, run_state
 from tailmiss.experiments.pool import STATE_WORDS, train_all
 from tailmiss.experiments.sweep_config import LLMSweep, Variant, load_sweep
 from tailmiss.experiments.sweep_result import _FILES, SweepResult
+from tailmiss.experiments.sweep_result import SCOPE as SWEEP_SCOPE
 from tailmiss.io import check_result_dest
-from tailmiss.llm.checkpoint import LoadedRun, RunFolder
+from tailmiss.llm.checkpoint import LoadedRun, RunFolder, read_run_config
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
-from tailmiss.llm.train import exact_row
+from tailmiss.llm.rl_eval import exact_row, score
 from tailmiss.options import RunOptions
 from tailmiss.store import lookup, own_scope_of
 
@@ -55,7 +56,7 @@ def _final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) -> dict:
     final model on them at its last step: that row is read back. Other runs
     are scored here against the SFT model.
     """
-    cfg = RLConfig.from_toml(run_dir / "config.toml")
+    cfg = read_run_config(run_dir / "config.toml")
     if cfg.eval_prompt_seed == prompts_seed:
         last = pd.read_csv(run_dir / "history.csv").iloc[-1]
         if all(c in last for c in _FINAL) and not pd.isna(last["mu_pos"]):  # dnll, tau_ratio may be NaN
@@ -71,7 +72,8 @@ def _score_final_row(run_dir: Path, prompts_seed: int, reference_cache: dict) ->
     key = (cfg.eval_split, cfg.eval_prompts)
     if key not in reference_cache:
         reference_cache[key] = answer_distribution(run.reference, task, prompts)
-    row = exact_row(run.model, reference_cache[key], task, prompts, cfg.rare_share)  # what the run logs
+    current = score(run.model, task, prompts, reference_cache[key])
+    row = exact_row(current, reference_cache[key], cfg.rare_share)  # what the run logs
     return {c: row[c] for c in _FINAL}
 
 
@@ -201,7 +203,7 @@ def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOption
             out_dir,
             _FILES,
             "sweep result",
-            "sweep",
+            SWEEP_SCOPE,
             SweepResult.load,
             lambda r: r.config == sweep,
             options.reuse_stale,

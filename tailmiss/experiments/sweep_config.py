@@ -17,6 +17,7 @@ from tailmiss.experiments.cached import cached_rl, run_state, sft_job
 from tailmiss.experiments.pool import Job
 from tailmiss.io import check_run_name, read_toml, write_toml
 from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.optim import OptimConfig
 from tailmiss.objectives import POLICY_LOSSES
 from tailmiss.options import RunOptions
 
@@ -24,7 +25,9 @@ __all__ = ["Variant", "LLMSweep", "load_sweep"]
 
 _METHOD_NAMES = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "drgrpo": "Dr. GRPO"}
 _VARIANT_OWN = {"name", "method", "gamma", "group_size", "seed", "dynamic_sampling", "steps"}
-_RL_FIELDS = {f.name for f in dataclasses.fields(RLConfig)}
+_RL_FIELDS = {f.name for f in dataclasses.fields(RLConfig)} - {"optim"} | {
+    f"optim.{f.name}" for f in dataclasses.fields(OptimConfig)
+}
 _VARIANT_KEYS = ("method", "gamma", "group_size", "dynamic_sampling", "steps", "tag", "overrides")
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")
 
@@ -37,8 +40,9 @@ class Variant:
     and refill the batch); ``steps`` overrides the base config's step count (an
     equal-rollout-budget sweep gives each group size its own), keeping the same
     number of evaluations. ``overrides`` sets other RL settings of this arm (a
-    control: ``{"entropy_coef": 1e-3}``, ``{"lr": 6.8e-6}``, ...); such an arm
-    needs a ``tag``, which names it in labels and run names.
+    control: ``{"entropy_coef": 1e-3}``, ``{"optim.lr": 6.8e-6}`` for a setting
+    of ``[rl.optim]``, ...); such an arm needs a ``tag``, which names it in
+    labels and run names.
     """
 
     method: str = "grpo"
@@ -59,7 +63,14 @@ class Variant:
         object.__setattr__(self, "gamma", float(g))
         items = self.overrides.items() if isinstance(self.overrides, dict) else self.overrides
         overrides = tuple(sorted((str(k), v) for k, v in items))
-        bad = sorted({k for k, _ in overrides} & _VARIANT_OWN | ({k for k, _ in overrides} - _RL_FIELDS))
+        keys = {k for k, _ in overrides}
+        moved = sorted(k for k in keys if f"optim.{k}" in _RL_FIELDS)
+        if moved:
+            raise ValueError(
+                f"variant overrides: {', '.join(map(repr, moved))} is an [rl.optim] setting: write "
+                + ", ".join(f"'optim.{k}'" for k in moved)
+            )
+        bad = sorted(keys & _VARIANT_OWN | (keys - _RL_FIELDS))
         if bad:
             raise ValueError(
                 f"variant overrides: {', '.join(map(repr, bad))} cannot be overridden (an RL setting other than "
@@ -139,12 +150,15 @@ class LLMSweep:
         changes = dict(method=variant.method, gamma=variant.gamma, group_size=variant.group_size, seed=seed)
         if variant.dynamic_sampling:
             changes["dynamic_sampling"] = True
-        changes.update(variant.overrides)
+        changes.update((k, v) for k, v in variant.overrides if not k.startswith("optim."))
+        optim = {k.removeprefix("optim."): v for k, v in variant.overrides if k.startswith("optim.")}
         if variant.steps is not None:  # same number of evaluations over the new length
             evals = max(1, self.rl.steps // self.rl.eval_every)
             changes.update(steps=variant.steps, eval_every=max(1, variant.steps // evals))
             changes["checkpoint_every"] = max(1, min(self.rl.checkpoint_every, variant.steps))
         try:
+            if optim:  # the [rl.optim] settings it overrides, the base's others
+                changes["optim"] = self.rl.optim.replace(**optim)
             return self.rl.replace(name=name, **changes)
         except ValueError as exc:
             raise ValueError(f"variant {variant.label!r}: {exc}") from None

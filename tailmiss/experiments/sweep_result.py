@@ -9,11 +9,14 @@ from pathlib import Path
 import pandas as pd
 
 from tailmiss.experiments.sweep_config import LLMSweep
-from tailmiss.store import CorruptUnit, open_unit, read_meta, save_unit
+from tailmiss.store import CorruptUnit, Scope, open_unit, read_meta, save_tables
 
 __all__ = ["SweepResult"]
 
 _FILES = ("config.toml", "history.csv", "final.csv", "meta.json")
+SCOPE = Scope("sweep", ("llm", "experiments/sweep.py"), no_numbers=("experiments/presets.py", "experiments/pool.py"))
+"""A sweep result's numbers: its runs' (the trainer's) and the code that collects them; presets only name the runs (a
+run's config is part of its key) and the pool runs them (a run draws the same numbers alone or in any pool)."""
 # CSV drops the decimal point of whole floats (gamma 0.0 -> "0"): restore the identifying columns' types on load
 _ID_DTYPES = {"gamma": "float64", "group_size": "int64", "seed": "int64"}
 
@@ -46,13 +49,8 @@ class SweepResult:
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
-        writers = {
-            "config.toml": self.config.to_toml,
-            "history.csv": lambda p: self.history.to_csv(p, index=False, float_format="%.10g"),
-            "final.csv": lambda p: self.final.to_csv(p, index=False, float_format="%.10g"),
-        }
-        meta = {k: v for k, v in self.meta.items() if k not in ("provenance", "checksums")}
-        path = save_unit(path, writers, meta, "sweep", "sweep result")
+        tables = {"history.csv": self.history, "final.csv": self.final}
+        path = save_tables(path, self.config, tables, self.meta, SCOPE, "sweep result")
         self.meta = read_meta(path)  # now with its provenance and checksums
         return path
 

@@ -6,7 +6,9 @@
   (enumerable answer space, exact answer masses) and task (b) ``maze``;
 * :mod:`tailmiss.llm.sft` / :mod:`tailmiss.llm.train`: the SFT and RL loops
   (GRPO, DAPO, CISPO, Dr. GRPO, each with the F-GRPO focal weight; losses from
-  :mod:`tailmiss.objectives`); an RL step is :mod:`~tailmiss.llm.rollouts`
+  :mod:`tailmiss.objectives`), sharing their optimiser settings
+  (:mod:`tailmiss.llm.optim`); an RL step takes the run
+  (:mod:`~tailmiss.llm.rl_run`) through :mod:`~tailmiss.llm.rollouts`
   (prompts, rollouts, dynamic sampling), :mod:`~tailmiss.llm.rl_update`
   (advantages, updates, statistics) and :mod:`~tailmiss.llm.rl_eval` (evaluation);
 * :mod:`tailmiss.llm.evaluate`: sampled unbiased pass@k and exact metrics
@@ -32,6 +34,7 @@ from tailmiss.llm.evaluate import (
     sampled_pass_at_k,
 )
 from tailmiss.llm.model import GPT, ModelConfig, answer_logprobs, generate, with_dtype
+from tailmiss.llm.optim import OptimConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.tasks import TASKS, MazeTask, MultiSolutionTask, Task, make_task
 from tailmiss.llm.train import train_rl
@@ -49,6 +52,7 @@ __all__ = [
     "MazeTask",
     "SFTConfig",
     "RLConfig",
+    "OptimConfig",
     "load_config",
     "train_sft",
     "train_rl",

@@ -22,11 +22,12 @@ import numpy as np
 import torch
 
 from tailmiss._device import resolve_device
-from tailmiss.io import atomic_write
+from tailmiss.io import ConfigError, atomic_write, read_toml
 from tailmiss.llm._loop import progress_bar
-from tailmiss.llm.config import RLConfig, SFTConfig
+from tailmiss.llm.config import RLConfig, SFTConfig, load_config
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
 from tailmiss.llm.model import GPT, ModelConfig
+from tailmiss.llm.optim import FLAT_KEYS
 from tailmiss.llm.tabular import tabular_from_state
 from tailmiss.llm.tasks import Task, make_task
 from tailmiss.store import code_fingerprint, file_sha256, provenance
@@ -34,13 +35,35 @@ from tailmiss.store import code_fingerprint, file_sha256, provenance
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunFolder", "LoadedRun", "evaluate_run"]
+__all__ = ["RunFolder", "LoadedRun", "evaluate_run", "read_run_config", "run_config"]
 
 CHECKPOINT = "checkpoint.pt"
 PROMPT_EVALS = "prompt_evals.npz"
 _RUN_FILES = {"config.toml", "history.csv", "meta.json", CHECKPOINT}
 OPTIONAL_RUN_FILES = {PROMPT_EVALS}
 """Files a run folder holds only when its config asks (``RLConfig.eval_per_prompt``)."""
+
+
+def read_run_config(path: str | Path) -> SFTConfig | RLConfig:
+    """A run folder's ``config.toml`` (``path``), also in the layout before ``[optim]`` that run folders written then
+    keep (:func:`run_config`); :func:`load_config` refuses that layout."""
+    data = read_toml(path)
+    if len(data) != 1 or next(iter(data)) not in ("sft", "rl"):
+        return load_config(path)  # its error
+    ((table, body),) = data.items()
+    return run_config(table, body, str(path))
+
+
+def run_config(kind: str, body: dict, where: str | None = None) -> SFTConfig | RLConfig:
+    """The ``"sft"`` or ``"rl"`` config a run stored (``config.toml``'s table, a checkpoint's ``config``), also
+    with the optimiser settings as keys of the table (:data:`~tailmiss.llm.optim.FLAT_KEYS`), as before ``[optim]``."""
+    body = dict(body)
+    flat = {FLAT_KEYS[k]: body.pop(k) for k in list(body) if k in FLAT_KEYS}
+    if flat and "optim" in body:
+        raise ConfigError(f"{where}: optimiser settings both in [{kind}] and in [{kind}.optim]")
+    if flat:
+        body["optim"] = flat
+    return {"sft": SFTConfig, "rl": RLConfig}[kind].from_dict(body, where)
 
 
 class RunFolder:
@@ -71,7 +94,7 @@ class RunFolder:
             self.path.mkdir(parents=True, exist_ok=True)
             config.to_toml(self.path / "config.toml")
             return None
-        stored = type(config).from_toml(self.path / "config.toml")
+        stored = read_run_config(self.path / "config.toml")
         if stored != config:
             raise ValueError(f"cannot resume {str(self.path)!r}: its config.toml differs from the requested config")
         return self.load_checkpoint()
@@ -179,7 +202,7 @@ class LoadedRun:
         state = folder.load_checkpoint()
         self.folder, self.state = folder, state
         self.kind = state["kind"]
-        self.config = (SFTConfig if self.kind == "sft" else RLConfig).from_dict(state["config"])
+        self.config = run_config(self.kind, state["config"], f"{folder.path / CHECKPOINT}: config")
         self.task: Task = make_task(state["task"])
         self.model_config = ModelConfig(**state["model_config"])
         self.model = _build(self.model_config, self.task, state["model"], device)

@@ -1,11 +1,10 @@
 """Frozen configurations of the SFT and RL loops, loaded from TOML with unknown keys rejected.
 
-TOML layout: an ``[sft]`` table with ``[sft.task]`` (``name`` plus the task's
-parameters) and ``[sft.model]``; or an ``[rl]`` table. An RL run takes its task
-and model from the SFT checkpoint it starts from. Optional settings whose value
-is ``None`` ("the method's default") are left out of the TOML; a table with no
-settings at all is refused (it would silently run every default). The trainer
-computes in float32, so every float setting must be finite there.
+TOML: ``[sft]`` with ``[sft.task]`` (``name`` and the task's parameters), ``[sft.model]``, ``[sft.optim]``; or
+``[rl]`` with ``[rl.optim]``, ``[rl.loss]`` (an RL run takes its task and model from its SFT checkpoint). Both
+loops share one optimiser sub-config (:class:`~tailmiss.llm.optim.OptimConfig`). Settings whose value is ``None``
+(the method's default) are left out; a table with no settings is refused (it would silently run every default).
+The trainer computes in float32, so every float setting must be finite there.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tailmiss._checks import check_bool, check_choice, check_epsilon, check_int, check_number, check_numbers
-from tailmiss.io import check_run_name, dataclass_from_mapping, read_toml, write_toml
+from tailmiss._checks import check_bool, check_choice, check_epsilon, check_int, check_number
+from tailmiss.io import ConfigError, check_run_name, dataclass_from_mapping, read_toml, write_toml
 from tailmiss.llm.model import ModelConfig
+from tailmiss.llm.optim import FLAT_KEYS, SFT_OPTIM, OptimConfig
 from tailmiss.llm.tasks import MultiSolutionTask, Task, make_task
 from tailmiss.llm.tasks.base import SPLITS
 from tailmiss.objectives import ADVANTAGE_MODES, LOSS_FIELDS, POLICY_LOSSES, STD_KINDS, LossConfig, resolve_loss_config
@@ -25,8 +25,6 @@ from tailmiss.objectives.reward_transforms import REWARD_TRANSFORMS
 
 __all__ = ["SFTConfig", "RLConfig", "load_config"]
 
-LR_SCHEDULES = ("constant", "cosine")
-RL_OPTIMIZERS = ("adamw", "sgd")
 ROLLOUT_SAMPLING = ("generator", "counter")
 POOL_ORDERS = ("random", "epochs")
 EVAL_ANSWERS = ("all", "correct")
@@ -54,8 +52,8 @@ class _TomlConfig:
                 continue
             if isinstance(value, Task):
                 value = value.to_dict()
-            elif isinstance(value, ModelConfig):
-                value = dataclasses.asdict(value)
+            elif isinstance(value, (ModelConfig, OptimConfig)):
+                value = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(value).items()}
             elif isinstance(value, LossConfig):
                 value = value.to_dict()
                 if not value:  # every loss setting is the method's default: no [rl.loss] table
@@ -70,16 +68,20 @@ class _TomlConfig:
         where = where or cls.__name__
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected a table, got {data!r}")
+        flat, table = ", ".join(key for key in FLAT_KEYS if key in data), f"[{cls._table}.optim]"
+        if flat:  # the layout before [optim]
+            raise ConfigError(f"{where}: {flat} moved under {table} (optimizer is its kind): write a {table} table")
         data = dict(data)
-        if isinstance(data.get("betas"), list):
-            data["betas"] = tuple(data["betas"])
         if "task" in data:
             data["task"] = make_task(data["task"], where=f"{where}: task")
         for key, kind in cls._sub_tables.items():  # [sft.model], [rl.loss]: a table or the built object
             value = data.get(key)
             if key in data and not isinstance(value, (dict, kind)):
                 raise ValueError(f"{where}: {key} must be a table ([{cls._table}.{key}]), got {value!r}")
-            if isinstance(value, dict):
+            if isinstance(value, dict) and key == "optim":  # [optim] updates the loop's own default
+                base = cls.__dataclass_fields__["optim"].default_factory().to_dict()
+                data[key] = dataclass_from_mapping(kind, {**base, **value}, f"{where}: [{cls._table}.{key}]")
+            elif isinstance(value, dict):
                 data[key] = dataclass_from_mapping(kind, value, f"{where}: [{cls._table}.{key}]")
         try:
             return dataclass_from_mapping(cls, data, where)
@@ -92,8 +94,7 @@ class _TomlConfig:
         data = read_toml(path)
         if set(data) != {cls._table}:
             raise ValueError(f"{path}: expected exactly one top-level table [{cls._table}], got {sorted(data)}")
-        _require_settings(path, cls._table, data[cls._table])
-        return cls.from_dict(data[cls._table], where=str(path))
+        return _load(path, data)
 
     def to_toml(self, path: str | Path) -> None:
         write_toml(path, {self._table: self.to_dict()})
@@ -114,10 +115,11 @@ class SFTConfig(_TomlConfig):
         The task and its parameters (TOML table ``[sft.task]``).
     model : ModelConfig
         Transformer shape (TOML table ``[sft.model]``).
+    optim : OptimConfig
+        TOML table ``[sft.optim]``: AdamW at lr 1e-3, 50 warm-up steps, then a cosine decay to 10 %
+        (:data:`~tailmiss.llm.optim.SFT_OPTIM`); the table updates these.
     steps, batch_size : int
-        AdamW steps and sequences per step.
-    lr, lr_schedule, warmup_steps, weight_decay, betas, grad_clip
-        AdamW with linear warm-up then a constant or cosine (to 10 %) rate.
+        Optimiser steps and sequences per step.
     seed : int
         Model initialisation and data.
     log_every, eval_every, checkpoint_every : int
@@ -126,19 +128,14 @@ class SFTConfig(_TomlConfig):
     """
 
     _table = "sft"
-    _sub_tables = {"model": ModelConfig}
+    _sub_tables = {"model": ModelConfig, "optim": OptimConfig}
 
     name: str = "sft"
     task: Task = field(default_factory=MultiSolutionTask)
     model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=lambda: SFT_OPTIM)
     steps: int = 2000
     batch_size: int = 64
-    lr: float = 1e-3
-    lr_schedule: str = "cosine"
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 1.0
     seed: int = 0
     log_every: int = 50
     eval_every: int = 500
@@ -154,13 +151,8 @@ class SFTConfig(_TomlConfig):
             raise ValueError(f"model must be a model table, got {self.model!r}")
         for key in ("steps", "batch_size", "log_every", "eval_every", "eval_prompts", "checkpoint_every"):
             check_int(key, getattr(self, key))
-        check_int("warmup_steps", self.warmup_steps, 0)
         check_int("seed", self.seed, 0)
-        _num("lr", self.lr, lo_open=True)
-        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        _num("weight_decay", self.weight_decay)
-        check_numbers("betas", self.betas, 2, 0.0, 1.0)
-        _num("grad_clip", self.grad_clip, lo_open=True)
+        _check_optim(self.optim, self._table)
         check_choice("eval_split", self.eval_split, SPLITS)
 
 
@@ -183,6 +175,9 @@ class RLConfig(_TomlConfig):
         :func:`tailmiss.objectives.register_policy_loss`.
     gamma : float
         Focal exponent; 0 is the base method.
+    optim : OptimConfig
+        TOML table ``[rl.optim]``: the optimiser (AdamW, the paper's, F-GRPO Table 5; or plain SGD), its rate
+        schedule and gradient clipping; defaults lr 1e-4, constant, no warm-up.
     loss : LossConfig
         TOML table ``[rl.loss]``: overrides of the method's loss settings
         (``clip_low``, ``clip_high``, ``dual_clip``, ``cispo_clip_mode``,
@@ -214,9 +209,6 @@ class RLConfig(_TomlConfig):
         (:class:`~tailmiss.llm.model.CounterStream`), so each rank generates
         only its share of the prompts, with the same rollouts as one process.
         Both give the single-process batch on any number of processes.
-    optimizer : {"adamw", "sgd"}
-        AdamW (the paper's, F-GRPO Table 5) or plain SGD (no momentum; its
-        ``weight_decay`` is an L2 term on the matrices).
     train_prompts, pool_seed : int
         ``train_prompts = 0`` (default): every step draws fresh i.i.d. prompts
         of the training split. ``train_prompts > 0``: a fixed pool of that many
@@ -252,7 +244,7 @@ class RLConfig(_TomlConfig):
     """
 
     _table = "rl"
-    _sub_tables = {"loss": LossConfig}
+    _sub_tables = {"loss": LossConfig, "optim": OptimConfig}
 
     @classmethod
     def from_dict(cls, data: dict, where: str | None = None) -> RLConfig:
@@ -270,12 +262,7 @@ class RLConfig(_TomlConfig):
     group_size: int = 8
     prompts_per_step: int = 32
     steps: int = 200
-    lr: float = 1e-4
-    lr_schedule: str = "constant"
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 1.0
+    optim: OptimConfig = field(default_factory=OptimConfig)
     minibatches: int = 1
     advantage: str | None = None
     std_kind: str = "bessel"
@@ -291,7 +278,6 @@ class RLConfig(_TomlConfig):
     top_k: int = 0
     top_p: float = 1.0
     rollout_sampling: str = "generator"
-    optimizer: str = "adamw"
     train_prompts: int = 0
     pool_seed: int = 0
     pool_order: str = "random"
@@ -310,27 +296,14 @@ class RLConfig(_TomlConfig):
         check_run_name(self.name)
         check_choice("method", self.method, POLICY_LOSSES)  # looked up now: registered losses count
         check_choice("rollout_sampling", self.rollout_sampling, ROLLOUT_SAMPLING)
-        check_choice("optimizer", self.optimizer, RL_OPTIMIZERS)
         _num("gamma", self.gamma)
         for key in ("group_size", "prompts_per_step", "steps", "minibatches", "eval_every", "eval_prompts"):
             check_int(key, getattr(self, key))
-        for key in ("warmup_steps", "max_refills", "seed", "top_k", "eval_samples", "checkpoint_every"):
+        for key in ("max_refills", "seed", "top_k", "eval_samples", "checkpoint_every"):
             check_int(key, getattr(self, key), 0)
-        check_int("train_prompts", self.train_prompts, 0)
-        check_int("pool_seed", self.pool_seed, 0)
         if self.eval_seed is not None:
             check_int("eval_seed", self.eval_seed, 0)
-        if self.train_prompts and self.prompts_per_step > self.train_prompts:
-            raise ValueError(
-                f"prompts_per_step ({self.prompts_per_step}) must not exceed the training pool "
-                f"(train_prompts = {self.train_prompts}): a step draws its prompts from the pool without replacement"
-            )
-        check_choice("pool_order", self.pool_order, POOL_ORDERS)
-        if self.pool_order == "epochs" and (not self.train_prompts or self.train_prompts % self.prompts_per_step):
-            raise ValueError(
-                "pool_order = 'epochs' needs a training pool (train_prompts > 0) that is a whole number of steps: "
-                f"train_prompts ({self.train_prompts}) must be a multiple of prompts_per_step ({self.prompts_per_step})"
-            )
+        self._check_pool()
         check_choice("eval_answers", self.eval_answers, EVAL_ANSWERS)
         check_bool("eval_per_prompt", self.eval_per_prompt)
         if self.checkpoint_every < 1:
@@ -340,11 +313,7 @@ class RLConfig(_TomlConfig):
                 f"minibatches must not exceed the rollouts per step ({self.prompts_per_step * self.group_size}), "
                 f"got {self.minibatches}"
             )
-        _num("lr", self.lr, lo_open=True)
-        check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
-        _num("weight_decay", self.weight_decay)
-        check_numbers("betas", self.betas, 2, 0.0, 1.0)
-        _num("grad_clip", self.grad_clip, lo_open=True)
+        _check_optim(self.optim, self._table)
         if self.advantage is not None:
             check_choice("advantage", self.advantage, ADVANTAGE_MODES)
         check_choice("std_kind", self.std_kind, STD_KINDS)
@@ -378,6 +347,21 @@ class RLConfig(_TomlConfig):
                 _num(key, value, lo=-math.inf)
         self.resolved_loss()  # the method and its overrides fit together now, not at the first step
 
+    def _check_pool(self) -> None:
+        check_int("train_prompts", self.train_prompts, 0)
+        check_int("pool_seed", self.pool_seed, 0)
+        if self.train_prompts and self.prompts_per_step > self.train_prompts:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) must not exceed the training pool "
+                f"(train_prompts = {self.train_prompts}): a step draws its prompts from the pool without replacement"
+            )
+        check_choice("pool_order", self.pool_order, POOL_ORDERS)
+        if self.pool_order == "epochs" and (not self.train_prompts or self.train_prompts % self.prompts_per_step):
+            raise ValueError(
+                "pool_order = 'epochs' needs a training pool (train_prompts > 0) that is a whole number of steps: "
+                f"train_prompts ({self.train_prompts}) must be a multiple of prompts_per_step ({self.prompts_per_step})"
+            )
+
     def resolved_loss(self) -> LossConfig:
         """The loss settings the run trains with: the method's defaults updated by ``loss``."""
         return resolve_loss_config(self.method, self.loss)
@@ -400,7 +384,10 @@ class RLConfig(_TomlConfig):
 
 def load_config(path: str | Path) -> SFTConfig | RLConfig:
     """Load an SFT (``[sft]``) or RL (``[rl]``) config from TOML."""
-    data = read_toml(path)
+    return _load(path, read_toml(path))
+
+
+def _load(path, data: dict) -> SFTConfig | RLConfig:
     kinds = {c._table: c for c in (SFTConfig, RLConfig)}
     if not data:
         raise ValueError(f"{path}: no settings (the file is empty); expected one top-level table, [sft] or [rl]")
@@ -409,6 +396,11 @@ def load_config(path: str | Path) -> SFTConfig | RLConfig:
     ((table, body),) = data.items()
     _require_settings(path, table, body)
     return kinds[table].from_dict(body, where=str(path))
+
+
+def _check_optim(optim, table: str) -> None:
+    if not isinstance(optim, OptimConfig):  # a table is built by from_dict
+        raise ValueError(f"optim must be an OptimConfig ([{table}.optim] table), got {optim!r}")
 
 
 def _require_settings(path, table: str, body) -> None:

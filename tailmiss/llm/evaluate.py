@@ -269,11 +269,7 @@ def answer_distribution(
     try:
         for lo, hi in _chunks([s.tokens.shape[0] for s in sets], batch_size):
             chunk = sets[lo:hi]
-            answers = torch.full((sum(s.tokens.shape[0] for s in chunk), task.max_answer_len), PAD, dtype=torch.long)
-            r = 0
-            for s in chunk:
-                answers[r : r + s.tokens.shape[0], : s.tokens.shape[1]] = s.tokens
-                r += s.tokens.shape[0]
+            answers = _stack_answers(chunk, task.max_answer_len)
             tree = _forest([_tree(s) for s in chunk], device)
             seq_logp = _score_chunk(scorer, prompt_ids[lo:hi], tree, answers.to(device)).sum(1).cpu()
             r = 0
@@ -286,6 +282,16 @@ def answer_distribution(
     finally:
         scorer.train(was_training)
     return AnswerDistribution(logp=logp, correct=correct, lengths=lengths, complete=not correct_only)
+
+
+def _stack_answers(chunk: Sequence[AnswerSet], max_len: int) -> torch.Tensor:
+    """The answers of a chunk of prompts' answer sets, one row each, padded to ``max_len``."""
+    answers = torch.full((sum(s.tokens.shape[0] for s in chunk), max_len), PAD, dtype=torch.long)
+    r = 0
+    for s in chunk:
+        answers[r : r + s.tokens.shape[0], : s.tokens.shape[1]] = s.tokens
+        r += s.tokens.shape[0]
+    return answers
 
 
 def _chunks(sizes: Sequence[int], budget: int):

@@ -280,6 +280,20 @@ def _inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
+def _check_sampling(prompts: torch.Tensor, temperature, top_k, top_p, generator) -> CounterStream | None:
+    """Refuse bad sampling settings by name; the :class:`CounterStream` among them (None: a torch generator)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
+    counter = generator if isinstance(generator, CounterStream) else None
+    if counter is not None and counter.rows.numel() != prompts.shape[0]:
+        raise ValueError(f"the CounterStream has {counter.rows.numel()} rows but prompts has {prompts.shape[0]}")
+    return counter
+
+
 def generate(
     model: GPT,
     prompts: torch.Tensor,
@@ -312,16 +326,8 @@ def generate(
         Log-probability of each sampled token under :math:`\mathrm{softmax}(\ell/T)`
         (before top-k/top-p filtering); 0 after ``<eos>``.
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ValueError(f"top_p must lie in (0, 1], got {top_p!r}")
+    counter = _check_sampling(prompts, temperature, top_k, top_p, generator)
     B, P = prompts.shape
-    counter = generator if isinstance(generator, CounterStream) else None
-    if counter is not None and counter.rows.numel() != B:
-        raise ValueError(f"the CounterStream has {counter.rows.numel()} rows but prompts has {B}")
     tokens = torch.full((B, max_new_tokens), pad_id, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros((B, max_new_tokens), dtype=param_dtype(model), device=prompts.device)
     done = torch.zeros(B, dtype=torch.bool, device=prompts.device)

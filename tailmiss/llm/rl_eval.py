@@ -1,4 +1,4 @@
-"""Step 6 of the RL loop: exact answer-mass metrics against the SFT model and sampled pass@k.
+"""Step 6 of the RL loop: exact answer-mass metrics against the SFT model and sampled pass@k (rank 0 alone).
 
 The SFT model's distributions (and its sampled pass@k at step 0) are scored
 once per process for every run of a sweep that starts from the same checkpoint
@@ -7,15 +7,20 @@ once per process for every run of a sweep that starts from the same checkpoint
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from tailmiss.llm._loop import step_seed
+from tailmiss.llm.checkpoint import CHECKPOINT
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
-from tailmiss.llm.rollouts import EVAL
+from tailmiss.llm.rl_run import EvalSets, RLRun
+from tailmiss.llm.rollouts import EVAL, training_pool
 from tailmiss.llm.tasks import Task
+from tailmiss.store import file_sha256
 
-__all__ = ["exact_row", "evaluate_rl", "reference_distribution", "sft_once"]
+__all__ = ["exact_row", "score", "evaluation", "eval_sets", "reference_distribution", "sft_once"]
 
 _SFT_CACHE: dict = {}
 
@@ -41,14 +46,15 @@ def _ratio(num: float, den: float) -> float:
     return float(num / den) if den > 0 else float("nan")  # no prompt has a rare set: no ratio
 
 
-def exact_row(
-    model, reference_dist, task, prompts, rare_share: float, prefix: str = "", current=None, per_prompt=None
-) -> dict:
-    """The exact metrics an RL run logs at an evaluation (means over ``prompts``; ``current``: the model's
-    distribution when already scored), with every pass@k, keys prefixed by ``prefix``. The answers scored are the
-    reference's (all, or the correct ones only); ``per_prompt``, a list, receives the per-prompt ``mu_pos``."""
-    if current is None:
-        current = answer_distribution(model, task, prompts, correct_only=not reference_dist.complete)
+def score(model, task, prompts, reference_dist):
+    """The model's exact distribution over the answers ``reference_dist`` scores (all, or the correct ones)."""
+    return answer_distribution(model, task, prompts, correct_only=not reference_dist.complete)
+
+
+def exact_row(current, reference_dist, rare_share: float, prefix: str = "", per_prompt=None) -> dict:
+    """The exact metrics an RL run logs at an evaluation: means over the prompts of the model's distribution
+    ``current`` (:func:`score`) against the SFT model's, with every pass@k, keys prefixed by ``prefix``;
+    ``per_prompt``, a list, receives the per-prompt ``mu_pos``."""
     m = exact_metrics(current, reference_dist, rare_share=rare_share)
     if per_prompt is not None:
         per_prompt.append(m["mu_pos"])
@@ -67,51 +73,63 @@ def exact_row(
     return {prefix + k: v for k, v in row.items()}
 
 
-def evaluate_rl(
-    model,
-    reference_dist,
-    task,
-    cfg,
-    eval_prompts,
-    step,
-    device,
-    pool=None,
-    untrained=False,
-    start_sha=None,
-    per_prompt=None,
-) -> dict:
-    r"""Exact metrics against the SFT model (enumerable tasks) and sampled pass@k (``eval_samples > 0``).
+def eval_sets(run: RLRun) -> EvalSets:
+    """The held-out prompts every evaluation scores and the SFT model's distributions on them (and on the training
+    pool), scored once on rank 0 (:func:`reference_distribution`)."""
+    cfg, task = run.cfg, run.task
+    prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
+    start_sha = file_sha256(Path(run.init) / CHECKPOINT)
+    only = cfg.eval_answers == "correct"
+    exact = task.enumerable and run.main
+    reference_dist = reference_distribution(run.reference, start_sha, task, prompts, only) if exact else None
+    pool = None
+    if cfg.train_prompts and exact:
+        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
+        pool = (pool_prompts, reference_distribution(run.reference, start_sha, task, pool_prompts, only))
+    return EvalSets(prompts, reference_dist, pool, start_sha)
 
-    ``pool``: ``(prompts, reference distribution)`` of the training pool, scored
-    too (columns ``pool_*``) when the run trains on a fixed pool. ``untrained``:
-    the model still equals the reference (step 0), whose exact distributions are
-    reused instead of scored again (the same numbers: the same weights); with
-    ``start_sha`` (its checkpoint's SHA-256) its sampled pass@k is drawn once per
-    process for all the runs that share the seed and settings, too. ``per_prompt``, a list, receives the
-    evaluation prompts' per-prompt :math:`\mu_{pos}(x)` (enumerable tasks).
-    """
+
+def evaluation(run: RLRun, step: int) -> dict:
+    r"""Step 6's metrics at ``step`` when due (rank 0; every ``eval_every`` steps and at the last): exact metrics
+    against the SFT model (enumerable tasks; the training pool too, columns ``pool_*``) and sampled pass@k
+    (``eval_samples > 0``). At step 0 the model still equals the SFT model, whose distributions are reused (the
+    same numbers: the same weights) and whose sampled pass@k is drawn once per process for every run that shares
+    the seed and settings (:func:`sft_once`). With ``eval_per_prompt`` the per-prompt :math:`\mu_{pos}(x)` go to
+    ``run.per_prompt[step]``."""
+    cfg, task, sets = run.cfg, run.task, run.evals
+    if not (run.main and (step % cfg.eval_every == 0 or step == cfg.steps)):
+        return {}
+    untrained = step == 0  # resumed runs never re-evaluate step 0
+    kept = [] if cfg.eval_per_prompt and task.enumerable else None
     row: dict = {}
-    model.eval()
+    run.model.eval()
     if task.enumerable:
-        same = reference_dist if untrained else None
-        kept = dict(current=same, per_prompt=per_prompt)
-        row.update(exact_row(model, reference_dist, task, eval_prompts, cfg.rare_share, **kept))
-        if pool is not None:
-            same = pool[1] if untrained else None
-            row.update(exact_row(model, pool[1], task, pool[0], cfg.rare_share, prefix="pool_", current=same))
+        current = sets.reference if untrained else score(run.model, task, sets.prompts, sets.reference)
+        row.update(exact_row(current, sets.reference, cfg.rare_share, per_prompt=kept))
+        if sets.pool is not None:
+            prompts, reference = sets.pool
+            current = reference if untrained else score(run.model, task, prompts, reference)
+            row.update(exact_row(current, reference, cfg.rare_share, prefix="pool_"))
     if cfg.eval_samples > 0:
-        seed = step_seed(cfg.seed, step, EVAL)
-
-        def draw():
-            gen = torch.Generator(device=device).manual_seed(seed)
-            return sample_correct_counts(model, task, eval_prompts, cfg.eval_samples, gen, cfg.temperature)
-
-        if untrained and start_sha is not None:
-            prompt_key = task.encode_prompts(eval_prompts).numpy().tobytes()
-            key = ("sampled", start_sha, prompt_key, cfg.eval_samples, seed, cfg.temperature, str(device))
-            counts = sft_once(key, draw)
-        else:
-            counts = draw()
-        for k, v in sampled_pass_at_k(counts, cfg.eval_samples, PASS_KS).items():
-            row[f"pass_at_{k}"] = v
+        row.update(_sampled(run, step, untrained))
+    if kept:
+        run.per_prompt[step] = torch.from_numpy(kept[0])
     return row
+
+
+def _sampled(run: RLRun, step: int, untrained: bool) -> dict:
+    """Sampled pass@k from ``eval_samples`` samples per held-out prompt."""
+    cfg, task, prompts = run.cfg, run.task, run.evals.prompts
+    seed = step_seed(cfg.seed, step, EVAL)
+
+    def draw():
+        gen = torch.Generator(device=run.dev).manual_seed(seed)
+        return sample_correct_counts(run.model, task, prompts, cfg.eval_samples, gen, cfg.temperature)
+
+    if untrained:
+        prompt_key = task.encode_prompts(prompts).numpy().tobytes()
+        key = ("sampled", run.evals.start_sha, prompt_key, cfg.eval_samples, seed, cfg.temperature, str(run.dev))
+        counts = sft_once(key, draw)
+    else:
+        counts = draw()
+    return {f"pass_at_{k}": v for k, v in sampled_pass_at_k(counts, cfg.eval_samples, PASS_KS).items()}

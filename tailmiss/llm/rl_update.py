@@ -15,6 +15,8 @@ and the sums are divided by the global counts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -23,6 +25,7 @@ from tailmiss._dist import rank, world
 from tailmiss.llm._loop import all_sum, step_seed
 from tailmiss.llm.config import RLConfig
 from tailmiss.llm.model import answer_logprobs
+from tailmiss.llm.rl_run import RLRun
 from tailmiss.llm.rollouts import SHUFFLE, Rollouts
 
 __all__ = ["UPDATE_STATS", "advantages", "kl_penalty", "update"]
@@ -84,18 +87,19 @@ def _global_means(sums: list, count: int, dev) -> list[float]:
     return [total / max(count, 1) for total in all_sum(sums, dev)]
 
 
-def _rank_logprobs(model, reference, batch: Rollouts, rows: torch.Tensor, cfg: RLConfig, dev):
+def _rank_logprobs(run: RLRun, batch: Rollouts, rows: torch.Tensor):
     """Old and reference log-probs of this rank's ``rows`` and the logged entropy, length and KL of the batch."""
+    cfg, model = run.cfg, run.model
     with torch.no_grad():
         model.eval()
         old_logp, entropy = answer_logprobs(model, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature, True)
-        ref_logp = answer_logprobs(reference, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature)
+        ref_logp = answer_logprobs(run.reference, batch.prompt_ids[rows], batch.answers[rows], cfg.temperature)
     mask = batch.mask[rows]
     length = float(batch.mask.sum(1).double().mean())
     valid = mask.bool()
     kl = _k3(ref_logp, torch.where(valid, old_logp, ref_logp))
     sums = [torch.where(valid, entropy, 0.0).sum(), torch.where(valid, kl, 0.0).sum()]
-    entropy_mean, kl_mean = _global_means(sums, int(batch.mask.sum()), dev)  # all ranks' rows are the batch
+    entropy_mean, kl_mean = _global_means(sums, int(batch.mask.sum()), run.dev)  # all ranks' rows are the batch
     return old_logp, ref_logp, {"entropy": entropy_mean, "response_len": length, "kl_ref": kl_mean}
 
 
@@ -105,9 +109,22 @@ def _share(local: int, whole: int) -> float:
     return world() * local / max(whole, 1)
 
 
-def _rank_loss(ddp, batch: Rollouts, adv, old_logp, ref_logp, idx_all, idx, cfg: RLConfig, loss_cfg):
-    """This rank's share of mini-batch ``idx_all``'s loss (its rows ``idx``), its clip fraction and approximate KL
+@dataclass
+class _Minibatch:
+    """One mini-batch: its rows of the global batch, this rank's share of them and their old and reference
+    log-probs (taken before the first update)."""
+
+    rows: torch.Tensor
+    mine: torch.Tensor
+    old_logp: torch.Tensor
+    ref_logp: torch.Tensor
+
+
+def _rank_loss(run: RLRun, batch: Rollouts, adv: torch.Tensor, mb: _Minibatch, loss_cfg):
+    """This rank's share of mini-batch ``mb``'s loss (its rows ``mb.mine``), its clip fraction and approximate KL
     (token means over its rows) and its token count."""
+    cfg, ddp, idx_all, idx = run.cfg, run.ddp, mb.rows, mb.mine
+    old_logp, ref_logp = mb.old_logp, mb.ref_logp
     if not len(idx):  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
         first = idx_all[:1]
         zero = answer_logprobs(ddp, batch.prompt_ids[first], batch.answers[first], cfg.temperature).sum() * 0.0
@@ -127,13 +144,14 @@ def _rank_loss(ddp, batch: Rollouts, adv, old_logp, ref_logp, idx_all, idx, cfg:
     return loss, float(res.clip_fraction), float(res.approx_kl), tokens
 
 
-def update(model, ddp, reference, optimizer, batch: Rollouts, cfg: RLConfig, step: int, dev) -> dict:
+def update(run: RLRun, batch: Rollouts, step: int) -> dict:
     """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups).
 
     ``batch`` is the global batch (the same on every rank); each mini-batch's
-    rows are split over the ranks, and ``ddp`` (``model`` wrapped in DDP, or
-    ``model`` itself in one process) averages their gradients.
+    rows are split over the ranks, and ``run.ddp`` (the model wrapped in DDP, or
+    the model itself in one process) averages their gradients.
     """
+    cfg, model, dev = run.cfg, run.model, run.dev
     if batch.rewards.shape[0] == 0:  # dynamic sampling kept no group: nothing to learn from
         return dict.fromkeys(UPDATE_STATS, float("nan"))
     row: dict = {}
@@ -151,29 +169,27 @@ def update(model, ddp, reference, optimizer, batch: Rollouts, cfg: RLConfig, ste
     local = [idx.tensor_split(world())[rank()] for idx in minibatches]
 
     # ---- 4. old and reference log-probs of this rank's rows, before any update ---------------
-    old_logp, ref_logp, logged = _rank_logprobs(model, reference, batch, torch.cat(local), cfg, dev)
+    old_logp, ref_logp, logged = _rank_logprobs(run, batch, torch.cat(local))
     row.update(logged)
     sizes = [len(idx) for idx in local]
-    old_logp, ref_logp = old_logp.split(sizes), ref_logp.split(sizes)
+    parts = zip(minibatches, local, old_logp.split(sizes), ref_logp.split(sizes))
 
     # ---- 5. mini-batch updates of the method's loss -------------------------------------------
     stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
-    ddp.train()
+    run.ddp.train()
     loss_cfg = cfg.resolved_loss()
-    for j, (idx_all, idx) in enumerate(zip(minibatches, local)):
-        loss, clip_frac, kl_old, tokens = _rank_loss(
-            ddp, batch, adv, old_logp[j], ref_logp[j], idx_all, idx, cfg, loss_cfg
-        )
-        optimizer.zero_grad(set_to_none=True)
+    for mb in (_Minibatch(*part) for part in parts):
+        loss, clip_frac, kl_old, tokens = _rank_loss(run, batch, adv, mb, loss_cfg)
+        run.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+        run.optimizer.step()
         stats["grad_norm"].append(float(grad_norm))
         # one statistics path: sums over the ranks (one rank in a single process), then global means
         # the rescaled losses add up to the mini-batch's loss times K
         # (K times the mini-batch's loss: the ranks' rescaled losses add up to it K times over)
         loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], dev)
-        whole = max(int(batch.mask[idx_all].sum()), 1)
+        whole = max(int(batch.mask[mb.rows].sum()), 1)
         stats["loss"].append(loss_sum / world())
         stats["clip_frac"].append(clipped / whole)
         stats["approx_kl"].append(kl_sum / whole)

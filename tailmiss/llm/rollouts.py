@@ -17,7 +17,8 @@ import torch
 from tailmiss._dist import all_gather_objects, shard_bounds
 from tailmiss.llm._loop import step_seed
 from tailmiss.llm.config import RLConfig
-from tailmiss.llm.model import GPT, CounterStream, generate
+from tailmiss.llm.model import CounterStream, generate
+from tailmiss.llm.rl_run import RLRun
 from tailmiss.llm.tasks import EOS, PAD, Task
 
 __all__ = ["Rollouts", "response_mask", "collect_rollouts", "training_pool", "step_prompts", "gather_groups"]
@@ -51,7 +52,7 @@ def response_mask(answers: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: int, device) -> Rollouts:
+def collect_rollouts(run: RLRun, step: int, round_: int) -> Rollouts:
     """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards (the whole round, every rank).
 
     Every rank draws the same prompts. With ``rollout_sampling = "generator"``
@@ -62,6 +63,7 @@ def collect_rollouts(model: GPT, task: Task, cfg: RLConfig, step: int, round_: i
     draws its tokens from a :class:`CounterStream` keyed by the round's seed and
     r, so the batch is the same for any number of processes.
     """
+    model, task, cfg, device = run.model, run.task, run.cfg, run.dev
     model.eval()
     n = cfg.group_size
     prompts = step_prompts(task, cfg, step, round_)
@@ -115,9 +117,10 @@ def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
     return [pool[i] for i in picks]
 
 
-def gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
+def gather_groups(run: RLRun, step: int) -> tuple[Rollouts, dict]:
     """Rollouts of the step; with dynamic sampling, only mixed-reward groups, refilled up to ``max_refills`` rounds."""
-    first = collect_rollouts(model, task, cfg, step, 0, device)
+    cfg = run.cfg
+    first = collect_rollouts(run, step, 0)
     info = {
         "reward_mean": float(first.rewards.mean()),
         "mu_hat": first.rewards.mean(1),
@@ -131,7 +134,7 @@ def gather_groups(model, task, cfg, step, device) -> tuple[Rollouts, dict]:
     kept, have, batch = [], 0, first
     for round_ in range(cfg.max_refills + 1):
         if round_ > 0:
-            batch = collect_rollouts(model, task, cfg, step, round_, device)
+            batch = collect_rollouts(run, step, round_)
             info["rollouts"] += batch.rewards.numel()
             info["tokens"] += int(batch.mask.sum())
             info["refills"] = round_

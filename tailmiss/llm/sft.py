@@ -14,6 +14,7 @@ Rank 0 alone evaluates and writes the run folder.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +28,8 @@ from tailmiss.llm._loop import (
     data_parallel,
     environment,
     first_step,
-    make_optimizer,
     prepare_run,
     progress_bar,
-    set_lr,
     step_done,
     step_seed,
 )
@@ -38,6 +37,7 @@ from tailmiss.llm.checkpoint import RunFolder
 from tailmiss.llm.config import SFTConfig
 from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
 from tailmiss.llm.model import GPT, param_device
+from tailmiss.llm.optim import make_optimizer, set_lr
 
 __all__ = ["train_sft", "evaluate_sft"]
 
@@ -65,12 +65,26 @@ def _evaluation(model: GPT, cfg: SFTConfig, prompts, step: int) -> dict:
     return evaluate_sft(model, cfg, prompts, step)
 
 
-def _sft_step(model: GPT, ddp, optimizer, task, cfg: SFTConfig, step: int, dev, rows: tuple[int, int]):
-    """One supervised step on this rank's ``rows`` of the step's batch: ``(loss, lr, grad_norm, tokens)``.
+@dataclass
+class _SFTRun:
+    """One SFT run while it trains: config, model (wrapped in DDP as ``ddp`` when several processes run),
+    optimizer, device, and this rank's rows of every batch."""
+
+    cfg: SFTConfig
+    model: GPT
+    optimizer: object
+    dev: torch.device
+    ddp: torch.nn.Module | None = None
+    rows: tuple[int, int] = (0, 0)
+
+
+def _sft_step(run: _SFTRun, step: int):
+    """One supervised step on this rank's rows of the step's batch: ``(loss, lr, grad_norm, tokens)``.
 
     The loss is this rank's share of the whole batch's token mean; DDP averages the ranks' gradients.
     """
-    lo, hi = rows
+    cfg, model, ddp, optimizer, dev = run.cfg, run.model, run.ddp, run.optimizer, run.dev
+    task, (lo, hi) = cfg.task, run.rows
     k = world()
     ddp.train()
     prompts = task.prompts("train", cfg.batch_size, seed=step_seed(cfg.seed, step, _DATA))
@@ -84,10 +98,10 @@ def _sft_step(model: GPT, ddp, optimizer, task, cfg: SFTConfig, step: int, dev, 
         loss = (nll * target_k).sum() / tokens  # this rank's share of the batch's token mean
     else:  # no row here: a zero loss through the model keeps this rank in DDP's gradient all-reduce
         loss = ddp(ids[:1, :-1].to(dev)).sum() * 0.0
-    lr = set_lr(optimizer, step, cfg)
+    lr = set_lr(optimizer, step, cfg.optim, cfg.steps)
     optimizer.zero_grad(set_to_none=True)
     (loss * k).backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
     optimizer.step()
     return loss, lr, grad_norm, tokens
 
@@ -108,7 +122,7 @@ def _start(cfg: SFTConfig, state: dict | None, dev):
     task = cfg.task
     torch.manual_seed(cfg.seed)
     model = GPT(cfg.model, len(task.vocab), task.prompt_len + task.max_answer_len).to(dev)
-    optimizer = make_optimizer(model, cfg)
+    optimizer = make_optimizer(model, cfg.optim)
     if state is None:
         return model, optimizer, [], 0
     model.load_state_dict(state["model"])
@@ -116,17 +130,18 @@ def _start(cfg: SFTConfig, state: dict | None, dev):
     return model, optimizer, state["history"], state["step"]
 
 
-def _meta(cfg: SFTConfig, model: GPT, start: int, tokens_seen: int, elapsed: float, dev) -> dict:
+def _meta(run: _SFTRun, start: int, tokens_seen: int, elapsed: float) -> dict:
     """The finished run's ``meta.json``."""
+    cfg = run.cfg
     return {
         "kind": "sft",
         "complete": True,
-        "params": model.num_params(),
+        "params": run.model.num_params(),
         "steps": cfg.steps,
         "resumed_from": min(start, cfg.steps),
         "elapsed_s": round(elapsed, 3),
         "train_tokens_per_s": tokens_seen / max(elapsed, 1e-9),
-        **environment(dev),
+        **environment(run.dev),
     }
 
 
@@ -167,9 +182,8 @@ def train_sft(
     start = first_step(folder, history, start, cfg.steps)
     if start is None:
         return folder.path
-    ddp = data_parallel(model, dev)
     main, k = is_main(), world()  # rank 0 evaluates and writes; the others only train
-    lo, hi = shard_bounds(cfg.batch_size)  # this rank's rows of every batch
+    run = _SFTRun(cfg, model, optimizer, dev, data_parallel(model, dev), shard_bounds(cfg.batch_size))
     eval_prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.seed, distinct=True)
 
     def checkpoint(step: int) -> None:
@@ -185,7 +199,7 @@ def train_sft(
             evaluated = step % cfg.eval_every == 0
             row = {"step": step, **(_evaluation(model, cfg, eval_prompts, step) if main and evaluated else {})}
             # ---- one supervised step (this rank's rows; DDP averages the gradients) ----------
-            loss, lr, grad_norm, tokens = _sft_step(model, ddp, optimizer, task, cfg, step, dev, (lo, hi))
+            loss, lr, grad_norm, tokens = _sft_step(run, step)
             tokens_seen += tokens
             if step % cfg.log_every == 0 or evaluated:
                 (loss_sum,) = all_sum([loss.detach()], dev)
@@ -199,6 +213,6 @@ def train_sft(
         history.append({"step": cfg.steps, **(_evaluation(model, cfg, eval_prompts, cfg.steps) if main else {})})
     checkpoint(cfg.steps)
     if main:
-        folder.write_meta(_meta(cfg, model, start, tokens_seen, time.perf_counter() - started, dev))
+        folder.write_meta(_meta(run, start, tokens_seen, time.perf_counter() - started))
     barrier()  # every rank returns once the folder is complete
     return folder.path

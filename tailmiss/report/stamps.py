@@ -89,9 +89,10 @@ def _code(roots: list[Path]) -> dict:
     """The fingerprint of the import closure of ``roots`` and a digest of each of its files."""
     from tailmiss import store
     from tailmiss._fingerprint import file_digest, import_closure, source_digest
+    from tailmiss.experiments.sweep_result import SCOPE
 
-    package = _package()
-    files = import_closure(package, roots, [package / p for p in store.NO_NUMBERS])
+    package = _package()  # numbers as the units see them: less what holds none (the presets only name runs)
+    files = import_closure(package, roots, [package / p for p in store.NO_NUMBERS + SCOPE.no_numbers])
     per_file = {path.relative_to(package).as_posix(): file_digest(path) for path in files}
     return {"code": source_digest(files), "files": per_file}
 
