@@ -125,7 +125,7 @@ def test_gamma_selection_is_among_the_focal_values_and_says_whether_it_is_resolv
         "F-GRPO γ=2 N=8": [0.40, 0.41, 0.39, 0.40, 0.42],
     }
     chosen = _chosen(values).assign(pass256=0.7, mret=1.0, dnll=0.0, rare256=0.5, step=8)
-    _, choices = cc.gamma_table(chosen)
+    _, choices = gm.gamma_table(chosen)
     grpo = choices[0]
     assert grpo.method == "GRPO" and grpo.selected == 0.5 and grpo.best["pass1"] == 0.0
     assert grpo.resolved["pass1"] is True  # γ = 0 beats every other γ on every seed
@@ -263,12 +263,12 @@ def test_usual_gamma_counts_no_copy_of_grpo():
     chosen.loc[chosen["label"].str.startswith("CISPO") | chosen["label"].str.startswith("F-CISPO"), "pass1"] = (
         chosen.loc[chosen["label"].str.startswith("GRPO") | chosen["label"].str.startswith("F-GRPO"), "pass1"].values
     )
-    assert cc.identical_methods(chosen) == ("CISPO",)
-    _, choices = cc.gamma_table(chosen)
+    assert gm.identical_methods(chosen) == ("CISPO",)
+    _, choices = gm.gamma_table(chosen)
     assert [c.selected for c in choices] == [0.5, 1.0, 0.5]
     # GRPO yes, DAPO no (γ = 1 beats 0.5): 1 of 2 distinct methods, not "usual"; counting CISPO made it 2 of 3
-    assert cc.gamma_usual_verdict(choices, ("CISPO",)) == "not resolved"
-    assert cc.gamma_usual_verdict(choices) == "reproduced"
+    assert gm.gamma_usual_verdict(choices, ("CISPO",)) == "not resolved"
+    assert gm.gamma_usual_verdict(choices) == "reproduced"
 
 
 def test_gamma_two_is_judged_on_pass256_too():
@@ -280,11 +280,11 @@ def test_gamma_two_is_judged_on_pass256_too():
     p256 = {
         (m, g): {0.0: 0.80, 0.5: 0.84, 1.0: 0.83, 2.0: 0.81}[g] for m in ("grpo", "dapo+ds", "cispo") for g in cc.GAMMAS
     }
-    two = cc.gamma_two(_gamma_runs(p1, p256))
+    two = gm.gamma_two(_gamma_runs(p1, p256))
     assert all(d["pass1"].outcome == "lower" and d["pass256"].outcome == "lower" for d in two.values())
-    assert cc.gamma_two_verdict(two) == "refuted"
+    assert gm.gamma_two_verdict(two) == "refuted"
     p256.update({("dapo+ds", 2.0): 0.87})
-    assert cc.gamma_two_verdict(cc.gamma_two(_gamma_runs(p1, p256))) == "reproduced"
+    assert gm.gamma_two_verdict(gm.gamma_two(_gamma_runs(p1, p256))) == "reproduced"
 
 
 def test_a_constant_pass_at_k_lead_does_not_grow_with_k():
@@ -297,12 +297,12 @@ def test_a_constant_pass_at_k_lead_does_not_grow_with_k():
             noise = 0.0005 * ((seed * 3) % 5 - 2) * (k == 256)
             rows.append(("F-GRPO γ=0.5 N=8", seed, "exact", k, 0.53 + 0.001 * seed + noise))
     curves = pd.DataFrame(rows, columns=["label", "seed", "scoring", "k", "value"])
-    grow = cc.lead_growth(curves)["GRPO"]
+    grow = gm.lead_growth(curves)["GRPO"]
     assert grow.outcome in ("tie", "tie (below δ)")
     steeper = curves.assign(
         value=curves["value"] + np.where(curves["label"].str.startswith("F-"), 0.0002 * curves["k"], 0)
     )
-    assert cc.lead_growth(steeper)["GRPO"].outcome == "higher"
+    assert gm.lead_growth(steeper)["GRPO"].outcome == "higher"
 
 
 def test_fig1bc_is_judged_on_the_whole_caption():

@@ -169,6 +169,6 @@ def test_a_change_to_any_verdict_rule_stales_the_ledger(ctx, package_copy):
     assert after["code"] != before["code"] and after["files"]["studies/rule.py"] != before["files"]["studies/rule.py"]
     _edit(package_copy, "studies/rule.py", "ALPHA = 0.01", "ALPHA = 0.05")
     assert section_stamp(LEDGER_HEADING, ctx)["code"] == before["code"]
-    _edit(package_copy, "studies/controls/claims.py", "def _family(", "def _family_(")
-    _edit(package_copy, "studies/controls/claims.py", "_family(FIG1BC", "_family_(FIG1BC")
+    _edit(package_copy, "studies/controls/claims.py", "def _start(", "def _start_(")
+    _edit(package_copy, "studies/controls/claims.py", "_start(history)", "_start_(history)")
     assert section_stamp(LEDGER_HEADING, ctx)["files"] != before["files"]

@@ -23,6 +23,7 @@ numpy / pandas and :mod:`tailmiss.analytic` only: importing this package never i
 lives in :mod:`tailmiss.studies.diagnose_figure`, the command in ``tailmiss diagnose``.
 """
 
+from tailmiss.diagnose import analysis, rollout_log
 from tailmiss.diagnose.advice import (
     ADVICE_GAMMAS,
     DEFAULT_ADVICE_RHO,
@@ -35,7 +36,7 @@ from tailmiss.diagnose.advice import (
     judge,
     verdicts,
 )
-from tailmiss.diagnose.analysis import (
+from tailmiss.diagnose.analysis import (  # noqa: F401 (exported by analysis.__all__)
     DEFAULT_GAMMAS,
     DEFAULT_RHOS,
     RESULT_FILES,
@@ -54,7 +55,7 @@ from tailmiss.diagnose.analysis import (
     write_diagnosis,
 )
 from tailmiss.diagnose.rates import RISK_LEVEL, SHARE_LEVEL, RateFit, SpendOutcome, fit_rates, spend_outcomes
-from tailmiss.diagnose.rollout_log import (
+from tailmiss.diagnose.rollout_log import (  # noqa: F401 (exported by rollout_log.__all__)
     FORMATS,
     SCHEMA_COLUMNS,
     CutLineWarning,
@@ -91,37 +92,15 @@ __all__ = [
     "verdicts",
     "fit_rates",
     "spend_outcomes",
+    "check_advice_settings",
     "advice_text",
     "verdict_text",
     "focal_text",
-    "DEFAULT_RHOS",
-    "DEFAULT_GAMMAS",
-    "RESULT_FILES",
-    "Diagnosis",
     "DiagnoseSummary",
     "RiskRow",
     "FocalRow",
     "side_text",
     "summary_json",
-    "rho_key",
-    "rho_grid",
-    "gamma_key",
-    "n_star_key",
-    "group_columns",
-    "per_step",
-    "step_metrics",
-    "pooled_risk",
-    "diagnose",
-    "default_folder",
-    "check_same_log",
-    "check_advice_settings",
-    "write_diagnosis",
-    "FORMATS",
-    "SCHEMA_COLUMNS",
-    "CutLineWarning",
-    "RepeatedRowsWarning",
-    "RolloutLog",
-    "read_rollouts",
-    "success_flags",
-    "group_counts",
+    *(name for name in analysis.__all__ if name != "check_grids"),  # not check_grids (taken from .analysis)
+    *rollout_log.__all__,
 ]

@@ -273,36 +273,47 @@ def _on_last_tokens(rewards: torch.Tensor, mask: torch.Tensor, score: torch.Tens
     return out
 
 
-def _with_reward_transform(original):
-    """verl's ``compute_advantage`` on the transformed rewards when the config names a reward transform."""
-    if getattr(original, "_tailmiss_reward_transform", False):
+def _wrap_once(original, marker: str, call):
+    """``original`` wrapped as ``call(original, bound, *args, **kwargs)``, ``bound`` its arguments bound to its
+    signature; the wrapper carries ``original``'s name and the attribute ``marker``, and ``original`` carrying
+    ``marker`` (wrapped already) comes back as is."""
+    if getattr(original, marker, False):
         return original
     signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def compute_advantage(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        config = bound.arguments.get("config")
-        if _transform(config)[0] is None:
-            return original(*args, **kwargs)
-        data = bound.arguments["data"]
-        task = data.batch["token_level_rewards"]
-        transformed = transformed_token_rewards(data, config)
-        data.batch[_TASK_KEY] = task  # travels with the rows should verl resample them (PF-PPO)
-        data.batch["token_level_rewards"] = transformed
-        token = _TASK_REWARDS.set((transformed, task))
-        out = data
-        try:
-            out = original(*args, **kwargs)
-        finally:
-            _TASK_REWARDS.reset(token)
-            for proto in {id(d): d for d in (data, out)}.values():  # reward metrics stay the task's
-                if _TASK_KEY in proto.batch.keys():
-                    proto.batch["token_level_rewards"] = proto.batch.pop(_TASK_KEY)
-        return out
+    def wrapper(*args, **kwargs):
+        return call(original, signature.bind(*args, **kwargs), *args, **kwargs)
 
-    compute_advantage._tailmiss_reward_transform = True
-    return compute_advantage
+    setattr(wrapper, marker, True)
+    return wrapper
+
+
+def _reward_transform_call(original, bound, *args, **kwargs):
+    """One call of verl's ``compute_advantage`` on the transformed rewards when the config names a transform."""
+    config = bound.arguments.get("config")
+    if _transform(config)[0] is None:
+        return original(*args, **kwargs)
+    data = bound.arguments["data"]
+    task = data.batch["token_level_rewards"]
+    transformed = transformed_token_rewards(data, config)
+    data.batch[_TASK_KEY] = task  # travels with the rows should verl resample them (PF-PPO)
+    data.batch["token_level_rewards"] = transformed
+    token = _TASK_REWARDS.set((transformed, task))
+    out = data
+    try:
+        out = original(*args, **kwargs)
+    finally:
+        _TASK_REWARDS.reset(token)
+        for proto in {id(d): d for d in (data, out)}.values():  # reward metrics stay the task's
+            if _TASK_KEY in proto.batch.keys():
+                proto.batch["token_level_rewards"] = proto.batch.pop(_TASK_KEY)
+    return out
+
+
+def _with_reward_transform(original):
+    """verl's ``compute_advantage`` on the transformed rewards when the config names a reward transform."""
+    return _wrap_once(original, "_tailmiss_reward_transform", _reward_transform_call)
 
 
 def _wrap_compute_advantage() -> None:
@@ -350,30 +361,25 @@ def _session_focal_weights(data, batch_keys, config) -> torch.Tensor:
     return by_group[torch.from_numpy(group.reshape(-1))]
 
 
+def _fgrpo_call(original, bound, *args, **kwargs):
+    """One call of verl's ``compute_advantage_for_multi_trajectories``, ``fgrpo`` = its GRPO path times g."""
+    bound.apply_defaults()
+    if bound.arguments["adv_estimator"] != ESTIMATOR:
+        return original(*args, **kwargs)
+    data, keys, config = bound.arguments["data"], bound.arguments["batch_keys"], bound.arguments["config"]
+    weight = _session_focal_weights(data, keys, config)  # before verl overwrites the batch
+    bound.arguments["adv_estimator"] = core_algos.AdvantageEstimator.GRPO
+    out = original(*bound.args, **bound.kwargs)
+    adv = out.batch["advantages"]
+    adv = adv * weight.to(adv.device, adv.dtype).unsqueeze(-1)
+    out.batch["advantages"] = adv
+    out.batch["returns"] = adv
+    return out
+
+
 def _with_fgrpo(original):
     """verl's ``compute_advantage_for_multi_trajectories`` with ``fgrpo`` = its GRPO path times g."""
-    if getattr(original, "_tailmiss_fgrpo", False):
-        return original
-    signature = inspect.signature(original)
-
-    @functools.wraps(original)
-    def compute_advantage_for_multi_trajectories(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        if bound.arguments["adv_estimator"] != ESTIMATOR:
-            return original(*args, **kwargs)
-        data, keys, config = bound.arguments["data"], bound.arguments["batch_keys"], bound.arguments["config"]
-        weight = _session_focal_weights(data, keys, config)  # before verl overwrites the batch
-        bound.arguments["adv_estimator"] = core_algos.AdvantageEstimator.GRPO
-        out = original(*bound.args, **bound.kwargs)
-        adv = out.batch["advantages"]
-        adv = adv * weight.to(adv.device, adv.dtype).unsqueeze(-1)
-        out.batch["advantages"] = adv
-        out.batch["returns"] = adv
-        return out
-
-    compute_advantage_for_multi_trajectories._tailmiss_fgrpo = True
-    return compute_advantage_for_multi_trajectories
+    return _wrap_once(original, "_tailmiss_fgrpo", _fgrpo_call)
 
 
 def _wrap_multi_trajectory_path() -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "identical_runs",
     "Sentence",
     "judge",
+    "judge_family",
     "rule_text",
 ]
 
@@ -331,6 +332,13 @@ def judge(text: str, parts) -> Sentence:
     else:
         verdict = Verdict.NOT_RESOLVED
     return Sentence(text, tuple(parts), verdict)
+
+
+def judge_family(text: str, parts) -> Sentence:
+    """:func:`judge` on a sentence whose parts form one Holm family: each part's :class:`Difference` adjusted
+    together (:func:`holm`), the wanted directions kept."""
+    diffs = holm(d for d, _ in parts)
+    return judge(text, [(d, wanted) for d, (_, wanted) in zip(diffs, parts)])
 
 
 def rule_text() -> str:

@@ -30,20 +30,14 @@ from tailmiss.studies.controls.gamma import (
     SAMPLES,
     Crossing,
     GammaChoice,
-    count_verdict,
     crossings,
     focal_label,
-    gamma_table,
-    gamma_two,
-    gamma_two_verdict,
-    gamma_usual_verdict,
-    identical_methods,
-    lead_growth,
+    gamma_claims,
     passk_curves,
     seed_table,
 )
 from tailmiss.studies.protocol.claims import select_checkpoints
-from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare, holm, identical_runs, judge
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, holm, identical_runs, judge_family
 
 __all__ = [
     "KS",
@@ -104,17 +98,17 @@ class ControlsClaims:
     gamma_two : dict
         Method name → ``{metric: Difference}`` of γ = 2 against γ = 0.5 (pass256, pass1).
     gamma_usual : Verdict
-        F-GRPO Table 7's "γ = 0.5 is the usual choice" (:func:`gamma_usual_verdict`).
+        F-GRPO Table 7's "γ = 0.5 is the usual choice" (:func:`.gamma.gamma_usual_verdict`).
     gamma_two_verdict : Verdict
-        "γ = 2 sometimes adds pass@256 but more often costs pass@1" (:func:`gamma_two_verdict`).
+        "γ = 2 sometimes adds pass@256 but more often costs pass@1" (:func:`.gamma.gamma_two_verdict`).
     identical : tuple of str
         Methods whose runs equal GRPO's on every seed at every γ they share (no evidence of their own).
     copies : dict
         Controls whose runs equal GRPO N = 8's → ``"GRPO N=8"``.
     lead_growth : dict
-        Method → :class:`Difference` of its focal lead at k = 256 against k = 1 (:func:`lead_growth`).
+        Method → :class:`Difference` of its focal lead at k = 256 against k = 1 (:func:`.gamma.lead_growth`).
     lead_grows : Verdict
-        Tables 12-14's "the lead grows with k", over the methods not identical to GRPO.
+        Tables 12-14's "the lead grows with k", over the methods not identical to GRPO (:func:`.gamma.lead_verdict`).
     tradeoff_sentence : Sentence
         Fig. 1(b,c)'s caption, every part (:func:`fig1bc_sentence`).
     last_epoch : tuple of int
@@ -170,12 +164,6 @@ def _control_rows(chosen: pd.DataFrame) -> list[str]:
     return [r for r in rows if r in have]
 
 
-def _family(text: str, parts: list) -> Sentence:
-    """A sentence whose parts form one Holm family."""
-    diffs = holm(d for d, _ in parts)
-    return judge(text, [(d, wanted) for d, (_, wanted) in zip(diffs, parts)])
-
-
 def identical_to_grpo(chosen: pd.DataFrame, rows) -> dict:
     """Each of ``rows`` whose runs equal GRPO N = 8's on every seed and metric → ``"GRPO N=8"``
     (:func:`~tailmiss.studies.rule.identical_runs`): the same runs, no evidence of their own."""
@@ -189,18 +177,18 @@ def _sentences(chosen: pd.DataFrame) -> tuple:
     copies = identical_to_grpo(chosen, _control_rows(chosen))
     others = [r for r in _control_rows(chosen) if r not in (focal, focal_label(1.0)) and r not in copies]
     return (
-        _family(
+        judge_family(
             "GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO",
             [
                 (compare(chosen, low, grpo, "pass256"), "higher"),
                 (compare(chosen, low, focal, "pass256"), "lower"),
             ],
         ),
-        _family(
+        judge_family(
             "DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO",
             [(compare(chosen, ds, focal, "pass256"), "higher"), (compare(chosen, ds, focal, "pass1"), "lower")],
         ),
-        _family(
+        judge_family(
             "F-GRPO has the highest pass@1 (against GRPO and every control not identical to GRPO)",
             [(compare(chosen, focal, other, "pass1"), "higher") for other in others],
         ),
@@ -233,7 +221,7 @@ def fig1bc_sentence(chosen: pd.DataFrame) -> Sentence:
         parts.append((compare(chosen, "GRPO N=8", "GRPO N=2", "pass256"), "lower"))
     if "GRPO N=32" in have:
         parts.append((compare(chosen, focal, "GRPO N=32", "pass256"), "not lower"))
-    return _family(FIG1BC_CAPTION, parts)
+    return judge_family(FIG1BC_CAPTION, parts)
 
 
 def _tradeoff(chosen: pd.DataFrame, rows: list[str]) -> tuple[pd.DataFrame, dict]:
@@ -259,17 +247,6 @@ def _against_grpo(chosen: pd.DataFrame, rows: list[str]) -> dict:
     return against
 
 
-def _lead_grows(growth: dict, identical: tuple) -> Verdict:
-    """Tables 12-14's "the lead grows with k", over the methods not identical to GRPO."""
-    return count_verdict(
-        [
-            "yes" if d.outcome == Outcome.HIGHER else "no" if d.outcome == Outcome.LOWER else "open"
-            for name, d in growth.items()
-            if name not in identical
-        ]
-    )
-
-
 def _low_lr_undertrains(against: dict, controls: pd.DataFrame, start: dict) -> bool:
     """Whether the low-LR control's pass@1 is lower than GRPO's while GRPO's pass@256 rose over training."""
     low = against.get("GRPO N=8 low-LR")
@@ -283,26 +260,22 @@ def controls_claims(data) -> ControlsClaims:
     chosen = chosen_checkpoints(data.histories)
     rows = _control_rows(chosen)
     controls = seed_table(chosen, rows)
-    gamma, choices = gamma_table(chosen)
     history = pd.concat(list(data.histories.values()), ignore_index=True)
-    curves = passk_curves(chosen, history, data.per_prompt)
+    g = gamma_claims(chosen, history, data.per_prompt)
     tradeoff, tradeoff_diffs = _tradeoff(chosen, rows)
     sentence = fig1bc_sentence(chosen)
     grpo = focal_label(0.0)
     against = _against_grpo(chosen, rows)
-    identical = identical_methods(chosen)
-    two = gamma_two(chosen)
-    growth = lead_growth(curves)
     runs = chosen[chosen["label"] == grpo]
     start = _start(history)
     return ControlsClaims(
         chosen=chosen,
         controls=controls,
         sentences=_sentences(chosen),
-        gamma=gamma,
-        choices=choices,
-        curves=curves,
-        crossings=crossings(curves),
+        gamma=g.gamma,
+        choices=g.choices,
+        curves=g.curves,
+        crossings=crossings(g.curves),
         tradeoff=tradeoff,
         tradeoff_diffs=tradeoff_diffs,
         names=dict(data.names),
@@ -311,13 +284,13 @@ def controls_claims(data) -> ControlsClaims:
         start=start,
         quick=data.quick,
         against_grpo=against,
-        gamma_two=two,
-        gamma_usual=gamma_usual_verdict(choices, identical),
-        gamma_two_verdict=gamma_two_verdict(two, identical),
-        identical=identical,
+        gamma_two=g.two,
+        gamma_usual=g.usual,
+        gamma_two_verdict=g.two_verdict,
+        identical=g.identical,
         copies=identical_to_grpo(chosen, rows),
-        lead_growth=growth,
-        lead_grows=_lead_grows(growth, identical),
+        lead_growth=g.growth,
+        lead_grows=g.lead,
         tradeoff_sentence=sentence,
         last_epoch=(int((runs["step"] == chosen["step"].max()).sum()), len(runs)),
         low_lr_undertrains=_low_lr_undertrains(against, controls, start),

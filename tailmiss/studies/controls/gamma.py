@@ -37,6 +37,9 @@ __all__ = [
     "gamma_usual_verdict",
     "gamma_two_verdict",
     "lead_growth",
+    "lead_verdict",
+    "GammaClaims",
+    "gamma_claims",
 ]
 
 KS = tuple(2**i for i in range(9))
@@ -281,3 +284,69 @@ def lead_growth(curves: pd.DataFrame, scoring: str = "exact") -> dict:
             lead[KS[-1]].to_numpy(), lead[1].to_numpy(), "pass@k", paired=True, labels=("lead, k=256", "lead, k=1")
         )
     return out
+
+
+def lead_verdict(growth: dict, identical=()) -> Verdict:
+    """Tables 12-14's "the lead grows with k" from :func:`lead_growth`, over the methods not identical to GRPO: a
+    method says yes when its lead grows, no when it shrinks, open otherwise (:func:`count_verdict`)."""
+    return count_verdict(
+        [
+            "yes" if d.outcome == Outcome.HIGHER else "no" if d.outcome == Outcome.LOWER else "open"
+            for name, d in growth.items()
+            if name not in identical
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class GammaClaims:
+    """Tables 6-7's γ sensitivity and Tables 12-14's pass@k curves from one set of selected checkpoints
+    (:func:`gamma_claims`).
+
+    Attributes
+    ----------
+    gamma : DataFrame
+        :func:`gamma_table`'s table.
+    choices : tuple of GammaChoice
+    identical : tuple of str
+        :func:`identical_methods`.
+    two : dict
+        :func:`gamma_two`.
+    curves : DataFrame
+        :func:`passk_curves`.
+    growth : dict
+        :func:`lead_growth` of the curves.
+    usual, two_verdict, lead : Verdict
+        :func:`gamma_usual_verdict`, :func:`gamma_two_verdict` and :func:`lead_verdict`.
+    """
+
+    gamma: pd.DataFrame
+    choices: tuple
+    identical: tuple
+    two: dict
+    curves: pd.DataFrame
+    growth: dict
+    usual: Verdict
+    two_verdict: Verdict
+    lead: Verdict
+
+
+def gamma_claims(chosen: pd.DataFrame, history: pd.DataFrame, per_prompt: dict) -> GammaClaims:
+    """The γ-sensitivity and pass@k claims of the runs at their selected checkpoints ``chosen``, their training
+    ``history`` and the selected checkpoints' ``per_prompt`` masses (as :func:`passk_curves` reads them)."""
+    gamma, choices = gamma_table(chosen)
+    identical = identical_methods(chosen)
+    two = gamma_two(chosen)
+    curves = passk_curves(chosen, history, per_prompt)
+    growth = lead_growth(curves)
+    return GammaClaims(
+        gamma=gamma,
+        choices=choices,
+        identical=identical,
+        two=two,
+        curves=curves,
+        growth=growth,
+        usual=gamma_usual_verdict(choices, identical),
+        two_verdict=gamma_two_verdict(two, identical),
+        lead=lead_verdict(growth, identical),
+    )

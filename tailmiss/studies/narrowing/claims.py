@@ -21,26 +21,14 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
-from tailmiss.studies.controls.gamma import (
-    FOCAL_GAMMA,
-    count_verdict,
-    focal_label,
-    gamma_table,
-    gamma_two,
-    gamma_two_verdict,
-    gamma_usual_verdict,
-    identical_methods,
-    lead_growth,
-    passk_curves,
-    seed_table,
-)
+from tailmiss.studies.controls.gamma import FOCAL_GAMMA, focal_label, gamma_claims, seed_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims, simulator_by_type
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
 from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
-from tailmiss.studies.rule import Outcome, Sentence, Verdict, compare, holm, judge
+from tailmiss.studies.rule import Sentence, Verdict, compare, holm, judge, judge_family
 
 __all__ = [
     "NarrowingClaims",
@@ -211,31 +199,16 @@ def _table3(chosen: pd.DataFrame, history: pd.DataFrame) -> tuple:
             (compare(chosen, LOW_LR, GRPO, "pass256"), "higher"),
             (compare(chosen, LOW_LR, FOCAL, "pass256"), "lower"),
         ]
-        out.append(("t3-lowlr", _family("GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO", parts)))
+        out.append(("t3-lowlr", judge_family("GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO", parts)))
     if {"GRPO N=8 DS", FOCAL} <= have:
         ds = "GRPO N=8 DS"
         parts = [(compare(chosen, ds, FOCAL, "pass256"), "higher"), (compare(chosen, ds, FOCAL, "pass1"), "lower")]
-        out.append(("t3-ds", _family("DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO", parts)))
+        out.append(("t3-ds", judge_family("DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO", parts)))
     others = [r for r in (GRPO, *CONTROL_ROWS) if r in have and r not in copies and not r.startswith("F-GRPO")]
     if FOCAL in have and others:
         parts = [(compare(chosen, FOCAL, other, "pass1"), "higher") for other in others]
-        out.append(("t3-best", _family("F-GRPO has the highest pass@1 against GRPO and every control", parts)))
+        out.append(("t3-best", judge_family("F-GRPO has the highest pass@1 against GRPO and every control", parts)))
     return tuple(out), copies
-
-
-def _family(text: str, parts: list) -> Sentence:
-    diffs = holm(d for d, _ in parts)
-    return judge(text, [(d, wanted) for d, (_, wanted) in zip(diffs, parts)])
-
-
-def _lead(curves: pd.DataFrame, identical: tuple) -> tuple[dict, Verdict]:
-    growth = lead_growth(curves)
-    states = [
-        "yes" if d.outcome == Outcome.HIGHER else "no" if d.outcome == Outcome.LOWER else "open"
-        for name, d in growth.items()
-        if name not in identical
-    ]
-    return growth, count_verdict(states)
 
 
 def _finals_table(finals: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -281,10 +254,7 @@ def narrowing_claims(data) -> NarrowingClaims:
     rungs = rung_verdicts(selected) if have_nsweep else None
     sentences, copies = _table3(chosen, history)
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
-    gamma, choices = gamma_table(chosen)
-    identical = identical_methods(chosen)
-    curves = passk_curves(chosen, history, data.per_prompt)
-    lead, lead_v = _lead(curves, identical)
+    g = gamma_claims(chosen, history, data.per_prompt)
     return NarrowingClaims(
         quick=data.quick,
         search=search,
@@ -303,12 +273,12 @@ def narrowing_claims(data) -> NarrowingClaims:
         sentences=sentences,
         copies=copies,
         effects=training_effects(history),
-        gamma=gamma,
-        gamma_usual=gamma_usual_verdict(choices, identical),
-        gamma_two=gamma_two_verdict(gamma_two(chosen), identical),
-        lead=lead,
-        lead_verdict=lead_v,
-        curves=curves,
+        gamma=g.gamma,
+        gamma_usual=g.usual,
+        gamma_two=g.two_verdict,
+        lead=g.growth,
+        lead_verdict=g.lead,
+        curves=g.curves,
         fig1bc=fig1bc_sentence(chosen) if {FOCAL, GRPO} <= set(chosen["label"]) else None,
         task_controls=task_controls(h, data.typed) if not data.quick else None,
         sharing=sharing_claims(data.ladder),

@@ -31,6 +31,17 @@ def _ends(typed: pd.DataFrame) -> pd.DataFrame:
     return start.add_prefix("sft_").join(end.add_prefix("final_")).reset_index()
 
 
+def _pass256(part: pd.DataFrame, change) -> dict:
+    """A row's pass@256 columns from the runs ``part`` of :func:`_ends`: the SFT model's and the final mean, the
+    final sd and the mean of ``change`` (final − SFT per run)."""
+    return {
+        "sft_pass256": float(part["sft_pass256"].mean()),
+        "final_pass256": float(part["final_pass256"].mean()),
+        "final_pass256_sd": _sd(part["final_pass256"]),
+        "change256": float(change.mean()),
+    }
+
+
 def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """GRPO at each N and F-GRPO at N = 8, by prompt type: the SFT model's and the final held-out pass@1 and
     pass@256 (seed means and sds) and the change of pass@256; and whether GRPO N = 8 narrows (its final pass@256 on
@@ -52,10 +63,7 @@ def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFra
                     "sft_pass1": float(part["sft_mu_pos"].mean()),
                     "final_pass1": float(part["final_mu_pos"].mean()),
                     "final_pass1_sd": _sd(part["final_mu_pos"]),
-                    "sft_pass256": float(part["sft_pass256"].mean()),
-                    "final_pass256": float(part["final_pass256"].mean()),
-                    "final_pass256_sd": _sd(part["final_pass256"]),
-                    "change256": float(change.mean()),
+                    **_pass256(part, change),
                 }
             )
     table = pd.DataFrame(rows)
@@ -117,10 +125,7 @@ def task_controls(histories: dict, typed: dict) -> pd.DataFrame | None:
                     "family": family,
                     "type": kind,
                     "seeds": len(part),
-                    "sft_pass256": float(part["sft_pass256"].mean()),
-                    "final_pass256": float(part["final_pass256"].mean()),
-                    "final_pass256_sd": _sd(part["final_pass256"]),
-                    "change256": float(change.mean()),
+                    **_pass256(part, change),
                 }
             )
     table = pd.DataFrame(rows)

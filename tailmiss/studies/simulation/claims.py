@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
-from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare_values, holm, judge
+from tailmiss.studies.rule import Difference, Outcome, Sentence, Verdict, compare_values, holm, judge, judge_family
 from tailmiss.studies.simulation.data import SimulatedMeans
 
 __all__ = [
@@ -180,12 +180,6 @@ def _vs(a, b, metric: str, labels: tuple[str, str]) -> Difference:
     return compare_values(np.asarray(a, float), np.asarray(b, float), metric, paired=True, labels=labels)
 
 
-def _family(text: str, parts: list) -> Sentence:
-    """A sentence whose parts form one Holm family."""
-    diffs = holm(d for d, _ in parts)
-    return judge(text, [(d, w) for d, (_, w) in zip(diffs, parts)])
-
-
 def fig2_verdicts(means: SimulatedMeans, claims: Fig2Claims) -> dict:
     """F-GRPO Fig. 2's claims judged over seeds by the noise rule: ``key → Sentence``.
 
@@ -202,7 +196,7 @@ def fig2_verdicts(means: SimulatedMeans, claims: Fig2Claims) -> dict:
         start, final = _wide(ends, 0, "q_pos", gamma), _wide(ends, last, "q_pos", gamma)
         for n in final.columns:
             parts.append((_vs(final[n], start[n], "q_pos", (f"end N={n} γ={gamma:g}", "start")), "higher"))
-    out["fig2-rises"] = _family("Q_pos rises for every N", parts)
+    out["fig2-rises"] = judge_family("Q_pos rises for every N", parts)
     m = _wide(ends, last, "retained_mass")
     ns = list(m.columns)
     low = claims.argmin
@@ -211,7 +205,7 @@ def fig2_verdicts(means: SimulatedMeans, claims: Fig2Claims) -> dict:
         d = _vs(m[ns[-1]], m[ns[0]], "retained_mass", (f"N={ns[-1]}", f"N={ns[0]}"))
         out["fig2-nonmono"] = Sentence("M_ret is lowest at intermediate N", ((d, "lowest at an end"),), Verdict.REFUTED)
     else:
-        out["fig2-nonmono"] = _family(
+        out["fig2-nonmono"] = judge_family(
             "M_ret is non-monotone in N, lowest at intermediate N",
             [
                 (_vs(m[ns[0]], m[low], "retained_mass", (f"N={ns[0]}", f"N={low}")), "higher"),
@@ -225,7 +219,7 @@ def fig2_verdicts(means: SimulatedMeans, claims: Fig2Claims) -> dict:
         outside = [n for n in lift.columns if n not in inside]
         if inside and outside:
             lin, lout = lift[inside].mean(axis=1), lift[outside].mean(axis=1)
-            out["fig2-lift"] = _family(
+            out["fig2-lift"] = judge_family(
                 "γ = 1 lifts M_ret, mostly in zone II",
                 [
                     (_vs(lin, np.zeros(len(lin)), "retained_mass", ("lift in zone II", "0")), "higher"),
@@ -251,7 +245,7 @@ def brorl_verdicts(means: SimulatedMeans) -> dict:
     ns = list(gains.columns)
     out = {}
     steps = [(_vs(gains[b], gains[a], "q_pos", (f"ΔQ_pos N={b}", f"N={a}")), "higher") for a, b in zip(ns, ns[1:])]
-    out["brorl-faster"] = _family("larger N raises Q_pos faster", steps)
+    out["brorl-faster"] = judge_family("larger N raises Q_pos faster", steps)
     small = [n for n in ns if n <= 16]
     falls = holm(_vs(final[n], start[n], "q_pos", (f"end N={n}", "start")) for n in small)
     verdict = (
@@ -271,7 +265,7 @@ def brorl_verdicts(means: SimulatedMeans) -> dict:
                                                                     f"{ns[i]}→{ns[i + 1]}")), "not higher")
         for i in range(slopes.shape[1] - 1)
     ]  # fmt: skip
-    out["brorl-concave"] = _family("gains are monotone but concave in N", steps + bends)
+    out["brorl-concave"] = judge_family("gains are monotone but concave in N", steps + bends)
     drop = np.abs(np.minimum(_wide(ends, last, "worst_drop"), 0.0))
     d = _vs(drop[ns[-1]], drop[ns[0]], "worst_drop", (f"|worst drop| N={ns[-1]}", f"N={ns[0]}"))
     vanished = bool((drop[ns[-1]] < VANISHED).all())
@@ -280,7 +274,7 @@ def brorl_verdicts(means: SimulatedMeans) -> dict:
         s = Sentence(s.text, s.parts, Verdict.PARTLY)
     out["brorl-drops"] = s
     share = _wide(ends, last, "frac_correct_improved")
-    out["brorl-improved"] = _family(
+    out["brorl-improved"] = judge_family(
         "larger N improves more correct actions",
         [(_vs(share[b], share[a], "frac_correct_improved", (f"improved N={b}", f"N={a}")), "higher")
          for a, b in zip(ns, ns[1:])],
