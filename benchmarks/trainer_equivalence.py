@@ -94,9 +94,8 @@ def _candidates(root: Path, replaces: str) -> list[dict]:
             continue
         if meta["kind"] == "sft" and "policy" not in meta and "train_tokens_per_s" not in meta:
             continue  # a derived table policy: built, not trained
-        out.append(
-            {"run": str(run), "kind": meta["kind"], "cost": float(meta.get("elapsed_s", 1e9)), "paths": features}
-        )
+        cost, modules = float(meta.get("elapsed_s", 1e9)), code.get("modules") or {}
+        out.append({"run": str(run), "kind": meta["kind"], "cost": cost, "paths": features, "modules": modules})
     return out
 
 
@@ -193,7 +192,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dry-run", action="store_true", help="list the picked runs and stop")
     args = parser.parse_args()
-    from tailmiss.store import code_fingerprint
+    from tailmiss.store import OWN_SCOPE, code_fingerprint, module_fingerprint
 
     candidates = _candidates(args.root, args.replaces)
     chosen = pick(candidates, args.sft, args.per_family)
@@ -220,6 +219,13 @@ def main() -> None:
     record = {
         "fingerprint": code_fingerprint("llm"),
         "replaces": args.replaces,
+        "modules": {  # each task module of its own scope: its code now, and what the runs recorded
+            m: {
+                "fingerprint": module_fingerprint(m),
+                "replaces": sorted({c["modules"][m] for c in candidates if m in c["modules"]}),
+            }
+            for m in OWN_SCOPE
+        },
         "runs_by_replaced_code": len(candidates),
         "paths": paths,
         "covered": sorted(set().union(*(set(r["paths"]) for r in results))),

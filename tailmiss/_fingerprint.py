@@ -72,17 +72,21 @@ stales its runs and no others."""
 
 
 EQUIVALENT: dict[str, dict[str, str]] = {
-    "llm": {"7a38afad5b469c23": "1b2f56e5f964b4d3"},
+    "llm": {"69bd297a87793a41": "1b2f56e5f964b4d3"},
+    "llm/tasks/narrowing.py": {"3e04cd9a7cb372c2": "5386c614580a3823"},
 }
-"""Code declared to compute what earlier code did, per scope: ``{fingerprint of the newer code: the fingerprint it
-replaces}``. A unit made by replaced code (directly or down a chain) is judged as made by the newer code
-(:func:`tailmiss.store.same_code`). A declaration stands on a record of runs retrained by the newer code that came
-out the same bit for bit, ``benchmarks/trainer_equivalence/<newer>.json`` (``benchmarks/trainer_equivalence.py``;
-checked by ``tests/test_store.py``). Any later edit of the scope gives a fingerprint no declaration names, so it
-stales the units as usual.
+"""Code declared to compute what earlier code did, per scope (or :data:`OWN_SCOPE` module): ``{fingerprint of the
+newer code: the fingerprint it replaces}``. A unit made by replaced code (directly or down a chain) is judged as made
+by the newer code (:func:`tailmiss.store.same_code`). A declaration stands on a record of runs retrained by the
+newer code that came out the same bit for bit, ``benchmarks/trainer_equivalence/<newer>.json``
+(``benchmarks/trainer_equivalence.py``; checked by ``tests/test_store.py``). Any later edit of the scope gives a
+fingerprint no declaration names, so it stales the units as usual (and the declaration must go).
 
-* ``llm`` ``7a38afad5b469c23`` replaces ``1b2f56e5f964b4d3``: the RL loop reshaped around one run object, the
-  optimiser settings of SFT and RL gathered into one sub-config, three long functions split; no arithmetic moved."""
+* ``llm`` ``69bd297a87793a41`` replaces ``1b2f56e5f964b4d3``: the RL loop reshaped around one run object, the
+  optimiser settings of SFT and RL gathered into one sub-config, three long functions split, the task registry
+  naming the narrowing task; no arithmetic moved.
+* ``llm/tasks/narrowing.py`` ``3e04cd9a7cb372c2`` replaces ``5386c614580a3823``: the task draws its prompts from
+  the base task's stream instead of a copy of it, and no longer registers itself."""
 
 
 _ROOT = "tailmiss"

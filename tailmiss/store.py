@@ -73,14 +73,19 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def same_code(scope: str | Scope, stored: str | None) -> bool:
-    """Whether a unit of ``scope`` whose provenance records the fingerprint ``stored`` was made by the running code,
-    or by code it is declared to replace (:data:`EQUIVALENT`)."""
-    current, seen = code_fingerprint(scope), set()
+    """Whether a unit of ``scope`` (a :class:`Scope`, a name of :data:`SCOPES` or a module of :data:`OWN_SCOPE`)
+    whose provenance records the fingerprint ``stored`` was made by the running code, or by code it is declared to
+    replace (:data:`EQUIVALENT`)."""
+    if isinstance(scope, str) and scope in OWN_SCOPE:
+        name, current = scope, module_fingerprint(scope)
+    else:
+        name, current = _scope(scope).name, code_fingerprint(scope)
+    seen = set()
     while current is not None and current not in seen:
         if current == stored:
             return True
         seen.add(current)
-        current = EQUIVALENT.get(_scope(scope).name, {}).get(current)
+        current = EQUIVALENT.get(name, {}).get(current)
     return False
 
 
@@ -279,7 +284,7 @@ def stale_reason(meta: dict, scope: str | Scope, modules: Iterable[str] = ()) ->
     code = prov.get("code") or {}
     stored, current = code.get("fingerprint"), code_fingerprint(scope)
     recorded = code.get("modules") or {}
-    changed = [m for m in modules if recorded.get(m) != module_fingerprint(m)]
+    changed = [m for m in modules if not same_code(m, recorded.get(m))]
     same = same_code(scope, stored)
     if same and not changed:
         return None

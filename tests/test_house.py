@@ -210,18 +210,8 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
-def _self_registering_tasks() -> set[str]:
-    """The task modules outside the trainer's code scope (``store.OWN_SCOPE``): each registers itself in
-    ``tailmiss.llm.tasks.TASKS``, which imports it, because naming it in the registry would change the trainer's
-    fingerprint and stale every cached run. The one cycle the house allows, until the trainer's code changes anyway."""
-    from tailmiss import store
-
-    return {"tailmiss." + m.removesuffix(".py").replace("/", ".") for m in store.OWN_SCOPE}
-
-
 def test_the_package_has_no_import_cycle():
-    allowed = [sorted({"tailmiss.llm.tasks", m}) for m in _self_registering_tasks()]
-    assert [c for c in import_cycles(import_graph()) if c not in allowed] == []
+    assert import_cycles(import_graph()) == []
 
 
 def test_the_cycle_finder_finds_a_cycle_and_a_lazy_import_counts(tmp_path):

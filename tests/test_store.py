@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tailmiss import io, store
+from tailmiss.llm.tasks import Task
 from tailmiss.options import RunOptions
 from tailmiss.sim import SimConfig, SimResult, simulate
 from tailmiss.sim.runner import resume_dir, run_sim
@@ -212,15 +214,34 @@ def test_a_unit_of_code_declared_equivalent_is_judged_as_made_by_the_running_cod
     """EQUIVALENT: newer code replacing older code, down a chain; a loop in the declarations ends; other code and
     other scopes stay stale."""
     monkeypatch.setattr(store, "code_fingerprint", lambda scope: {"sim": "c3", "llm": "l1"}[scope])
-    monkeypatch.setattr(
-        store, "EQUIVALENT", {"sim": {"c3": "c2", "c2": "c1", "x": "y"}, "llm": {"l1": "l0", "l0": "l1"}}
-    )
+    declared = {"sim": {"c3": "c2", "c2": "c1", "x": "y"}, "llm": {"l1": "l0", "l0": "l1"}}
+    monkeypatch.setattr(store, "EQUIVALENT", declared)
     for stored in ("c3", "c2", "c1"):
         assert store.same_code("sim", stored)
         assert store.stale_reason({"provenance": {"code": {"fingerprint": stored}}}, "sim") is None
     assert not store.same_code("sim", "y") and not store.same_code("sim", "l0")
     assert "made by code c0" in store.stale_reason({"provenance": {"code": {"fingerprint": "c0"}}}, "sim")
     assert store.same_code("llm", "l0") and not store.same_code("llm", "zz")  # l1 -> l0 -> l1: ends
+    (task,) = store.OWN_SCOPE[:1]
+    now = store.module_fingerprint(task)
+    monkeypatch.setattr(store, "EQUIVALENT", {**declared, task: {now: "t0"}})  # a task module of its own
+    assert store.same_code(task, now) and store.same_code(task, "t0") and not store.same_code(task, "t1")
+    meta = {"provenance": {"code": {"fingerprint": "c3", "modules": {task: "t0"}}}}
+    assert store.stale_reason(meta, "sim", [task]) is None
+    meta["provenance"]["code"]["modules"][task] = "t1"
+    assert "t1" in store.stale_reason(meta, "sim", [task])
+
+
+def test_every_declaration_names_the_running_code_or_what_it_replaces():
+    """A declared fingerprint is the running code's, or one it replaces down the chain: a later edit of the scope
+    without a new record must drop the declaration (its units are then stale, as any other edit makes them)."""
+    for name, pairs in store.EQUIVALENT.items():
+        current = store.module_fingerprint(name) if name in store.OWN_SCOPE else store.code_fingerprint(name)
+        reachable = {current}
+        while pairs.get(current) is not None and pairs[current] not in reachable:
+            current = pairs[current]
+            reachable.add(current)
+        assert set(pairs) <= reachable, (name, sorted(set(pairs) - reachable))
 
 
 def test_every_declared_equivalence_rests_on_identical_retrained_runs():
@@ -228,10 +249,23 @@ def test_every_declared_equivalence_rests_on_identical_retrained_runs():
     retrained by the newer code, SFT and RL, covering every code path of the replaced runs, all the same."""
     root = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer_equivalence"
     declared = [(scope, new, old) for scope, pairs in store.EQUIVALENT.items() for new, old in pairs.items()]
-    assert declared
+    assert declared and {scope for scope, _, _ in declared} <= {"llm", *store.OWN_SCOPE}
+    records = [json.loads(path.read_text()) for path in sorted(root.glob("*.json"))]
     for scope, new, old in declared:
-        record = json.loads((root / f"{new}.json").read_text())
-        assert (scope, record["fingerprint"], record["replaces"]) == ("llm", new, old)
+        if scope in store.OWN_SCOPE:  # a task module: a record that retrained its runs names it
+            (record,) = [r for r in records if r["modules"].get(scope, {}).get("fingerprint") == new]
+            assert record["modules"][scope]["replaces"] == [old]
+            module = importlib.import_module("tailmiss." + scope.removesuffix(".py").replace("/", "."))
+            (task,) = [
+                c.__name__
+                for c in vars(module).values()
+                if getattr(c, "__module__", "") == module.__name__ and isinstance(c, type) and issubclass(c, Task)
+            ]
+            assert any(f"task={task}" in r["paths"] for r in record["results"] if r["kind"] == "rl")
+            assert any(f"sft-task={task}" in r["paths"] for r in record["results"] if r["kind"] == "sft")
+        else:
+            record = json.loads((root / f"{new}.json").read_text())
+            assert (scope, record["fingerprint"], record["replaces"]) == ("llm", new, old)
         assert record["all_same"] and set().union(*(r["paths"] for r in record["results"])) == set(record["paths"])
         assert {r["kind"] for r in record["results"]} == {"sft", "rl"}
         for result in record["results"]:

@@ -287,6 +287,15 @@ def run_bridge(
     )
     if found.usable:
         return found.value
+    frame = _compare(sweep, root, float(sim_lr), options.progress)
+    result = BridgeResult(frame, _summarise(frame), sweep, float(sim_lr))
+    result.save(out_dir)
+    return result
+
+
+def _compare(sweep: LLMSweep, root: Path, sim_lr: float, progress: bool) -> pd.DataFrame:
+    """Per prompt, run and group size: the transformer's runs beside the simulator's from the SFT model's answer
+    distribution on the sweep's evaluation prompts, with each prompt's tail-miss probability (F-GRPO Lemma 3.1)."""
     sft = LoadedRun(root / sweep.sft.name)
     if not sft.task.enumerable:
         raise ValueError(f"the bridge needs an enumerable task, got {sft.task.name!r}")
@@ -295,10 +304,7 @@ def run_bridge(
     reference = answer_distribution(sft.model, sft.task, prompts)
     policies = prompt_policies(reference, sweep.rl.rare_share)
     frame = pd.concat(
-        [
-            _llm_prompts(sweep, root, prompts, policies, reference),
-            _simulate_prompts(policies, sweep, sim_lr, options.progress),
-        ],
+        [_llm_prompts(sweep, root, prompts, policies, reference), _simulate_prompts(policies, sweep, sim_lr, progress)],
         ignore_index=True,
     )
     has_rare = frame["tau0"] > 0
@@ -308,7 +314,4 @@ def run_bridge(
         frame.loc[has_rare, "tau0"].to_numpy(),
         frame.loc[has_rare, "group_size"].to_numpy(),
     )
-    summary = _summarise(frame)
-    result = BridgeResult(frame, summary, sweep, float(sim_lr))
-    result.save(out_dir)
-    return result
+    return frame

@@ -16,6 +16,7 @@ from tailmiss.io import dataclass_from_mapping
 from tailmiss.llm.tasks.base import BOS, EOS, PAD, SEP, AnswerSet, Task, Vocab
 from tailmiss.llm.tasks.maze import Maze, MazeTask
 from tailmiss.llm.tasks.multisolution import DigitSetPrompt, MultiSolutionTask
+from tailmiss.llm.tasks.narrowing import NarrowingTask
 
 __all__ = [
     "TASKS",
@@ -25,6 +26,7 @@ __all__ = [
     "AnswerSet",
     "MultiSolutionTask",
     "DigitSetPrompt",
+    "NarrowingTask",
     "MazeTask",
     "Maze",
     "PAD",
@@ -33,7 +35,7 @@ __all__ = [
     "EOS",
 ]
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (MultiSolutionTask, MazeTask)}
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (MultiSolutionTask, MazeTask, NarrowingTask)}
 
 
 def make_task(spec: Mapping | Task, where: str = "task") -> Task:
@@ -46,8 +48,3 @@ def make_task(spec: Mapping | Task, where: str = "task") -> Task:
     name = params.pop("name", None)
     check_choice(f"{where}: name", name, TASKS)
     return dataclass_from_mapping(TASKS[name], params, where)
-
-
-# Tasks outside the trainer's code scope (tailmiss.store.OWN_SCOPE) register themselves in TASKS when imported;
-# importing them here makes their names known wherever a task table is read.
-from tailmiss.llm.tasks import narrowing  # noqa: E402, F401

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -148,10 +149,14 @@ class Task:
         check_choice("split", split, SPLITS)
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        return list(itertools.islice(self._stream(split, n, seed, distinct), n))
+
+    def _stream(self, split: str, n: int, seed: int, distinct: bool):
+        """The prompts of ``split`` drawn from ``seed``, one at a time, without an end: ``ValueError`` once
+        ``1000 n + 10,000`` tries in a row bring no new prompt (a split too small for ``n`` distinct ones)."""
         rng = np.random.default_rng([int(seed), SPLITS.index(split), 0x7A11])
-        out, seen = [], set()
-        tries, limit = 0, 1000 * max(n, 1) + 10_000
-        while len(out) < n:
+        seen, tries, limit = set(), 0, 1000 * max(n, 1) + 10_000
+        while True:
             tries += 1
             if tries > limit:
                 raise ValueError(f"could not draw {n} {'distinct ' if distinct else ''}{split!r} prompts from {self}")
@@ -163,8 +168,8 @@ class Task:
                 if key in seen:
                     continue
                 seen.add(key)
-            out.append(prompt)
-        return out
+            tries = 0
+            yield prompt
 
     def reward(self, prompt, answer: Sequence[int]) -> float:
         """1.0 if the answer (cut at its first ``<eos>``) is correct, else 0.0; never raises on bad output."""

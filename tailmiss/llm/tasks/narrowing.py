@@ -30,9 +30,9 @@ marker), and held-out evaluation sets are *stratified*: ``prompts("test", n)``
 holds exactly ``round(conflict_share * n)`` minority prompts, so that the
 minority's share of an evaluation is the task's, not a draw's.
 
-The module sits outside the trainer's code scope (:data:`tailmiss.store.OWN_SCOPE`):
-a run of this task is keyed by the trainer's fingerprint *and* this module's,
-so editing the task stales its runs and no others.
+The module sits outside the trainer's code scope (:data:`tailmiss.store.OWN_SCOPE`),
+though the task registry names it: a run of this task is keyed by the trainer's
+fingerprint *and* this module's, so editing the task stales its runs and no others.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from tailmiss.llm.tasks import TASKS
-from tailmiss.llm.tasks.base import BOS, EOS, SEP, SPECIAL_TOKENS, SPLITS, AnswerSet, Vocab
+from tailmiss.llm.tasks.base import BOS, EOS, SEP, SPECIAL_TOKENS, AnswerSet, Vocab
 from tailmiss.llm.tasks.multisolution import _DIGIT0, _EMPTY, DigitSetPrompt, MultiSolutionTask, _check_int
 
 __all__ = ["NarrowingTask", "PROMPT_TYPES", "CONFLICT_RULES"]
@@ -184,6 +183,7 @@ class NarrowingTask(MultiSolutionTask):
         left = {"minority": round(self.conflict_share * n)}
         left["rest"] = n - left["minority"]
         out = []
+        super().prompts(split, 0, seed, distinct)  # its argument checks
         for p in self._stream(split, n, seed, distinct):
             kind = self.prompt_type(p)
             if left[kind] > 0:
@@ -192,27 +192,6 @@ class NarrowingTask(MultiSolutionTask):
                 if len(out) == n:
                     break
         return out
-
-    def _stream(self, split: str, n: int, seed: int, distinct: bool):
-        """The prompts of task (a)'s draw (:meth:`~tailmiss.llm.tasks.base.Task.prompts`) one at a time, without an
-        end (``ValueError`` once as many tries as that draw allows pass without a new prompt)."""
-        super().prompts(split, 0, seed, distinct)  # its argument checks
-        rng = np.random.default_rng([int(seed), SPLITS.index(split), 0x7A11])
-        seen, tries, limit = set(), 0, 1000 * max(n, 1) + 10_000
-        while True:
-            tries += 1
-            if tries > limit:
-                raise ValueError(f"could not draw {n} {'distinct ' if distinct else ''}{split!r} prompts from {self}")
-            prompt = self._random_prompt(rng)
-            if self.split_of(prompt) != split:
-                continue
-            if distinct:
-                key = tuple(self.prompt_tokens(prompt))
-                if key in seen:
-                    continue
-                seen.add(key)
-            tries = 0
-            yield prompt
 
     def is_correct(self, prompt: DigitSetPrompt, answer: list[int]) -> bool:
         if len(answer) != self.num_digits + 1 or answer[-1] != EOS:
@@ -228,6 +207,3 @@ class NarrowingTask(MultiSolutionTask):
         digits = answers.tokens[:, :k].numpy() - _DIGIT0
         correct = np.isin(digits, self.correct_digits(prompt)).all(axis=1)
         return AnswerSet(tokens=answers.tokens, lengths=answers.lengths, correct=torch.from_numpy(correct))
-
-
-TASKS[NarrowingTask.name] = NarrowingTask  # a task outside the trainer's scope registers itself
