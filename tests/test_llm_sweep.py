@@ -12,6 +12,7 @@ from conftest import tiny_llm_sweeps
 from tailmiss.experiments import cached
 from tailmiss.experiments.presets import LLM_SWEEPS, llm_sweep, quick_name
 from tailmiss.experiments.sweep import LLMSweep, SweepResult, Variant, collect, load_sweep, run_sweep
+from tailmiss.io import ConfigError
 from tailmiss.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -114,7 +115,7 @@ def test_sweep_toml_errors(tiny, tmp_path):
     with pytest.raises(ValueError, match="lr"):
         LLMSweep.from_dict(dict(data, rl=dict(data["rl"], optim={"lr": -1.0})))
     flat = {k: v for k, v in data["sft"].items() if k != "optim"} | {"lr": 1e-3}  # the layout before [optim]
-    with pytest.raises(ValueError, match=r"lr moved under \[sft.optim\]"):
+    with pytest.raises(ConfigError, match=r"lr moved under \[sft.optim\]"):  # a stored result in it is redone
         LLMSweep.from_dict(dict(data, sft=flat))
 
 

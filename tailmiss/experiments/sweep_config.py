@@ -15,7 +15,7 @@ from pathlib import Path
 from tailmiss._checks import check_bool, check_choice, check_int, check_number
 from tailmiss.experiments.cached import cached_rl, run_state, sft_job
 from tailmiss.experiments.pool import Job
-from tailmiss.io import check_run_name, read_toml, write_toml
+from tailmiss.io import ConfigError, check_run_name, read_toml, write_toml
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.optim import OptimConfig
 from tailmiss.objectives import POLICY_LOSSES
@@ -233,9 +233,10 @@ class LLMSweep:
                 variants=tuple(variants),
                 seeds=tuple(body.get("seeds", (0,))),
             )
-        except ValueError as exc:
+        except ValueError as exc:  # a config refused stays one (a stored unit holding it is redone, not a bug)
             msg = str(exc)
-            raise ValueError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+            kind = ConfigError if isinstance(exc, ConfigError) else ValueError
+            raise kind(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
     @classmethod
     def from_toml(cls, path: str | Path) -> LLMSweep:
