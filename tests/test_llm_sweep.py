@@ -117,6 +117,9 @@ def test_sweep_toml_errors(tiny, tmp_path):
     flat = {k: v for k, v in data["sft"].items() if k != "optim"} | {"lr": 1e-3}  # the layout before [optim]
     with pytest.raises(ConfigError, match=r"lr moved under \[sft.optim\]"):  # a stored result in it is redone
         LLMSweep.from_dict(dict(data, sft=flat))
+    old = {"method": "grpo", "group_size": 8, "tag": "low", "overrides": {"lr": 1e-5}}  # an override before [optim]
+    with pytest.raises(ConfigError, match="variant 0: .*'lr' is an \\[rl.optim\\] setting: write 'optim.lr'"):
+        LLMSweep.from_dict(dict(data, sweep=dict(data["sweep"], variants=[old])))
 
 
 def test_quick_names_of_sweeps():

@@ -207,24 +207,24 @@ class LLMSweep:
     def from_dict(cls, data: dict, where: str = "sweep") -> LLMSweep:
         if not isinstance(data, dict) or set(data) != {"sweep", "sft", "rl"}:
             got = sorted(data) if isinstance(data, dict) else data
-            raise ValueError(f"{where}: expected the tables [sweep], [sft] and [rl], got {got!r}")
+            raise ConfigError(f"{where}: expected the tables [sweep], [sft] and [rl], got {got!r}")
         body = dict(data["sweep"])
         unknown = sorted(set(body) - {"name", "seeds", "variants"})
         if unknown:
-            raise ValueError(f"{where}: unknown key(s) in [sweep]: {', '.join(map(repr, unknown))}")
+            raise ConfigError(f"{where}: unknown key(s) in [sweep]: {', '.join(map(repr, unknown))}")
         if "name" not in body or "variants" not in body:
-            raise ValueError(f"{where}: [sweep] needs name and variants")
+            raise ConfigError(f"{where}: [sweep] needs name and variants")
         variants = []
         for i, v in enumerate(body["variants"]):
             if not isinstance(v, dict) or set(v) - {*_VARIANT_KEYS}:
-                raise ValueError(
+                raise ConfigError(
                     f"{where}: variant {i} must be a table of method, gamma, group_size (and optionally "
                     f"dynamic_sampling, steps, tag, overrides), got {v!r}"
                 )
             try:
                 variants.append(Variant(**v))
             except ValueError as exc:
-                raise ValueError(f"{where}: variant {i}: {exc}") from None
+                raise ConfigError(f"{where}: variant {i}: {exc}") from None
         try:
             return cls(
                 name=body["name"],
