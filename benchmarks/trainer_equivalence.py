@@ -86,14 +86,12 @@ def _candidates(root: Path, replaces: str) -> list[dict]:
         code = (meta.get("provenance") or {}).get("code") or {}
         if not meta.get("complete") or code.get("fingerprint") != replaces or code.get("scope") != "llm":
             continue
-        if meta["kind"] == "sft" and not (run / "history.csv").is_file():
-            continue
+        if meta["kind"] == "sft" and "derived_from" in meta:
+            continue  # a table or factorized policy derived from a transformer: built, not trained
         try:
             features = _features(run, meta)
         except (OSError, ValueError, KeyError):
             continue
-        if meta["kind"] == "sft" and "policy" not in meta and "train_tokens_per_s" not in meta:
-            continue  # a derived table policy: built, not trained
         cost, modules = float(meta.get("elapsed_s", 1e9)), code.get("modules") or {}
         out.append({"run": str(run), "kind": meta["kind"], "cost": cost, "paths": features, "modules": modules})
     return out
