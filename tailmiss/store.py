@@ -64,6 +64,7 @@ __all__ = [
     "stale_reason",
     "read_meta",
     "UnitState",
+    "UnitKind",
     "Lookup",
     "judge",
     "lookup",
@@ -337,37 +338,56 @@ class Lookup:
         return self.value is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class UnitKind:
+    """One kind of unit, declared once beside the type it stores.
+
+    Attributes
+    ----------
+    files : tuple of str
+        The unit's files, ``meta.json`` included (what :func:`open_unit` verifies).
+    what : str
+        Its name in messages (``"SimResult"``, ``"sweep result"``, ...).
+    scope : str or Scope
+        The code that makes its numbers (:func:`stale_reason`).
+    load : callable
+        ``load(path)``: the unit's value, read from a verified folder.
+    """
+
+    files: tuple[str, ...]
+    what: str
+    scope: str | Scope
+    load: Callable[[Path], object]
+
+
 def judge(
     path: str | Path,
-    files: Iterable[str],
-    what: str,
-    scope: str | Scope,
-    load: Callable[[Path], object],
+    kind: UnitKind,
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
     modules: Iterable[str] = (),
 ) -> Lookup:
-    """The one decision whether the unit at ``path`` may stand in for new work.
+    """The one decision whether the unit of ``kind`` at ``path`` may stand in for new work.
 
-    In order: it exists; it is intact (:func:`open_unit`: every file there, checksums equal); ``load`` reads it;
-    ``matches`` accepts the value (``True``; ``False`` or a string saying why not make it :attr:`UnitState.OTHER`);
-    it was made by the running code (:func:`stale_reason`: the code of ``scope`` and of the :data:`OWN_SCOPE`
-    ``modules`` the unit uses), else it is stale, or reused when ``reuse_stale``. Only a
+    In order: it exists; it is intact (:func:`open_unit`: every file of ``kind`` there, checksums equal);
+    ``kind.load`` reads it; ``matches`` accepts the value (``True``; ``False`` or a string saying why not make it
+    :attr:`UnitState.OTHER`); it was made by the running code (:func:`stale_reason`: the code of ``kind.scope`` and of
+    the :data:`OWN_SCOPE` ``modules`` the unit uses), else it is stale, or reused when ``reuse_stale``. Only a
     damaged unit (:class:`CorruptUnit`) or a config file this code refuses (:class:`tailmiss.io.ConfigError`) reads
-    as corrupt: any other error of ``load`` is a bug of the loader and is raised.
+    as corrupt: any other error of ``kind.load`` is a bug of the loader and is raised.
     """
     path = Path(path)
     if not path.exists():
         return Lookup(UnitState.MISSING)
     try:
-        meta = open_unit(path, files, what)
-        value = load(path)
+        meta = open_unit(path, kind.files, kind.what)
+        value = kind.load(path)
     except (CorruptUnit, ConfigError) as exc:
         return Lookup(UnitState.CORRUPT, reason=str(exc))
     verdict = matches(value)
     if verdict is not True:
         return Lookup(UnitState.OTHER, reason=verdict if isinstance(verdict, str) else "another config")
-    reason = stale_reason(meta, scope, modules)
+    reason = stale_reason(meta, kind.scope, modules)
     if reason is None:
         return Lookup(UnitState.FRESH, value)
     if reuse_stale:
@@ -377,10 +397,7 @@ def judge(
 
 def lookup(
     path: str | Path,
-    files: Iterable[str],
-    what: str,
-    scope: str | Scope,
-    load: Callable[[Path], object],
+    kind: UnitKind,
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
     log: Callable[[str], None] | None = None,
@@ -391,13 +408,13 @@ def lookup(
     path = Path(path)
     say = log or (lambda message: None)
     recover(path)
-    found = judge(path, files, what, scope, load, matches, reuse_stale, modules)
+    found = judge(path, kind, matches, reuse_stale, modules)
     if found.state is UnitState.CORRUPT:
         say(f"{path}: not reused, {found.reason}; redoing it")
     elif found.state is UnitState.OTHER:
         say(f"{path}: holds another config; redoing it")
     elif found.state is UnitState.REUSED_STALE:
-        say(f"warning: reusing the stale {what} {path} (--reuse-stale): {found.reason}")
+        say(f"warning: reusing the stale {kind.what} {path} (--reuse-stale): {found.reason}")
     elif found.state is UnitState.STALE:
         say(f"{path}: stale, {found.reason}; redoing it (--reuse-stale would reuse it)")
     return found

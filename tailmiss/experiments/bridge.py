@@ -46,13 +46,14 @@ from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distrib
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.store import Scope, lookup, open_unit, own_scope_of, read_meta, save_tables
+from tailmiss.store import Scope, UnitKind, lookup, open_unit, own_scope_of, read_meta, save_tables
 
 __all__ = [
     "BRIDGE_GAMMAS",
     "DEFAULT_SIM_LR",
     "SENSITIVITY_LRS",
     "BridgeResult",
+    "BRIDGE_UNIT",
     "prompt_policies",
     "run_bridge",
 ]
@@ -221,13 +222,13 @@ class BridgeResult:
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` atomically, sealed with checksums and provenance (:func:`tailmiss.store.save_unit`)."""
         tables = {"prompts.csv": self.prompts, "summary.csv": self.summary}
-        return save_tables(path, self.sweep, tables, {"sim_lr": self.sim_lr}, SCOPE, "bridge result")
+        return save_tables(path, self.sweep, tables, {"sim_lr": self.sim_lr}, SCOPE, BRIDGE_UNIT.what)
 
     @classmethod
     def load(cls, path: str | Path) -> BridgeResult:
         """Read a saved result after verifying its checksums (``CorruptUnit`` otherwise)."""
         path = Path(path)
-        open_unit(path, _FILES, "bridge result")
+        open_unit(path, BRIDGE_UNIT.files, BRIDGE_UNIT.what)
         lr = read_meta(path)["sim_lr"]
         return cls(
             prompts=pd.read_csv(path / "prompts.csv"),
@@ -235,6 +236,10 @@ class BridgeResult:
             sweep=LLMSweep.from_toml(path / "config.toml"),
             sim_lr=lr,
         )
+
+
+BRIDGE_UNIT = UnitKind(_FILES, "bridge result", SCOPE, BridgeResult.load)
+"""A saved :class:`BridgeResult` as a unit of the store: its files, its name, its scope and its loader."""
 
 
 def _summarise(prompts: pd.DataFrame) -> pd.DataFrame:
@@ -276,14 +281,11 @@ def run_bridge(
     out_dir = root / (f"{sweep.name}-bridge" if sim_lr == DEFAULT_SIM_LR else f"{sweep.name}-bridge-lr{sim_lr:g}")
     found = lookup(
         out_dir,
-        _FILES,
-        "bridge result",
-        SCOPE,
-        BridgeResult.load,
+        BRIDGE_UNIT,
         lambda r: r.sweep == sweep and r.sim_lr == float(sim_lr),
-        options.reuse_stale,
-        options.log,
-        own_scope_of(sweep.sft.task),
+        reuse_stale=options.reuse_stale,
+        log=options.log,
+        modules=own_scope_of(sweep.sft.task),
     )
     if found.usable:
         return found.value

@@ -9,6 +9,7 @@ code. Anything else is redone from scratch.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 from pathlib import Path
@@ -22,14 +23,34 @@ from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.sft import train_sft
 from tailmiss.llm.train import train_rl
 from tailmiss.options import RunOptions
-from tailmiss.store import Lookup, UnitState, code_fingerprint, file_sha256, judge, own_scope_of, read_meta, same_code
+from tailmiss.store import (
+    Lookup,
+    UnitKind,
+    UnitState,
+    code_fingerprint,
+    file_sha256,
+    judge,
+    own_scope_of,
+    read_meta,
+    same_code,
+)
 
-__all__ = ["cached_sft", "cached_rl", "run_state", "STATES"]
+__all__ = ["cached_sft", "cached_rl", "run_state", "STATES", "RUN_UNIT"]
 
 STATES = tuple(UnitState)
 """What :func:`run_state` can find (:class:`tailmiss.store.UnitState`): nothing; a finished run by this code; a
 finished run by other code that ``reuse_stale`` allows; a finished run by other code; a resumable run; a damaged run;
 another config or start."""
+
+
+def _run_config(path: Path):
+    """The config of the run folder ``path``."""
+    return read_run_config(path / "config.toml")
+
+
+RUN_UNIT = UnitKind(tuple(sorted(_RUN_FILES)), "run", "llm", _run_config)
+"""A finished SFT or RL run folder as a unit of the store, with the files every run holds (a run whose config asks
+for more holds those too: :func:`_describe` adds them)."""
 
 
 def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
@@ -46,16 +67,8 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
         if not meta.get("complete"):
             return Lookup(UnitState.CORRUPT, reason="meta.json does not say the run is complete")
         kept = OPTIONAL_RUN_FILES & set(meta.get("checksums") or {})
-        return judge(
-            path,
-            sorted(_RUN_FILES | kept),
-            "run",
-            "llm",
-            lambda p: read_run_config(p / "config.toml"),
-            lambda found: _same_run(found, cfg, meta, init),
-            reuse_stale,
-            modules,
-        )
+        kind = dataclasses.replace(RUN_UNIT, files=tuple(sorted(_RUN_FILES | kept)))
+        return judge(path, kind, lambda found: _same_run(found, cfg, meta, init), reuse_stale, modules)
     if not (path / "config.toml").is_file():
         return Lookup(UnitState.OTHER, reason="no config.toml")
     try:

@@ -39,9 +39,12 @@ from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
 from tailmiss.llm.rl_eval import exact_row, score
 from tailmiss.options import RunOptions
-from tailmiss.store import lookup, own_scope_of
+from tailmiss.store import UnitKind, lookup, own_scope_of
 
-__all__ = ["Variant", "LLMSweep", "SweepResult", "run_sweep", "load_sweep", "per_prompt_evals"]
+__all__ = ["Variant", "LLMSweep", "SweepResult", "SWEEP_UNIT", "run_sweep", "load_sweep", "per_prompt_evals"]
+
+SWEEP_UNIT = UnitKind(_FILES, "sweep result", SWEEP_SCOPE, SweepResult.load)
+"""A saved :class:`SweepResult` as a unit of the store: its files, its name, its scope and its loader."""
 
 _FINAL = ("mu_pos", "off_format", "retained_mass", "dnll_rare", "tau_ratio") + tuple(
     f"{kind}_pass_at_{k}" for kind in ("exact", "rare") for k in PASS_KS
@@ -198,18 +201,9 @@ def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOption
     main, ranks = _dist.is_main(), _dist.world()
     found = None
     if main:
-        check_result_dest(out_dir, _FILES, "sweep result")
-        found = lookup(
-            out_dir,
-            _FILES,
-            "sweep result",
-            SWEEP_SCOPE,
-            SweepResult.load,
-            lambda r: r.config == sweep,
-            options.reuse_stale,
-            log,
-            own_scope_of(sweep.sft.task),
-        )
+        check_result_dest(out_dir, SWEEP_UNIT.files, SWEEP_UNIT.what)
+        modules = own_scope_of(sweep.sft.task)
+        found = lookup(out_dir, SWEEP_UNIT, lambda r: r.config == sweep, options.reuse_stale, log, modules)
         if found.usable and found.state == "fresh":
             log(f"{sweep.name}: every run done by this code, reusing {out_dir}")
     if _dist.broadcast_object(found is not None and found.usable):  # every rank takes rank 0's decision

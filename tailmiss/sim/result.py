@@ -10,9 +10,9 @@ import pandas as pd
 
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.metrics import METRICS, expected_steps
-from tailmiss.store import CorruptUnit, open_unit, read_meta, save_unit
+from tailmiss.store import CorruptUnit, UnitKind, open_unit, read_meta, save_tables
 
-__all__ = ["SimResult"]
+__all__ = ["SimResult", "SIM_UNIT"]
 
 _FILES = ("config.toml", "history.csv", "meta.json")
 # CSV drops the decimal point of whole floats (gamma 1.0 -> "1"): restore the column types on load
@@ -53,18 +53,13 @@ class SimResult:
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically.
 
-        ``meta.json`` is sealed by :func:`tailmiss.store.save_unit` with the
-        files' checksums and the provenance (versions, device, code
-        fingerprint). An existing ``path`` is replaced only if it is an earlier
-        result folder (those three files and nothing else); anything else
-        raises ``ValueError``.
+        ``meta.json`` is sealed by :func:`tailmiss.store.save_unit` (through
+        :func:`tailmiss.store.save_tables`) with the files' checksums and the
+        provenance (versions, device, code fingerprint). An existing ``path`` is
+        replaced only if it is an earlier result folder (those three files and
+        nothing else); anything else raises ``ValueError``.
         """
-        writers = {
-            "config.toml": self.config.to_toml,
-            "history.csv": lambda p: self.history.to_csv(p, index=False, float_format="%.10g"),
-        }
-        meta = {k: v for k, v in self.meta.items() if k not in ("provenance", "checksums")}
-        path = save_unit(path, writers, meta, "sim", "SimResult")
+        path = save_tables(path, self.config, {"history.csv": self.history}, self.meta, SIM_UNIT.scope, SIM_UNIT.what)
         self.meta = read_meta(path)  # now with its provenance and checksums
         return path
 
@@ -77,7 +72,7 @@ class SimResult:
         of its config, in order, with every metric column.
         """
         path = Path(path)
-        meta = open_unit(path, _FILES, "SimResult")
+        meta = open_unit(path, SIM_UNIT.files, SIM_UNIT.what)
         config = SimConfig.from_toml(path / "config.toml")
         try:
             history = pd.read_csv(path / "history.csv", dtype=_HISTORY_DTYPES)
@@ -85,6 +80,10 @@ class SimResult:
             raise CorruptUnit(f"{path / 'history.csv'} is not readable: {exc}") from None
         _check_complete(path, config, history)
         return cls(config=config, history=history, meta=meta)
+
+
+SIM_UNIT = UnitKind(_FILES, "SimResult", "sim", SimResult.load)
+"""A saved :class:`SimResult` as a unit of the store: its files, its name, the simulator's scope and its loader."""
 
 
 def _check_complete(path: Path, config: SimConfig, history: pd.DataFrame) -> None:

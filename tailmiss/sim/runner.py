@@ -26,7 +26,7 @@ from tailmiss.io import check_result_dest
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.sim.result import _FILES, SimResult
+from tailmiss.sim.result import SIM_UNIT, SimResult
 from tailmiss.store import lookup
 
 __all__ = ["run_sim", "run_cached", "resume_dir"]
@@ -95,11 +95,9 @@ def run_sim(
     main = _dist.is_main()
     found = None
     if main:
-        check_result_dest(out, _FILES, "SimResult")
+        check_result_dest(out, SIM_UNIT.files, SIM_UNIT.what)
         if not rerun:
-            found = lookup(
-                out, _FILES, "SimResult", "sim", SimResult.load, lambda r: r.config == config, options.reuse_stale, say
-            )
+            found = lookup(out, SIM_UNIT, lambda r: r.config == config, options.reuse_stale, say)
             if found.usable:
                 if found.state == "fresh":
                     say(f"{config.name}: done by this code, reusing {out}")
