@@ -110,3 +110,18 @@ def test_the_first_look_names_the_command_for_each_deferred_claim_and_only_fills
     assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] in VERDICTS
     assert sum(r[2].startswith("not in this report") for r in rows.values()) == 14 - 7
     assert rows["pass@1 rises with N"][2] in VERDICTS  # the other sections' rows are kept from the stamps file
+
+
+def test_the_catalogue_file_is_refused_with_a_repeated_key_or_an_unknown_section(tmp_path):
+    """``claims.toml`` is read whole: a key written twice or a section the report does not have is a ValueError
+    naming it, not a ledger with a row missing."""
+    text = lg.CATALOGUE_PATH.read_text()
+    again = tmp_path / "again.toml"
+    again.write_text(text + '\n[[claim]]\nkey = "appQ"\nsource = "x"\nsentence = "y"\nsection = "Theory"\n')
+    with pytest.raises(ValueError, match="appQ"):
+        lg._catalogue(again)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text(text.replace('section = "Theory"', 'section = "Theroy"', 1))
+    with pytest.raises(ValueError, match="Theroy"):
+        lg._catalogue(unknown)
+    assert lg._catalogue(lg.CATALOGUE_PATH) == lg.CATALOGUE

@@ -172,3 +172,18 @@ def test_a_change_to_any_verdict_rule_stales_the_ledger(ctx, package_copy):
     _edit(package_copy, "studies/controls/claims.py", "def _start(", "def _start_(")
     _edit(package_copy, "studies/controls/claims.py", "_start(history)", "_start_(history)")
     assert section_stamp(LEDGER_HEADING, ctx)["files"] != before["files"]
+
+
+def test_a_change_to_the_claims_catalogue_stales_the_ledger(ctx, package_copy):
+    """The catalogue is data (``studies/claims.toml``), outside every import closure: its bytes count in the ledger's
+    stamp, so rewording a claim stales the ledger and undoing it makes the ledger current again."""
+    from tailmiss.studies.ledger import LEDGER_HEADING
+
+    before = section_stamp(LEDGER_HEADING, ctx)
+    assert "studies/claims.toml" in before["files"]
+    _edit(package_copy, "studies/claims.toml", "Q_pos rises for every N", "Q_pos rises for each N")
+    after = section_stamp(LEDGER_HEADING, ctx)
+    assert after["code"] != before["code"]
+    assert after["files"]["studies/claims.toml"] != before["files"]["studies/claims.toml"]
+    _edit(package_copy, "studies/claims.toml", "Q_pos rises for each N", "Q_pos rises for every N")
+    assert section_stamp(LEDGER_HEADING, ctx) == {**before, "made": section_stamp(LEDGER_HEADING, ctx)["made"]}

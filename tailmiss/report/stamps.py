@@ -53,7 +53,7 @@ def _ledger_roots() -> list[Path]:
     rule stales the ledger, whose verdicts come from every section's rules)."""
     studies = _package() / "studies"
     claims = [p for p in sorted(studies.glob("*/*.py")) if p.name not in _NOT_CLAIMS]
-    return [studies / "ledger.py", studies / "rule.py", *claims]
+    return [studies / "ledger.py", studies / "claims.toml", studies / "rule.py", *claims]
 
 
 def _in_package(function) -> Path:
@@ -86,15 +86,28 @@ def _package() -> Path:
 
 
 def _code(roots: list[Path]) -> dict:
-    """The fingerprint of the import closure of ``roots`` and a digest of each of its files."""
+    """The fingerprint of the import closure of ``roots`` and a digest of each of its files; a root that is no Python
+    module (the ledger's claims catalogue) counts by its bytes."""
     from tailmiss import store
     from tailmiss._fingerprint import file_digest, import_closure, source_digest
     from tailmiss.experiments.sweep_result import SCOPE
 
     package = _package()  # numbers as the units see them: less what holds none (the presets only name runs)
-    files = import_closure(package, roots, [package / p for p in store.NO_NUMBERS + SCOPE.no_numbers])
+    data = [p for p in roots if p.suffix != ".py"]
+    files = import_closure(
+        package, [p for p in roots if p not in data], [package / p for p in store.NO_NUMBERS + SCOPE.no_numbers]
+    )
     per_file = {path.relative_to(package).as_posix(): file_digest(path) for path in files}
-    return {"code": source_digest(files), "files": per_file}
+    per_file.update({path.relative_to(package).as_posix(): _bytes_digest(path) for path in data})
+    code = source_digest(files)
+    if data:
+        code = hashlib.sha256((code + "".join(_bytes_digest(p) for p in data)).encode()).hexdigest()[:16]
+    return {"code": code, "files": per_file}
+
+
+def _bytes_digest(path: Path) -> str:
+    """SHA-256 (hex, 16 digits) of a data file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def _presets(families, simulated: bool, ctx: Context) -> dict:

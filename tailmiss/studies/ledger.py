@@ -1,23 +1,26 @@
 """The claims ledger at the top of ``paper_repro.md``: every claim of F-GRPO and of BroRL §4.1, one row each.
 
-:data:`CATALOGUE` lists the claims (F-GRPO Lemma 3.1, Prop. 3.2, Lemma H.1, Figs 1-7, Tables 1-14, App. N and Q;
-BroRL's mass balance, Cor. 3, Fig. 3 and its trends), each with the section that shows it. While
-:func:`tailmiss.report.render_report` writes the sections, each section returns its verdicts as rows (:func:`row`:
-the same numbers and rules its own rows print); the closed forms are judged here (:func:`theory_records`). A claim
-no section judged is written as *not testable at this scale* with the catalogue's reason, or as left out of this
-report (a section the first look defers). Verdicts: *reproduced* (the section's rule says yes), *refuted* (no),
-*partly*, *not resolved* (the rule cannot tell: one seed, a tie, a vacuous comparison).
+:data:`CATALOGUE` lists the claims, read from ``claims.toml`` beside this module (F-GRPO Lemma 3.1, Prop. 3.2,
+Lemma H.1, Figs 1-7, Tables 1-14, App. N and Q; BroRL's mass balance, Cor. 3, Fig. 3 and its trends), each with the
+section that shows it. While :func:`tailmiss.report.render_report` writes the sections, each section returns its
+verdicts as rows (:func:`row`: the same numbers and rules its own rows print); the closed forms are judged here
+(:func:`theory_records`). A claim no section judged is written as *not testable at this scale* with the catalogue's
+reason, or as left out of this report (a section the first look defers). Verdicts: *reproduced* (the section's rule
+says yes), *refuted* (no), *partly*, *not resolved* (the rule cannot tell: one seed, a tie, a vacuous comparison).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from tailmiss.io import read_toml
 from tailmiss.studies.rule import Verdict, rule_text
 
 __all__ = [
     "LEDGER_HEADING",
     "CATALOGUE",
+    "CATALOGUE_PATH",
     "Claim",
     "row",
     "verdict_word",
@@ -52,141 +55,27 @@ class Claim:
     """The verdict cell of a row that is not a claim (a setting the report follows)."""
 
 
-_7B = "a 7B model's math and OOD benchmark scores; this project trains a 0.1M-parameter transformer on CPUs"
-_OOD = (
-    "the miniature trains and evaluates on one task; it has no out-of-domain benchmark to score (the paper's are "
-    "GPQA-Diamond, IFEval and SynLogic)"
-)
-CATALOGUE: tuple[Claim, ...] = (
-    Claim(
-        "lemma31",
-        "F-GRPO Lemma 3.1",
-        "an active group misses a rare-correct set E of mass τ with probability "
-        "(1 − τ)^N − (μ_pos − τ)^N − (1 − μ_pos)^N",
-        THEORY,
-    ),
-    Claim("fig1a", "F-GRPO Fig. 1(a)", "Lemma 3.1 is 0 at N = 1, rises, then falls (μ = 0.3)", THEORY),
-    Claim("fig3", "F-GRPO Fig. 3 (v1 Fig. 2)", "a smaller ρ moves the tail-miss peak right and up", THEORY),
-    Claim("fig5", "F-GRPO Fig. 5", "the tail miss is below 1e-3 at N = 2^17 for a non-anchor action", THEORY),
-    Claim("prop32", "F-GRPO Prop. 3.2", "the unsampled correct mass falls (ΔQ_u,pos < 0) while ΔQ_pos > 0", THEORY),
-    Claim(
-        "lemmaH1",
-        "F-GRPO Lemma H.1 / Cor. H.2 (v1 B.1 / B.2)",
-        "E[S_R | X = k] is non-decreasing in the number k of correct draws when R_c > R_w and R_w ≤ 0",
-        THEORY,
-    ),
-    Claim(
-        "fig4",
-        "F-GRPO Fig. 4 (v1 Fig. 3)",
-        "the focal weight shrinks high-success groups' updates; |A−| is unbounded at γ = 0",
-        THEORY,
-    ),
-    Claim("appN", "F-GRPO App. N", "the LR-matched control runs GRPO at m_0.5 × lr (6.8e-7)", THEORY),
-    Claim(
-        "massbalance",
-        "BroRL Thm. 1",
-        "the one-step mass balance ΔQ_pos = sampled-correct + sampled-incorrect + unsampled terms",
-        THEORY,
-    ),
-    Claim("cor3", "BroRL Cor. 3", "the unsampled coupling shrinks with N; large N makes ΔQ_pos ≥ 0", THEORY),
-    Claim("fig2-rises", "F-GRPO Fig. 2 (v1 Fig. 4)", "Q_pos rises for every N", SIM),
-    Claim("fig2-nonmono", "F-GRPO Fig. 2 (v1 Fig. 4)", "M_ret is non-monotone in N, lowest at intermediate N", SIM),
-    Claim("fig2-lift", "F-GRPO Fig. 2 (v1 Fig. 4)", "γ = 1 lifts M_ret, mostly in zone II", SIM),
-    Claim("fig2-alone", "F-GRPO Fig. 2 (v1 Fig. 4)", "N = 131,072 alone keeps M_ret ≈ 1 throughout", SIM),
-    Claim(
-        "fig2-zones",
-        "F-GRPO §5.1 (caveat)",
-        "the zone boundaries depend on the initial distribution and are not LLM predictions",
-        LLM,
-    ),
-    Claim("brorl-faster", "BroRL Fig. 3", "larger N raises Q_pos faster", SIM),
-    Claim("brorl-regress", "BroRL §4.1", "small N is slow and noisy and sometimes regresses", SIM),
-    Claim("brorl-concave", "BroRL §4.1", "gains are monotone but concave in N", SIM),
-    Claim("brorl-drops", "BroRL Fig. 3", "worst drops vanish at large N", SIM),
-    Claim("brorl-improved", "BroRL Fig. 3", "larger N improves more correct actions", SIM),
-    Claim("t1-pass256", "F-GRPO Table 1", "the focal weight raises pass@256 for every method", LLM),
-    Claim("t1-pass1", "F-GRPO Table 1", "the focal weight keeps pass@1 (9/9 pairs)", LLM),
-    Claim(
-        "t1-ood",
-        "F-GRPO Table 1",
-        "out of domain (GPQA-Diamond, IFEval, SynLogic) the focal weight improves pass@1 in 7 of 9 pairs (mean +1.5) "
-        "and pass@256 by +4.1 on average",
-        LLM,
-        _OOD,
-    ),
-    Claim("t1-values", "F-GRPO Table 1", "the per-model cells (Qwen2.5-7B, Qwen3-4B-Base, Llama-3.2-3B)", LLM, _7B),
-    Claim("t2-pass1", "F-GRPO Table 2", "pass@1 rises with N", LLM),
-    Claim(
-        "t2-dip", "F-GRPO Table 2", "GRPO pass@256 is best at N = 2, worst near N = 8, partly recovered at N = 32", LLM
-    ),
-    Claim(
-        "t2-reach",
-        "F-GRPO Table 2",
-        "F-GRPO at N = 8 reaches GRPO N = 32's pass@256 with a quarter of the rollouts",
-        LLM,
-    ),
-    Claim(
-        "t2-ood",
-        "F-GRPO Table 2",
-        "out of domain, GRPO pass@256 is worst near N = 8-16, and F-GRPO N = 8 reaches GRPO N = 32 (63.3 vs 61.7)",
-        LLM,
-        _OOD,
-    ),
-    Claim("t2-dnll", "F-GRPO Table 2", "ΔNLL_rare is ordered N = 2 < N = 32 < N = 8", LLM),
-    Claim(
-        "t2-protocol",
-        "F-GRPO Table 2 / Table 5",
-        "the dip appears under the paper's protocol (finite prompt set in epochs, mini-batches, checkpoint selection)",
-        PROTOCOL,
-    ),
-    Claim("appQ", "F-GRPO App. Q", "paired m-out-of-n subsampling makes a one-run comparison significant", PROTOCOL),
-    Claim("t3-lowlr", "F-GRPO Table 3", "GRPO low-LR improves pass@256 over GRPO but stays below F-GRPO", CONTROLS),
-    Claim("t3-ds", "F-GRPO Table 3", "DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO", CONTROLS),
-    Claim("t3-best", "F-GRPO Table 3", "F-GRPO has the highest pass@1 against GRPO and every control", CONTROLS),
-    Claim("t4-pass1", "F-GRPO Table 4", "F-GRPO γ = 0.5 beats GRPO at every N on maze pass@1", LLM),
-    Claim("t4-pass256", "F-GRPO Table 4", "F-GRPO γ = 0.5 beats GRPO at every N on maze pass@256", LLM),
-    Claim(
-        "fig6",
-        "F-GRPO Fig. 6",
-        "maze −log pass@K against N for K up to 2048",
-        LLM,
-        "17×17 mazes, a 3M-parameter "
-        "model and 20K steps of 256 prompts (the GPU preset `maze-nsweep`); the CPU miniature samples 256 answers",
-    ),
-    Claim(
-        "fig7",
-        "F-GRPO Fig. 7",
-        "maze reward and pass@1 / pass@2048 along 20,000 steps per N",
-        LLM,
-        "20,000 steps per N of the paper-scale maze (a GPU job)",
-    ),
-    Claim(
-        "t5",
-        "F-GRPO Table 5",
-        "the training hyperparameters",
-        PROTOCOL,
-        note="a setting, not a claim: the protocol ladder reaches it one ingredient at a time (the Table 2 / Table 5 "
-        "row)",
-    ),
-    Claim("t67-usual", "F-GRPO Tables 6-7", "γ = 0.5 is the usual choice (best pass@1 among 0.5, 1, 2)", CONTROLS),
-    Claim("t67-two", "F-GRPO App. L.3", "γ = 2 sometimes adds pass@256 but more often costs pass@1", CONTROLS),
-    Claim(
-        "t811",
-        "F-GRPO Tables 8-11",
-        "the per-benchmark tables of the appendix",
-        CONTROLS,
-        "not described in the material this project works from, and " + _7B,
-    ),
-    Claim("t1214", "F-GRPO Tables 12-14", "F-GRPO's pass@k lead over its base method grows with k", CONTROLS),
-    Claim("fig1bc", "F-GRPO Fig. 1(b,c)", "F-GRPO N = 8 improves both pass@1 and pass@256 over GRPO N = 8", CONTROLS),
-    Claim(
-        "appN-frontier",
-        "F-GRPO App. N / Table 3",
-        "the focal weight is more than a slower GRPO: at matched pass@1, F-GRPO keeps pass@256 that GRPO loses",
-        NARROWING,
-    ),
-)
-"""Every claim, in the order of the report's sections."""
+CATALOGUE_PATH = Path(__file__).with_name("claims.toml")
+"""The catalogue's file: one ``[[claim]]`` table per claim (the fields of :class:`Claim`), in the report's order."""
+
+
+def _catalogue(path: Path) -> tuple[Claim, ...]:
+    """The claims of ``path``; ``ValueError`` names a repeated key or a section the report does not have."""
+    claims = tuple(Claim(**fields) for fields in read_toml(path)["claim"])
+    sections = {THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING}
+    for c in claims:
+        if c.section not in sections:
+            raise ValueError(
+                f"{path.name}: claim {c.key!r} names the section {c.section!r}, not one of {sorted(sections)}"
+            )
+    keys = [c.key for c in claims]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{path.name}: claim keys repeat: {sorted({k for k in keys if keys.count(k) > 1})}")
+    return claims
+
+
+CATALOGUE: tuple[Claim, ...] = _catalogue(CATALOGUE_PATH)
+"""Every claim, in the order of the report's sections (read from :data:`CATALOGUE_PATH`)."""
 
 
 def verdict_word(verdict) -> str:
