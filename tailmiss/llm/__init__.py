@@ -23,9 +23,10 @@ and the bridge to the simulator, which decide *which* runs to train, live in
 package's code (its cache fingerprint, :mod:`tailmiss.store`).
 """
 
+from tailmiss.llm import evaluate
 from tailmiss.llm.checkpoint import LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig, SFTConfig, load_config
-from tailmiss.llm.evaluate import (
+from tailmiss.llm.evaluate import (  # noqa: F401 (exported by evaluate.__all__)
     PASS_KS,
     AnswerDistribution,
     answer_distribution,
@@ -58,10 +59,5 @@ __all__ = [
     "train_rl",
     "RunFolder",
     "LoadedRun",
-    "PASS_KS",
-    "AnswerDistribution",
-    "answer_distribution",
-    "exact_metrics",
-    "sample_correct_counts",
-    "sampled_pass_at_k",
+    *evaluate.__all__,
 ]

@@ -23,8 +23,10 @@ A new loss is one decorated definition outside the package
 functions are pure: tensors in, tensors out.
 """
 
+# ruff: noqa: F401 (each name below is exported through its module's __all__)
 from __future__ import annotations
 
+from tailmiss.objectives import advantages, aggregations, registry, reward_transforms, surrogates, token_losses
 from tailmiss.objectives.advantages import (
     ADVANTAGE_MODES,
     STD_KINDS,
@@ -57,33 +59,10 @@ from tailmiss.objectives.token_losses import (
 )
 
 __all__ = [
-    "ADVANTAGE_MODES",
-    "STD_KINDS",
-    "group_advantages",
-    "binary_group_advantages",
-    "focal_weight",
-    "masked_mean",
-    "Registry",
-    "Surrogate",
-    "SURROGATES",
-    "register_surrogate",
-    "Aggregation",
-    "AGGREGATIONS",
-    "register_aggregation",
-    "CISPO_CLIP_MODES",
-    "LOSS_FIELDS",
-    "LossConfig",
-    "PolicyLoss",
-    "POLICY_LOSSES",
-    "PolicyLossOutput",
-    "register_policy_loss",
-    "resolve_loss_config",
-    "policy_loss",
-    "ppo_clip_loss",
-    "cispo_loss",
-    "RewardTransform",
-    "REWARD_TRANSFORMS",
-    "register_reward_transform",
-    "transform_rewards",
-    "differential_smoothing",
+    *advantages.__all__,
+    *registry.__all__,
+    *surrogates.__all__,
+    *aggregations.__all__,
+    *token_losses.__all__,
+    *reward_transforms.__all__,
 ]

@@ -29,11 +29,12 @@ import torch
 
 from tailmiss._checks import check_choice, check_int, check_number
 from tailmiss.objectives.advantages import ADVANTAGE_MODES
-from tailmiss.objectives.aggregations import AGGREGATIONS, masked_mean
+from tailmiss.objectives.aggregations import AGGREGATIONS
 from tailmiss.objectives.registry import Registry
 
 __all__ = [
     "CISPO_CLIP_MODES",
+    "LOSS_FIELDS",
     "LossConfig",
     "PolicyLoss",
     "POLICY_LOSSES",
@@ -41,7 +42,8 @@ __all__ = [
     "register_policy_loss",
     "resolve_loss_config",
     "policy_loss",
-    "masked_mean",
+    "ppo_clip_loss",
+    "cispo_loss",
 ]
 
 CISPO_CLIP_MODES = ("relative", "absolute")
