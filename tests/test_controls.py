@@ -177,8 +177,9 @@ def test_controls_claims_on_the_tiny_sweeps(tmp_path):
     assert set(claims.controls["seeds"]) == {2}
     assert list(claims.controls["label"])[:2] == ["GRPO N=8", "F-GRPO γ=0.5 N=8"]
     assert {s.verdict for s in claims.sentences} <= set(cc.Verdict)
-    assert [c.method for c in claims.choices] == ["GRPO", "DAPO"]  # the quick γ sweep has no CISPO
-    assert set(claims.curves["k"]) == set(cc.KS) and set(claims.curves["scoring"]) == {"exact", "sampled"}
+    gamma = claims.sensitivity
+    assert [c.method for c in gamma.choices] == ["GRPO", "DAPO"]  # the quick γ sweep has no CISPO
+    assert set(gamma.curves["k"]) == set(cc.KS) and set(gamma.curves["scoring"]) == {"exact", "sampled"}
     assert len(claims.crossings) == 4 and claims.prompts == 34  # GRPO and DAPO, exact and sampled
     assert set(claims.tradeoff_diffs) == {"vs GRPO N=8", "vs GRPO N=32"}
     assert claims.tradeoff["label"].tolist()[:4] == ["GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8"]

@@ -319,3 +319,22 @@ def test_no_study_imports_another_studys_private_names():
                 if other != own and private and (PACKAGE / "studies" / other).is_dir():
                     found.append(f"{path.relative_to(PACKAGE)}: {node.module} {private}")
     assert found == []
+
+
+def test_a_study_record_is_read_from_its_package_layout():
+    """``Study.of`` takes the name, heading, writer, figures and deferral text from the study's own ``section`` and
+    ``figures`` modules, so that no record restates them; a field given overrides the layout's."""
+    from tailmiss.report.registry import STUDIES
+    from tailmiss.studies.controls import figures, section
+    from tailmiss.studies.record import Study
+
+    controls = next(s for s in STUDIES if s.name == "controls")
+    assert controls.heading == section.HEADING and controls.write is section.write
+    assert controls.figures == tuple(figures.FIGURES) and controls.deferrable
+    assert controls.deferred_why == section.DEFERRED_WHY
+    theory = next(s for s in STUDIES if s.name == "theory")
+    assert not theory.deferrable and theory.deferred_why == ""
+    bridge = next(p for s in STUDIES for p in s.parts if p.name == "bridge")
+    assert bridge.write is None and bridge.parent == "transformer"
+    one = Study.of(section, figures, "x", figures=(), name="other")
+    assert one.figures == () and one.name == "other" and one.ledger == "x"

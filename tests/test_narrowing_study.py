@@ -179,7 +179,8 @@ def _ctx(tmp_path, quick: bool):
 
 
 def test_quick_section_writes_and_judges_nothing_it_cannot(tmp_path):
-    from tailmiss.studies.narrowing.section import NARROWING_HEADING, narrowing_section
+    from tailmiss.studies.narrowing.section import HEADING as NARROWING_HEADING
+    from tailmiss.studies.narrowing.section import write as narrowing_section
 
     out = narrowing_section(_ctx(tmp_path, quick=True))
     assert out.text.startswith(NARROWING_HEADING)
@@ -192,7 +193,7 @@ def test_quick_section_writes_and_judges_nothing_it_cannot(tmp_path):
 
 @pytest.mark.slow
 def test_full_section_on_tiny_sweeps(tmp_path):
-    from tailmiss.studies.narrowing.section import narrowing_section
+    from tailmiss.studies.narrowing.section import write as narrowing_section
 
     out = narrowing_section(_ctx(tmp_path, quick=False))
     for part in ("**The search**", "**The task's controls**", "**The answer**", "F-GRPO Table 3 in this regime"):

@@ -18,7 +18,7 @@ from tailmiss.options import RunOptions
 from tailmiss.report import render_report, write_report
 from tailmiss.sim import preset
 from tailmiss.studies.context import Context
-from tailmiss.studies.simulation.section import simulation_section
+from tailmiss.studies.simulation.section import write as simulation_section
 from tailmiss.studies.theory.section import theory_section
 
 REPORT = Path(__file__).parents[1] / "paper_repro.md"
@@ -298,7 +298,7 @@ def test_quick_report_llm_section(quick_report):
 def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
     """After the quick report, the LLM section is rebuilt from the cached sweeps without training or simulating."""
     from tailmiss.experiments import cached
-    from tailmiss.studies.transformer.section import llm_section
+    from tailmiss.studies.transformer.section import write as llm_section
 
     def _no_training(*args, **kwargs):
         raise AssertionError("llm_section retrained a cached run")
@@ -313,7 +313,8 @@ def test_llm_section_uses_cache(quick_ctx, quick_report, monkeypatch):
 
 def test_quick_report_ladder_section(quick_report, quick_ctx):
     """The ladder section is in the quick report, from cached runs, with every part and a verdict per ingredient."""
-    from tailmiss.studies.ladder.section import LADDER_HEADING, ladder_section
+    from tailmiss.studies.ladder.section import HEADING as LADDER_HEADING
+    from tailmiss.studies.ladder.section import ladder_section
 
     assert LADDER_HEADING in quick_report
     section = quick_report[quick_report.index(LADDER_HEADING) :]
@@ -340,7 +341,7 @@ def test_only_ladder_replaces_that_section_and_keeps_the_rest(quick_ctx, tmp_pat
     """A section is found by its fences, never by reading the text: a heading inside another section's text, or text
     that merely looks like a heading, does not move the boundaries."""
     from tailmiss.report import replace_section, write_report
-    from tailmiss.studies.ladder.section import LADDER_HEADING
+    from tailmiss.studies.ladder.section import HEADING as LADDER_HEADING
     from tailmiss.studies.text import fenced
 
     ladder = fenced("ladder", LADDER_HEADING + "\n\nold ladder\n\n### A part\n\n## not a heading of ours\n")
@@ -405,9 +406,10 @@ def test_bridge_data_is_typed_and_judged_once(quick_ctx, quick_report):
 def test_quick_report_protocol_section(quick_report, quick_ctx, tmp_path):
     """The protocol section: every rung with its three verdicts, the paper's Table 2 beside ours, the noise part;
     computed from the cached sweeps (no retraining); ``only="protocol"`` replaces it alone."""
-    from tailmiss.studies.controls.section import CONTROLS_HEADING
+    from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
     from tailmiss.studies.protocol import claims as pc
-    from tailmiss.studies.protocol.section import PROTOCOL_HEADING, protocol_section
+    from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
+    from tailmiss.studies.protocol.section import write as protocol_section
     from tailmiss.studies.rule import Verdict
 
     assert PROTOCOL_HEADING in quick_report
@@ -436,7 +438,8 @@ def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
     """The controls section: Table 3's rows and the paper's three sentences with verdicts from the paired rule, the γ
     table per method, the pass@k and trade-off parts; computed from the cached sweeps (no retraining);
     ``only="controls"`` replaces it alone."""
-    from tailmiss.studies.controls.section import CONTROLS_HEADING, controls_section
+    from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
+    from tailmiss.studies.controls.section import write as controls_section
 
     assert CONTROLS_HEADING in quick_report
     section = quick_report[quick_report.index(CONTROLS_HEADING) :]
@@ -476,10 +479,10 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         write_report,
     )
     from tailmiss.report.registry import FIGURES
-    from tailmiss.studies.controls.section import CONTROLS_HEADING
+    from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
     from tailmiss.studies.narrowing.data import NARROWING_FAMILIES
-    from tailmiss.studies.narrowing.section import NARROWING_HEADING
-    from tailmiss.studies.protocol.section import PROTOCOL_HEADING
+    from tailmiss.studies.narrowing.section import HEADING as NARROWING_HEADING
+    from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
     from tailmiss.studies.transformer.section import MAZE_HEADING, OBJECTIVES_HEADING
 
     assert set(QUICK_DEFERRED) < set(SECTIONS) and "ladder" not in QUICK_DEFERRED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from tailmiss.studies.context import Context
 from tailmiss.studies.figure import FigureSpec
@@ -65,6 +66,27 @@ class Study:
     deferred_why: str = ""
     parts: tuple[Study, ...] = ()
     """The ``### `` parts of its section that have a record of their own (written by its writer)."""
+
+    @classmethod
+    def of(cls, section: ModuleType, figures: ModuleType, ledger: str, /, **fields) -> Study:
+        """The record of the study whose package holds ``section`` and ``figures``, read from the studies' layout.
+
+        Its name is its package's; its heading ``section.HEADING``; its writer ``section.write`` (a part its parent
+        writes defines none); its figures ``figures.FIGURES``; where the section states ``DEFERRED_WHY`` (why the
+        report may leave the study out), it is deferrable with that reason. ``fields`` sets the rest
+        (``families``, ``claims``, ``parent``, ``quick_deferred``, ...) or overrides the layout's.
+        """
+        why = getattr(section, "DEFERRED_WHY", "")
+        layout = {
+            "name": section.__name__.split(".")[-2],
+            "heading": section.HEADING,
+            "write": getattr(section, "write", None),
+            "ledger": ledger,
+            "figures": tuple(figures.FIGURES),
+            "deferrable": bool(why),
+            "deferred_why": why,
+        }
+        return cls(**{**layout, **fields})
 
     @property
     def level(self) -> int:

@@ -101,7 +101,14 @@ _FAMILY = {
 }
 
 
-class Outcome(str, enum.Enum):
+class _Word(str, enum.Enum):
+    """A word of the report's vocabulary: printed as itself."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Outcome(_Word):
     """The rule's outcome for one comparison ``a − b`` (module docstring)."""
 
     HIGHER = "higher"
@@ -111,16 +118,13 @@ class Outcome(str, enum.Enum):
     CANNOT_TELL = "cannot tell"
     IDENTICAL = "identical"
 
-    def __str__(self) -> str:
-        return self.value
-
     @property
     def resolved(self) -> bool:
         """Higher or lower: beyond noise and above δ."""
         return self in (Outcome.HIGHER, Outcome.LOWER)
 
 
-class Verdict(str, enum.Enum):
+class Verdict(_Word):
     """A verdict on one of the paper's claims: the one vocabulary from the claims to the ledger."""
 
     REPRODUCED = "reproduced"
@@ -130,9 +134,6 @@ class Verdict(str, enum.Enum):
     CANNOT_TELL = "cannot tell"
     NOT_TESTABLE = "not testable"
     CAVEAT = "caveat"
-
-    def __str__(self) -> str:
-        return self.value
 
     @classmethod
     def of(cls, value) -> Verdict:

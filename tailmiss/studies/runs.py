@@ -23,17 +23,20 @@ __all__ = [
     "sweeps_data",
 ]
 
+
+def _quick_suffixed(*names: str) -> dict[str, tuple[str, str]]:
+    """Families whose quick version is their preset's name with ``-quick``."""
+    return {name: (name, f"{name}-quick") for name in names}
+
+
 SWEEPS = {
     "nsweep": ("multisolution-nsweep", "multisolution-nsweep-quick"),
     "objectives": ("multisolution-objectives", "multisolution-objectives-quick"),
     "maze": ("maze-nsweep-cpu", "maze-nsweep-quick"),
     # the protocol ladder's training rungs (F-GRPO Table 5 reached one ingredient at a time)
-    **{
-        name: (name, f"{name}-quick")
-        for name in ("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol")
-    },
+    **_quick_suffixed("protocol-today", "protocol-difficulty", "protocol-on-policy", "paper-protocol"),
     # F-GRPO Table 3's controls and Tables 6-7's gamma sensitivity on the paper's protocol
-    **{name: (name, f"{name}-quick") for name in ("paper-protocol-controls", "paper-protocol-gamma")},
+    **_quick_suffixed("paper-protocol-controls", "paper-protocol-gamma"),
     # the narrowing regime: the search, the study, its controls and the task's controls; the quick version of the
     # study is one sweep (``narrowing-quick``), which stands for every family in quick mode
     **{
@@ -50,12 +53,7 @@ SWEEPS = {
     },
 }
 """Sweep families: (full sweep, quick sweep)."""
-LADDERS = {
-    "ladder": ("ladder", "ladder-quick"),
-    "ladder-budget": ("ladder-budget", "ladder-budget-quick"),
-    "ladder-hard": ("ladder-hard", "ladder-hard-quick"),
-    "narrowing-ladder": ("narrowing-ladder", "narrowing-ladder-quick"),
-}
+LADDERS = _quick_suffixed("ladder", "ladder-budget", "ladder-hard", "narrowing-ladder")
 """Ladder families: (full ladder, quick ladder)."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Section", "yes", "table", "mean_sd", "deferred", "fence", "fenced", "quick_note"]
+__all__ = ["Section", "blocks", "yes", "table", "mean_sd", "deferred", "fence", "fenced", "quick_note"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,16 @@ class Section:
 
     text: str
     rows: list
+
+
+def blocks(*parts: str | list[str]) -> str:
+    """Markdown of ``parts`` in order, each followed by a blank line: a string is one block, a list of lines is one
+    block of those lines (an empty list adds the blank line alone)."""
+    lines: list[str] = []
+    for part in parts:
+        lines += [part] if isinstance(part, str) else part
+        lines.append("")
+    return "\n".join(lines)
 
 
 def yes(flag: bool) -> str:

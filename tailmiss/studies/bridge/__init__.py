@@ -9,11 +9,4 @@ from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="bridge",
-    heading=section.BRIDGE_HEADING,
-    write=None,
-    ledger=ledger.LLM,
-    figures=tuple(figures.FIGURES),
-    parent="transformer",
-)
+STUDY = Study.of(section, figures, ledger.LLM, parent="transformer")

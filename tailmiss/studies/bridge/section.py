@@ -11,7 +11,7 @@ from tailmiss.studies.bridge.claims import BRIDGE_SPEARMAN, BridgeVerdict
 from tailmiss.studies.bridge.data import BridgeData
 from tailmiss.studies.text import table, yes
 
-__all__ = ["BRIDGE_HEADING", "bridge_section"]
+__all__ = ["HEADING", "bridge_section"]
 
 
 _COMPARISON_HEADER = [
@@ -75,7 +75,7 @@ def _sensitivity(data: BridgeData) -> str:
     )
 
 
-BRIDGE_HEADING = "### Bridge: simulation vs transformer"
+HEADING = "### Bridge: simulation vs transformer"
 
 
 def bridge_section(data: BridgeData) -> str:
@@ -83,7 +83,7 @@ def bridge_section(data: BridgeData) -> str:
     the simulation and the transformer), with the other simulator learning rates."""
     bridge, v = data.main, data.verdict
     return (
-        f"{BRIDGE_HEADING} (`{bridge.sweep.name}`; figure `bridge.png`)\n\n"
+        f"{HEADING} (`{bridge.sweep.name}`; figure `bridge.png`)\n\n"
         "Each held-out prompt's exact SFT answer distribution (its well-formed answers plus one off-format "
         f"action) starts a categorical simulation (log-prob surrogate, std-normalised group advantages, Adam lr "
         f"{bridge.sim_lr:g}, one update per RL step, the sweep's seeds) at every N and γ ∈ {{0, 0.5, 1}}; "

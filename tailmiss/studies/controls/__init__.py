@@ -10,16 +10,11 @@ from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="controls",
-    heading=section.CONTROLS_HEADING,
-    write=section.controls_section,
-    ledger=ledger.CONTROLS,
+STUDY = Study.of(
+    section,
+    figures,
+    ledger.CONTROLS,
     families=CONTROL_FAMILIES,
-    figures=tuple(figures.FIGURES),
     claims=("t3-lowlr", "t3-ds", "t3-best", "t67-usual", "t67-two", "t1214", "fig1bc"),
-    deferrable=True,
     quick_deferred=True,
-    deferred_why="Its rule pairs each control with GRPO and F-GRPO seed by seed over 5 seeds of 80 steps; the quick "
-    "version trains 8 steps with one seed per control, where the rule cannot tell any difference.",
 )

@@ -30,6 +30,7 @@ from tailmiss.studies.controls.gamma import (
     SAMPLES,
     Crossing,
     GammaChoice,
+    GammaClaims,
     crossings,
     focal_label,
     gamma_claims,
@@ -74,12 +75,10 @@ class ControlsClaims:
     controls : DataFrame
         Table 3 analog: one row per method (mean and ``_sd`` of each metric, ``seeds``), same seeds.
     sentences : tuple of Sentence
-    gamma : DataFrame
-        Tables 6-7 analog: method, gamma, metric means and sds.
-    choices : tuple of GammaChoice
-    curves : DataFrame
-        pass@k per run: label, seed, scoring, k, value.
+    sensitivity : GammaClaims
+        Tables 6-7's γ sensitivity and Tables 12-14's pass@k curves, with their verdicts (:func:`.gamma.gamma_claims`).
     crossings : tuple of Crossing
+        Where each focal pass@k curve crosses its base method's (:func:`.gamma.crossings` of the curves).
     tradeoff : DataFrame
         Fig. 1(b,c) analog: label, pass1, pass256 (means and sds).
     tradeoff_diffs : dict
@@ -95,20 +94,8 @@ class ControlsClaims:
     quick : bool
     against_grpo : dict
         F-GRPO (γ = 0.5) and each control → ``{metric: Difference}`` against GRPO N = 8 (pass256, pass1, mret).
-    gamma_two : dict
-        Method name → ``{metric: Difference}`` of γ = 2 against γ = 0.5 (pass256, pass1).
-    gamma_usual : Verdict
-        F-GRPO Table 7's "γ = 0.5 is the usual choice" (:func:`.gamma.gamma_usual_verdict`).
-    gamma_two_verdict : Verdict
-        "γ = 2 sometimes adds pass@256 but more often costs pass@1" (:func:`.gamma.gamma_two_verdict`).
-    identical : tuple of str
-        Methods whose runs equal GRPO's on every seed at every γ they share (no evidence of their own).
     copies : dict
         Controls whose runs equal GRPO N = 8's → ``"GRPO N=8"``.
-    lead_growth : dict
-        Method → :class:`Difference` of its focal lead at k = 256 against k = 1 (:func:`.gamma.lead_growth`).
-    lead_grows : Verdict
-        Tables 12-14's "the lead grows with k", over the methods not identical to GRPO (:func:`.gamma.lead_verdict`).
     tradeoff_sentence : Sentence
         Fig. 1(b,c)'s caption, every part (:func:`fig1bc_sentence`).
     last_epoch : tuple of int
@@ -121,9 +108,7 @@ class ControlsClaims:
     chosen: pd.DataFrame
     controls: pd.DataFrame
     sentences: tuple
-    gamma: pd.DataFrame
-    choices: tuple
-    curves: pd.DataFrame
+    sensitivity: GammaClaims
     crossings: tuple
     tradeoff: pd.DataFrame
     tradeoff_diffs: dict
@@ -133,13 +118,7 @@ class ControlsClaims:
     start: dict
     quick: bool
     against_grpo: dict
-    gamma_two: dict
-    gamma_usual: Verdict
-    gamma_two_verdict: Verdict
-    identical: tuple
     copies: dict
-    lead_growth: dict
-    lead_grows: Verdict
     tradeoff_sentence: Sentence
     last_epoch: tuple
     low_lr_undertrains: bool
@@ -272,9 +251,7 @@ def controls_claims(data) -> ControlsClaims:
         chosen=chosen,
         controls=controls,
         sentences=_sentences(chosen),
-        gamma=g.gamma,
-        choices=g.choices,
-        curves=g.curves,
+        sensitivity=g,
         crossings=crossings(g.curves),
         tradeoff=tradeoff,
         tradeoff_diffs=tradeoff_diffs,
@@ -284,13 +261,7 @@ def controls_claims(data) -> ControlsClaims:
         start=start,
         quick=data.quick,
         against_grpo=against,
-        gamma_two=g.two,
-        gamma_usual=g.usual,
-        gamma_two_verdict=g.two_verdict,
-        identical=g.identical,
         copies=identical_to_grpo(chosen, rows),
-        lead_growth=g.growth,
-        lead_grows=g.lead,
         tradeoff_sentence=sentence,
         last_epoch=(int((runs["step"] == chosen["step"].max()).sum()), len(runs)),
         low_lr_undertrains=_low_lr_undertrains(against, controls, start),

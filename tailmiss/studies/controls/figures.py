@@ -87,11 +87,12 @@ def _gamma_plot(claims: cc.ControlsClaims):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), squeeze=False)
-    picks = {c.method: c.selected for c in claims.choices}
+    gamma = claims.sensitivity.gamma
+    picks = {c.method: c.selected for c in claims.sensitivity.choices}
     for j, (metric, name) in enumerate((("pass1", "pass@1"), ("pass256", "pass@256"))):
         ax = axes[0, j]
         for i, method in enumerate(m for m in cc.METHODS.values() if m in picks):
-            t = claims.gamma[claims.gamma["method"] == method].sort_values("gamma")
+            t = gamma[gamma["method"] == method].sort_values("gamma")
             shift = (i - 1) * 0.03
             ax.errorbar(
                 t["gamma"] + shift,
@@ -140,7 +141,8 @@ def _passk_plot(claims: cc.ControlsClaims):
 
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.9), squeeze=False)
     ax = axes[0, 0]
-    exact = claims.curves[claims.curves["scoring"] == "exact"]
+    curves = claims.sensitivity.curves
+    exact = curves[curves["scoring"] == "exact"]
     for i, label in enumerate(claims.tradeoff["label"]):
         rows = exact[exact["label"] == label].groupby("k")["value"]
         ls = "-" if not label.startswith("GRPO N=8 ") else ":"

@@ -306,18 +306,22 @@ class GammaClaims:
     Attributes
     ----------
     gamma : DataFrame
-        :func:`gamma_table`'s table.
+        Tables 6-7 analog, :func:`gamma_table`'s table: method, gamma, metric means and sds.
     choices : tuple of GammaChoice
+        Each method's best γ per metric and the paper's selection (:func:`gamma_table`).
     identical : tuple of str
-        :func:`identical_methods`.
+        Methods whose runs equal GRPO's on every seed at every γ they share (:func:`identical_methods`): no evidence
+        of their own.
     two : dict
-        :func:`gamma_two`.
+        Method name → ``{metric: Difference}`` of γ = 2 against γ = 0.5, pass256 and pass1 (:func:`gamma_two`).
     curves : DataFrame
-        :func:`passk_curves`.
+        pass@k per run: label, seed, scoring, k, value (:func:`passk_curves`).
     growth : dict
-        :func:`lead_growth` of the curves.
+        Method → :class:`Difference` of its focal lead at k = 256 against k = 1 (:func:`lead_growth` of the curves).
     usual, two_verdict, lead : Verdict
-        :func:`gamma_usual_verdict`, :func:`gamma_two_verdict` and :func:`lead_verdict`.
+        F-GRPO Table 7's "γ = 0.5 is the usual choice", "γ = 2 sometimes adds pass@256 but more often costs pass@1"
+        and Tables 12-14's "the lead grows with k", over the methods not identical to GRPO
+        (:func:`gamma_usual_verdict`, :func:`gamma_two_verdict` and :func:`lead_verdict`).
     """
 
     gamma: pd.DataFrame

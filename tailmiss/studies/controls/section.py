@@ -13,11 +13,11 @@ from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.controls import claims as cc
 from tailmiss.studies.controls.data import controls_data
-from tailmiss.studies.text import Section, table
+from tailmiss.studies.text import Section, blocks, table
 
-__all__ = ["CONTROLS_HEADING", "controls_section", "controls_text"]
+__all__ = ["HEADING", "DEFERRED_WHY", "write", "controls_text"]
 
-CONTROLS_HEADING = "## Controls and γ sensitivity: F-GRPO Tables 3, 6-7, 12-14 and Fig. 1(b,c)"
+HEADING = "## Controls and γ sensitivity: F-GRPO Tables 3, 6-7, 12-14 and Fig. 1(b,c)"
 PAPER_GAMMA = {"GRPO": 0.5, "DAPO": 0.5, "CISPO": 1.0}
 """F-GRPO Table 7's selected γ on Qwen2.5-7B (0.5 in 7 of the 9 model/method pairs)."""
 _NAMES = {"pass1": "pass@1", "pass256": "pass@256", "mret": "M_ret", "dnll": "ΔNLL_rare", "rare256": "rare hit@256"}
@@ -66,9 +66,9 @@ def _sentence_rows(claims: cc.ControlsClaims) -> list[list[str]]:
 
 
 def _gamma_rows(claims: cc.ControlsClaims) -> list[list[str]]:
-    rows = []
+    rows, sensitivity = [], claims.sensitivity
     for method in cc.METHODS.values():
-        t = claims.gamma[claims.gamma["method"] == method].set_index("gamma")
+        t = sensitivity.gamma[sensitivity.gamma["method"] == method].set_index("gamma")
         if t.empty:  # a method the sweeps did not run (the quick presets leave CISPO out)
             continue
         cells = []
@@ -78,13 +78,13 @@ def _gamma_rows(claims: cc.ControlsClaims) -> list[list[str]]:
                 cells.append(f"{_ms(r['pass1'], r['pass1_sd'])} / {_ms(r['pass256'], r['pass256_sd'])}")
             else:
                 cells.append("—")
-        rows.append([f"{method} (identical to GRPO)" if method in claims.identical else method, *cells])
+        rows.append([f"{method} (identical to GRPO)" if method in sensitivity.identical else method, *cells])
     return rows
 
 
 def _choice_rows(claims: cc.ControlsClaims) -> list[list[str]]:
     rows = []
-    for c in claims.choices:
+    for c in claims.sensitivity.choices:
         best = [
             f"γ = {c.best[m]:g} ({'beyond noise' if c.resolved[m] else 'not resolved'})" for m in _NAMES if m in c.best
         ]
@@ -95,10 +95,11 @@ def _choice_rows(claims: cc.ControlsClaims) -> list[list[str]]:
 
 def _usual_words(claims: cc.ControlsClaims) -> tuple[str, int, int]:
     """``(summary, γ = 0.5 picks, distinct methods)`` of Table 7's claim over the methods not identical to GRPO."""
-    picks = [c for c in claims.choices if c.method not in claims.identical]
+    identical = claims.sensitivity.identical
+    picks = [c for c in claims.sensitivity.choices if c.method not in identical]
     halves = sum(c.selected == 0.5 for c in picks)
     resolved = [c for c in picks if c.selected_beats and all(d.outcome == "higher" for d in c.selected_beats.values())]
-    left = f" ({', '.join(claims.identical)}: identical to GRPO, not counted)" if claims.identical else ""
+    left = f" ({', '.join(identical)}: identical to GRPO, not counted)" if identical else ""
     text = (
         f"the App. L.3 rule picks γ = 0.5 for {halves} of {len(picks)} distinct methods{left}; the pick beats every "
         f"other focal γ on pass@1 by the noise rule for {len(resolved)} of them "
@@ -109,25 +110,26 @@ def _usual_words(claims: cc.ControlsClaims) -> tuple[str, int, int]:
 
 def _gamma_sentences(claims: cc.ControlsClaims) -> list[str]:
     text, _, _ = _usual_words(claims)
+    sensitivity = claims.sensitivity
     lines = [
         "- “γ = 0.5 is the usual choice” (F-GRPO Table 7; rule: a method says yes when the selection picks 0.5 and "
         "beats every other focal γ beyond noise, no when another γ beats 0.5; more than half the distinct methods "
-        f"decide): {text}: {_verdict(claims.gamma_usual)}. Where the pick beats no γ beyond noise, the seeds do not "
+        f"decide): {text}: {_verdict(sensitivity.usual)}. Where the pick beats no γ beyond noise, the seeds do not "
         "single out a γ and the choice is only the largest of near-equal means.",
     ]
     two = [
         f"{name}: pass@256 {_diff(d['pass256'])}, pass@1 {_diff(d['pass1'])}"
-        for name, d in claims.gamma_two.items()
-        if name not in claims.identical
+        for name, d in sensitivity.two.items()
+        if name not in sensitivity.identical
     ]
     if two:
         lines.append(
             "- “γ = 2 sometimes adds pass@256 but more often costs pass@1” (F-GRPO App. L.3), γ = 2 − γ = 0.5, both "
             "halves judged (some method's pass@256 higher; more than half the methods' pass@1 lower): "
             + "; ".join(two)
-            + f": {_verdict(claims.gamma_two_verdict)}."
+            + f": {_verdict(sensitivity.two_verdict)}."
         )
-    for name in claims.identical:  # the tables would otherwise hide it
+    for name in sensitivity.identical:  # the tables would otherwise hide it
         lines.append(
             f"- {name}'s runs are identical to GRPO's at every γ (every metric within 1e-6 on every seed): at this "
             "learning rate the policy moves so little per step that no mini-batch's importance ratio reaches a clip "
@@ -149,7 +151,8 @@ def _crossing_rows(claims: cc.ControlsClaims) -> list[list[str]]:
 
 
 def _curve_rows(claims: cc.ControlsClaims) -> list[list[str]]:
-    exact = claims.curves[claims.curves["scoring"] == "exact"]
+    curves = claims.sensitivity.curves
+    exact = curves[curves["scoring"] == "exact"]
     means = exact.groupby(["label", "k"])["value"].mean().unstack("k")
     labels = [lab for lab in claims.tradeoff["label"] if lab in means.index]
     return [[lab, *(f"{means.loc[lab, k]:.3f}" for k in cc.KS)] for lab in labels]
@@ -224,20 +227,21 @@ def _record(claims: cc.ControlsClaims) -> list:
             key, "; ".join(_brief(d) for d, _ in s.parts) + (copies if key == "t3-best" else ""), s.verdict
         )
     text, _, _ = _usual_words(claims)
-    rows += ledger.row("t67-usual", text, claims.gamma_usual)
-    if claims.gamma_two:
+    sensitivity = claims.sensitivity
+    rows += ledger.row("t67-usual", text, sensitivity.usual)
+    if sensitivity.two:
         two = "; ".join(
             f"{n}: pass@1 {d['pass1'].mean:+.4f} ({d['pass1'].outcome}), pass@256 {d['pass256'].mean:+.4f} "
             f"({d['pass256'].outcome})"
-            for n, d in claims.gamma_two.items()
-            if n not in claims.identical
+            for n, d in sensitivity.two.items()
+            if n not in sensitivity.identical
         )
-        rows += ledger.row("t67-two", f"γ = 2 − γ = 0.5: {two}", claims.gamma_two_verdict)
-    if claims.lead_growth:
+        rows += ledger.row("t67-two", f"γ = 2 − γ = 0.5: {two}", sensitivity.two_verdict)
+    if sensitivity.growth:
         grow = "; ".join(
-            f"{n}: {d.mean:+.4f} ({d.outcome})" for n, d in claims.lead_growth.items() if n not in claims.identical
+            f"{n}: {d.mean:+.4f} ({d.outcome})" for n, d in sensitivity.growth.items() if n not in sensitivity.identical
         )
-        rows += ledger.row("t1214", f"lead at k = 256 − lead at k = 1 (exact): {grow}", claims.lead_grows)
+        rows += ledger.row("t1214", f"lead at k = 256 − lead at k = 1 (exact): {grow}", sensitivity.lead)
     s = claims.tradeoff_sentence
     rows += ledger.row("fig1bc", "; ".join(_brief(d) for d, _ in s.parts), s.verdict)
     return rows
@@ -290,6 +294,7 @@ def _gamma_parts(claims: cc.ControlsClaims) -> list[str]:
 
 def _passk_parts(claims: cc.ControlsClaims) -> list[str]:
     """Tables 12-14: the pass@k curves, the focal lead by k and its sign crossings."""
+    sensitivity = claims.sensitivity
     return [
         "### Tables 12-14: pass@k curves (figure `passk.png`)",
         "",
@@ -303,8 +308,8 @@ def _passk_parts(claims: cc.ControlsClaims) -> list[str]:
         "the last column gives the k from which on every difference is resolved one way by the rule (the nine k of a "
         "pair form one Holm family). Tables 12-14's “the lead grows with k” is judged on the lead at k = 256 against "
         "the lead at k = 1, paired by seed (a constant lead does not grow): "
-        + "; ".join(f"{n} {_diff(d)}" for n, d in claims.lead_growth.items() if n not in claims.identical)
-        + f": {_verdict(claims.lead_grows)}.",
+        + "; ".join(f"{n} {_diff(d)}" for n, d in sensitivity.growth.items() if n not in sensitivity.identical)
+        + f": {_verdict(sensitivity.lead)}.",
         "",
         table(["pair", "scoring", "k = 1", "k = 16", "k = 256", "sign crossing", "resolved"], _crossing_rows(claims)),
     ]
@@ -312,36 +317,31 @@ def _passk_parts(claims: cc.ControlsClaims) -> list[str]:
 
 def controls_text(claims: cc.ControlsClaims) -> Section:
     """The section's body from computed claims, and its ledger rows."""
-    parts = [
-        CONTROLS_HEADING,
-        "",
+    text = blocks(
+        HEADING,
         _intro(claims),
-        "",
         "### Table 3: F-GRPO against the controls (figure `controls.png`)",
-        "",
         table(["row", *_NAMES.values(), "seeds"], _controls_rows(claims)),
-        "",
         table(["the paper's sentence", "paired differences (a − b)", "verdict"], _sentence_rows(claims)),
-        "",
-        *_gamma_parts(claims),
-        "",
-        *_passk_parts(claims),
-        "",
+        _gamma_parts(claims),
+        _passk_parts(claims),
         "### Fig. 1(b,c): the pass@1–pass@256 plane (figure `tradeoff.png`)",
-        "",
         table(["run", "pass@1", "pass@256", "seeds"], _tradeoff_rows(claims)),
-        "",
-        *_tradeoff_lines(claims),
-        "",
+        _tradeoff_lines(claims),
         "### What the controls say",
-        "",
-        *_conclusion(claims),
-        "",
-    ]
-    return Section("\n".join(parts), _record(claims))
+        _conclusion(claims),
+    )
+    return Section(text, _record(claims))
 
 
-def controls_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+DEFERRED_WHY = (
+    "Its rule pairs each control with GRPO and F-GRPO seed by seed over 5 seeds of 80 steps; the quick "
+    "version trains 8 steps with one seed per control, where the rule cannot tell any difference."
+)
+"""Why the report may leave this study out (and the first look does), in its deferral note."""
+
+
+def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     """The section and its ledger rows, from the cached sweeps (run if missing); the study's writer (``deferred`` is
     not read: the section has no parts to leave out)."""
     return controls_text(cc.controls_claims(controls_data(ctx)))

@@ -8,13 +8,4 @@ from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="ladder",
-    heading=section.LADDER_HEADING,
-    write=section.write,
-    ledger=ledger.LADDER,
-    families=("ladder", "ladder-budget", "ladder-hard"),
-    figures=tuple(figures.FIGURES),
-    deferrable=True,
-    deferred_why="The ladder takes the transformer apart one ingredient at a time, on its own SFT models.",
-)
+STUDY = Study.of(section, figures, ledger.LADDER, families=("ladder", "ladder-budget", "ladder-hard"))

@@ -1,8 +1,6 @@
 """The report's "Why the regimes differ" section: the ladder from the simulator to the transformer, as text.
 
-Numbers come from :mod:`tailmiss.studies.ladder.claims` over the cached ladders
-(:func:`tailmiss.studies.runs.ladder_result`); this module only writes them.
-"""
+Numbers come from :mod:`tailmiss.studies.ladder.claims` over the cached ladders; this module only writes them."""
 
 from __future__ import annotations
 
@@ -16,9 +14,11 @@ from tailmiss.studies.rule import ALPHA, MIN_SEEDS, Outcome, practical_threshold
 from tailmiss.studies.runs import ladder_result
 from tailmiss.studies.text import Section, mean_sd, table, yes
 
-__all__ = ["LADDER_HEADING", "ladder_section"]
+__all__ = ["HEADING", "DEFERRED_WHY", "ladder_section", "write"]
 
-LADDER_HEADING = "## Why the regimes differ: a ladder from the simulator to the transformer"
+HEADING = "## Why the regimes differ: a ladder from the simulator to the transformer"
+DEFERRED_WHY = "The ladder takes the transformer apart one ingredient at a time, on its own SFT models."
+"""Why the report may leave this study out, in its deferral note."""
 
 
 def _where(s: str) -> str:
@@ -320,7 +320,7 @@ def ladder_section(ctx: Context) -> str:
     """Markdown for the ladder: per-rung N-shapes, focal effects, matched Q_pos, verdicts, the best simulator."""
     main, budget, hard = (ladder_result(ctx, f) for f in ("ladder", "ladder-budget", "ladder-hard"))
     mode = "quick ladders (`--quick`)" if ctx.quick else "full ladders"
-    parts = [LADDER_HEADING + "\n"]
+    parts = [HEADING + "\n"]
     parts.append(_intro(mode))
     parts.append("- " + "\n- ".join(_describe(r.ladder) for r in (main, budget, hard)) + "\n")
     parts.append(f"### GRPO: M_ret against N on every rung (`{main.ladder.name}`; figure `ladder.png`)\n")

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
-from tailmiss.studies.controls.gamma import FOCAL_GAMMA, focal_label, gamma_claims, seed_table
+from tailmiss.studies.controls.gamma import FOCAL_GAMMA, GammaClaims, focal_label, gamma_claims, seed_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
@@ -89,12 +89,9 @@ class NarrowingClaims:
     copies: dict
     effects: pd.DataFrame | None
     """Per arm: mean entropy, KL to the reference and clipped share of tokens over training, against GRPO's."""
-    gamma: pd.DataFrame | None
-    gamma_usual: Verdict
-    gamma_two: Verdict
-    lead: dict
-    lead_verdict: Verdict
-    curves: pd.DataFrame | None
+    sensitivity: GammaClaims
+    """GRPO's γ sensitivity and the pass@k curves of the selected checkpoints, with the verdicts on Tables 6-7 and
+    12-14's sentences (:func:`~tailmiss.studies.controls.gamma.gamma_claims`)."""
     fig1bc: Sentence | None
     task_controls: pd.DataFrame | None
     sharing: SharingClaims
@@ -254,7 +251,6 @@ def narrowing_claims(data) -> NarrowingClaims:
     rungs = rung_verdicts(selected) if have_nsweep else None
     sentences, copies = _table3(chosen, history)
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
-    g = gamma_claims(chosen, history, data.per_prompt)
     return NarrowingClaims(
         quick=data.quick,
         search=search,
@@ -273,12 +269,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         sentences=sentences,
         copies=copies,
         effects=training_effects(history),
-        gamma=g.gamma,
-        gamma_usual=g.usual,
-        gamma_two=g.two_verdict,
-        lead=g.growth,
-        lead_verdict=g.lead,
-        curves=g.curves,
+        sensitivity=gamma_claims(chosen, history, data.per_prompt),
         fig1bc=fig1bc_sentence(chosen) if {FOCAL, GRPO} <= set(chosen["label"]) else None,
         task_controls=task_controls(h, data.typed) if not data.quick else None,
         sharing=sharing_claims(data.ladder),

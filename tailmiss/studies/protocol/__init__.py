@@ -10,16 +10,6 @@ from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="protocol",
-    heading=section.PROTOCOL_HEADING,
-    write=section.protocol_section,
-    ledger=ledger.PROTOCOL,
-    families=PROTOCOL_FAMILIES,
-    figures=tuple(figures.FIGURES),
-    claims=("t2-protocol", "appQ"),
-    deferrable=True,
-    quick_deferred=True,
-    deferred_why="Its findings rest on 10 seeds of 80 steps (the dip's shape and what one seed can show); the quick "
-    "version trains 8 steps with one to three seeds, where GRPO's pass@256 hardly moves with N.",
+STUDY = Study.of(
+    section, figures, ledger.PROTOCOL, families=PROTOCOL_FAMILIES, claims=("t2-protocol", "appQ"), quick_deferred=True
 )

@@ -14,11 +14,11 @@ from tailmiss.studies.protocol import claims as pc
 from tailmiss.studies.protocol import noise as nc
 from tailmiss.studies.protocol.data import protocol_data
 from tailmiss.studies.rule import Verdict, compare
-from tailmiss.studies.text import Section, table
+from tailmiss.studies.text import Section, blocks, table
 
-__all__ = ["PROTOCOL_HEADING", "protocol_section", "protocol_text"]
+__all__ = ["HEADING", "DEFERRED_WHY", "write", "protocol_text"]
 
-PROTOCOL_HEADING = "## The paper's protocol: does Table 2's dip appear, and could one seed show it?"
+HEADING = "## The paper's protocol: does Table 2's dip appear, and could one seed show it?"
 
 
 def _verdict(v) -> str:
@@ -380,22 +380,18 @@ def _noise_parts(claims: pc.ProtocolClaims) -> list[str]:
 
 def protocol_text(claims: pc.ProtocolClaims) -> Section:
     """The section's body from computed claims, and its ledger rows."""
-    parts = [
-        PROTOCOL_HEADING,
-        "",
-        _intro(claims),
-        "",
-        *_ladder_parts(claims),
-        "",
-        *_noise_parts(claims),
-        "",
-        _conclusion(claims),
-        "",
-    ]
-    return Section("\n".join(parts), _record(claims))
+    text = blocks(HEADING, _intro(claims), _ladder_parts(claims), _noise_parts(claims), _conclusion(claims))
+    return Section(text, _record(claims))
 
 
-def protocol_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+DEFERRED_WHY = (
+    "Its findings rest on 10 seeds of 80 steps (the dip's shape and what one seed can show); the quick "
+    "version trains 8 steps with one to three seeds, where GRPO's pass@256 hardly moves with N."
+)
+"""Why the report may leave this study out (and the first look does), in its deferral note."""
+
+
+def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     """The section and its ledger rows, from the cached protocol sweeps (run if missing); the study's writer
     (``deferred`` is not read: the section has no parts to leave out)."""
     return protocol_text(pc.protocol_claims(protocol_data(ctx)))

@@ -8,11 +8,4 @@ from tailmiss.studies.simulation import figures, section
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="simulation",
-    heading="## Simulation",
-    write=section.simulation_section,
-    ledger=ledger.SIM,
-    simulated=True,
-    figures=tuple(figures.FIGURES),
-)
+STUDY = Study.of(section, figures, ledger.SIM, simulated=True)

@@ -18,7 +18,10 @@ from tailmiss.studies.simulation.claims import (
 from tailmiss.studies.simulation.data import simulated_means
 from tailmiss.studies.text import Section, table, yes
 
-__all__ = ["simulation_section"]
+__all__ = ["HEADING", "write"]
+
+HEADING = "## Simulation"
+"""The start of the section's heading line."""
 
 
 def _word(verdict) -> str:
@@ -85,16 +88,18 @@ def _final_values(c: Fig2Claims, preset: str) -> str:
     return f"Final values, `{preset}` (mean over seeds):\n\n" + table(header, table_rows) + "\n"
 
 
+def _by_n(b, values, spec: str) -> str:
+    """``"N: value"`` for each group size of the BroRL sweep ``b``, each value in the format ``spec``."""
+    return ", ".join(f"{int(n)}: {v:{spec}}" for n, v in zip(b.group_sizes, values))
+
+
 def _brorl_rows(b, vb: dict) -> list[list[str]]:
     """BroRL Fig. 3's and §4.1's claims beside ours, each with its verdict by the noise rule."""
     return [
         [
             "BroRL Fig. 3",
             "larger N raises Q_pos faster",
-            "ΔQ_pos by N "
-            + ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(b.group_sizes, b.gains))
-            + "; each N against the next smaller"
-            + _rule(vb, "brorl-faster"),
+            f"ΔQ_pos by N {_by_n(b, b.gains, '+.4f')}; each N against the next smaller" + _rule(vb, "brorl-faster"),
         ],
         [
             "BroRL §4.1",
@@ -112,26 +117,22 @@ def _brorl_rows(b, vb: dict) -> list[list[str]]:
         [
             "BroRL Fig. 3",
             "worst drops vanish at large N",
-            "final worst drop by N "
-            + ", ".join(f"{int(n)}: {w:.2e}" for n, w in zip(b.group_sizes, b.worst_drop))
-            + f"; the largest N's against the smallest N's, and below {VANISHED:g} on every seed"
-            + _rule(vb, "brorl-drops"),
+            f"final worst drop by N {_by_n(b, b.worst_drop, '.2e')}; the largest N's against the smallest N's, and "
+            f"below {VANISHED:g} on every seed" + _rule(vb, "brorl-drops"),
         ],
         [
             "BroRL Fig. 3",
             "larger N improves more correct actions",
-            "final % improved "
-            + ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in zip(b.group_sizes, b.improved))
-            + "; each N against the next smaller"
+            f"final % improved {_by_n(b, [100 * f for f in b.improved], '.1f')}; each N against the next smaller"
             + _rule(vb, "brorl-improved"),
         ],
     ]
 
 
-def simulation_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     """Markdown for the simulation claims (F-GRPO Fig. 2, BroRL Fig. 3), from the cached (or freshly run) presets,
     and its ledger rows; the study's writer (``deferred`` is not read)."""
-    parts = ["## Simulation (F-GRPO Fig. 2, BroRL Fig. 3)\n"]
+    parts = [f"{HEADING} (F-GRPO Fig. 2, BroRL Fig. 3)\n"]
     fig2 = simulated_means("fgrpo-fig2", ctx)
     prob = simulated_means("fgrpo-fig2-prob", ctx)
     c_log, c_prob = fig2_claims(fig2), fig2_claims(prob)

@@ -9,10 +9,4 @@ from tailmiss.studies.theory import figures, section
 
 __all__ = ["STUDY"]
 
-STUDY = Study(
-    name="theory",
-    heading="## Theory",
-    write=section.write,
-    ledger=ledger.THEORY,
-    figures=tuple(figures.FIGURES),
-)
+STUDY = Study.of(section, figures, ledger.THEORY)

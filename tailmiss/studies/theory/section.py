@@ -7,7 +7,10 @@ from tailmiss.studies.rule import Verdict
 from tailmiss.studies.text import Section, table, yes
 from tailmiss.studies.theory.claims import TheoryClaims, theory_claims
 
-__all__ = ["theory_section"]
+__all__ = ["HEADING", "theory_section", "write"]
+
+HEADING = "## Theory"
+"""The start of the section's heading line."""
 
 
 def _lemma_rows(c: TheoryClaims) -> list[list[str]]:
@@ -96,7 +99,7 @@ def theory_section(claims: TheoryClaims | None = None) -> str:
     caller already holds them (:func:`~tailmiss.studies.theory.claims.theory_claims`)."""
     c = theory_claims() if claims is None else claims
     rows = _lemma_rows(c) + _update_rows(c)
-    return "## Theory (closed forms)\n\n" + table(["paper item", "paper", "ours", "command"], rows) + "\n"
+    return f"{HEADING} (closed forms)\n\n" + table(["paper item", "paper", "ours", "command"], rows) + "\n"
 
 
 def write(ctx=None, deferred: tuple[str, ...] = ()) -> Section:

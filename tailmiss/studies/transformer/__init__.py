@@ -14,37 +14,31 @@ def _figures(*names: str) -> tuple:
     return tuple(f for f in figures.FIGURES if f.name in names)
 
 
-OBJECTIVES = Study(
-    name="objectives",
-    heading=section.OBJECTIVES_HEADING,
-    write=section.write_objectives,
-    ledger=ledger.LLM,
-    families=("objectives",),
-    figures=_figures("llm-objectives"),
-    claims=("t1-pass256", "t1-pass1"),
-    parent="transformer",
-    deferrable=True,
-    quick_deferred=True,
-    deferred_why=section.DEFERRED_WHY["objectives"],
+def _part(name: str, heading: str, write, figure: str, claims: tuple[str, ...]) -> Study:
+    """A ``### `` part of the section with a sweep of its own (``name``), which the first look leaves out."""
+    return Study(
+        name=name,
+        heading=heading,
+        write=write,
+        ledger=ledger.LLM,
+        families=(name,),
+        figures=_figures(figure),
+        claims=claims,
+        parent="transformer",
+        deferrable=True,
+        quick_deferred=True,
+        deferred_why=section.PARTS_DEFERRED_WHY[name],
+    )
+
+
+OBJECTIVES = _part(
+    "objectives", section.OBJECTIVES_HEADING, section.write_objectives, "llm-objectives", ("t1-pass256", "t1-pass1")
 )
-MAZE = Study(
-    name="maze",
-    heading=section.MAZE_HEADING,
-    write=section.write_maze,
-    ledger=ledger.LLM,
-    families=("maze",),
-    figures=_figures("maze"),
-    claims=("t4-pass1", "t4-pass256"),
-    parent="transformer",
-    deferrable=True,
-    quick_deferred=True,
-    deferred_why=section.DEFERRED_WHY["maze"],
-)
-STUDY = Study(
-    name="transformer",
-    heading="## Small transformer",
-    write=section.llm_section,
-    ledger=ledger.LLM,
+MAZE = _part("maze", section.MAZE_HEADING, section.write_maze, "maze", ("t4-pass1", "t4-pass256"))
+STUDY = Study.of(
+    section,
+    figures,
+    ledger.LLM,
     families=("nsweep",),
     figures=_figures("llm-nsweep"),
     parts=(OBJECTIVES, MAZE, bridge.STUDY),

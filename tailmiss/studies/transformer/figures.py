@@ -19,6 +19,21 @@ from tailmiss.studies.style import GAMMA_STYLE, honest_panels, mark_identical, n
 FIGURES: list[FigureSpec] = []
 """This study's figures, in the order `tailmiss figures list` shows them."""
 
+
+def _sweep_figure(name: str, source: str, caption: str, family: str):
+    """Registers the decorated plot as the figure ``name`` of the LLM sweep ``family`` (its data:
+    :func:`tailmiss.studies.runs.sweep_result`)."""
+
+    def data(ctx: Context):
+        return sweep_result(family, ctx)
+
+    def register(plot):
+        FIGURES.append(FigureSpec(name, source, caption, data, plot, llm=(family,)))
+        return plot
+
+    return register
+
+
 MAZE_KS = (1, 128, 256)
 _METHOD_COLORS = {"grpo": "C0", "dapo": "C1", "dapo+ds": "C3", "cispo": "C2", "drgrpo": "C4"}
 
@@ -26,16 +41,17 @@ _METHOD_COLORS = {"grpo": "C0", "dapo": "C1", "dapo+ds": "C3", "cispo": "C2", "d
 # --- llm-nsweep: F-GRPO Table 2 analog ----------------------------------------------------------
 
 
-def nsweep_data(ctx: Context):
-    """The group-size sweep (:func:`tailmiss.studies.runs.sweep_result`)."""
-    return sweep_result("nsweep", ctx)
-
-
 def _mean_sd(frame: pd.DataFrame, metric: str):
     g = frame.groupby("group_size")[metric]
     return g.mean(), g.std(ddof=1).fillna(0.0)
 
 
+@_sweep_figure(
+    "llm-nsweep",
+    "F-GRPO Table 2 (analog)",
+    "small transformer, task (a): pass@1, rare-set coverage, pass@256, ΔNLL_rare, M_ret vs N; F-GRPO at N = 8",
+    "nsweep",
+)
 def _nsweep_plot(result):
     import matplotlib.pyplot as plt
 
@@ -84,24 +100,7 @@ def _nsweep_plot(result):
     return fig
 
 
-FIGURES.append(
-    FigureSpec(
-        "llm-nsweep",
-        "F-GRPO Table 2 (analog)",
-        "small transformer, task (a): pass@1, rare-set coverage, pass@256, ΔNLL_rare, M_ret vs N; F-GRPO at N = 8",
-        nsweep_data,
-        _nsweep_plot,
-        llm=("nsweep",),
-    )
-)
-
-
 # --- llm-objectives: F-GRPO Table 1 analog --------------------------------------------------------
-
-
-def objectives_data(ctx: Context):
-    """The objective sweep (:func:`tailmiss.studies.runs.sweep_result`)."""
-    return sweep_result("objectives", ctx)
 
 
 def _objective_dots(ax, runs: pd.DataFrame, metric: str, gammas: list, markers: dict) -> None:
@@ -159,6 +158,12 @@ def _objective_handles(gammas: list, markers: dict) -> list:
     return handles
 
 
+@_sweep_figure(
+    "llm-objectives",
+    "F-GRPO Table 1 (analog)",
+    "small transformer, task (a): GRPO / DAPO / CISPO with and without the focal weight at N = 8",
+    "objectives",
+)
 def _objectives_plot(result):
     import matplotlib.pyplot as plt
 
@@ -196,26 +201,15 @@ def _objectives_plot(result):
     return fig
 
 
-FIGURES.append(
-    FigureSpec(
-        "llm-objectives",
-        "F-GRPO Table 1 (analog)",
-        "small transformer, task (a): GRPO / DAPO / CISPO with and without the focal weight at N = 8",
-        objectives_data,
-        _objectives_plot,
-        llm=("objectives",),
-    )
-)
-
-
 # --- maze: F-GRPO Fig. 6 / Fig. 7 / Table 4 analog ----------------------------------------------------
 
 
-def maze_data(ctx: Context):
-    """The maze sweep (:func:`tailmiss.studies.runs.sweep_result`)."""
-    return sweep_result("maze", ctx)
-
-
+@_sweep_figure(
+    "maze",
+    "F-GRPO Fig. 6 / Table 4 (analog)",
+    "small transformer, mazes: −log pass@k vs N (GRPO, F-GRPO γ = 0.5, 1) and pass@k vs step",
+    "maze",
+)
 def _maze_plot(result):
     import matplotlib.pyplot as plt
 
@@ -271,15 +265,3 @@ def _maze_plot(result):
     fig.suptitle(sweep_title(result, "F-GRPO Fig. 6 / Table 4 analog (maze)"), y=1.01)
     fig.tight_layout()
     return fig
-
-
-FIGURES.append(
-    FigureSpec(
-        "maze",
-        "F-GRPO Fig. 6 / Table 4 (analog)",
-        "small transformer, mazes: −log pass@k vs N (GRPO, F-GRPO γ = 0.5, 1) and pass@k vs step",
-        maze_data,
-        _maze_plot,
-        llm=("maze",),
-    )
-)

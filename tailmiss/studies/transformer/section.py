@@ -37,10 +37,11 @@ from tailmiss.studies.transformer.tables import (
 )
 
 __all__ = [
+    "HEADING",
     "OBJECTIVES_HEADING",
     "MAZE_HEADING",
-    "DEFERRED_WHY",
-    "llm_section",
+    "PARTS_DEFERRED_WHY",
+    "write",
     "objectives_section",
     "maze_section",
     "verdict_word",
@@ -48,7 +49,11 @@ __all__ = [
 ]
 
 
-def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+HEADING = "## Small transformer"
+"""The start of the section's heading line."""
+
+
+def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     """Markdown for the small-transformer sweeps (F-GRPO Tables 1, 2, 4 in miniature) and the bridge.
 
     ``deferred`` may hold ``"objectives"`` and ``"maze"``: those parts then say that the first look leaves them out
@@ -61,7 +66,7 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     others = {f: sweep_result(f, ctx) for f in ("objectives", "maze") if f not in deferred}
     sft = nsweep.final[nsweep.final["method"] == "sft"].iloc[0]
     mode = "quick sweeps (`--quick`)" if ctx.quick else "full sweeps"
-    parts = ["## Small transformer (F-GRPO Tables 1, 2 and 4 in miniature)\n"]
+    parts = [f"{HEADING} (F-GRPO Tables 1, 2 and 4 in miniature)\n"]
     parts.append(
         f"A {nsweep.meta['sft']['params']:,}-parameter transformer trained from scratch (`{nsweep.config.sft.name}`) "
         f"on task (a), the multi-solution digit task, then group-relative RL from it; {mode}. Held-out SFT "
@@ -81,16 +86,18 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     nclaims = nsweep_claims(nsweep)
     ledger_rows = _record_nsweep(nclaims)
     parts.append(table(["Table 2 claim", "ours"], nsweep_rows(nclaims)) + "\n")
-    for family, heading, write in (
+    for family, heading, write_part in (
         ("objectives", f"{OBJECTIVES_HEADING} (Table 1 analog)", objectives_section),
         ("maze", f"{MAZE_HEADING} (Table 4 / Fig. 6 analog)", maze_section),
     ):
         if family in others:
-            part = write(others[family])
+            part = write_part(others[family])
             parts.append(fenced(family, quick_note(part.text, _quick(others[family])) if ctx.quick else part.text))
             ledger_rows += part.rows
         else:
-            parts.append(fenced(family, deferred_text(heading, family, f"`{SWEEPS[family][0]}`", DEFERRED_WHY[family])))
+            parts.append(
+                fenced(family, deferred_text(heading, family, f"`{SWEEPS[family][0]}`", PARTS_DEFERRED_WHY[family]))
+            )
     bridge = bridge_data(ctx, nsweep)
     zones = (
         f"zones agree at {bridge.verdict.zone_agreement:.0%} of N, M_ret rank ρ "
@@ -106,7 +113,7 @@ def llm_section(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
     return Section("\n".join(parts), ledger_rows)
 
 
-DEFERRED_WHY = {
+PARTS_DEFERRED_WHY = {
     "objectives": "The first look shows the transformer once, through the group-size sweep above; this sweep adds "
     "DAPO, CISPO and DAPO with dynamic sampling, each with and without the focal weight, at N = 8.",
     "maze": "At quick size (one seed, a few held-out mazes, a 500-step SFT model) its differences sit within the "
