@@ -7,7 +7,7 @@ progress bars, run options, presets that only name other runs). Its digest
 hashes what the code *does*, not how it is written or where it lives: each
 module is parsed, its docstrings and string statements and its imports of the
 package's own modules are dropped, and every remaining top-level statement is
-written back by :func:`ast.unparse` (comments, formatting and quoting vanish);
+written back by ``ast.unparse`` (comments, formatting and quoting vanish);
 the digest is that of the sorted distinct statements of the whole scope,
 without file names. So rewording a docstring, reformatting, or moving a function or a file
 inside the scope keeps every cached unit, while editing a loss kernel, a
@@ -37,7 +37,7 @@ class Scope:
     """What can change one kind of unit's numbers: the entry modules ``entries`` (package paths; a folder stands for
     every module in it) and every package module they import (:func:`tailmiss._fingerprint.import_closure`), less
     :data:`NO_NUMBERS`, the scope's own ``no_numbers`` and :data:`OWN_SCOPE`. Its fingerprint is
-    :func:`code_fingerprint`; ``name`` keys it in a unit's provenance and in :data:`EQUIVALENT`."""
+    :func:`tailmiss.store.code_fingerprint`; ``name`` keys it in a unit's provenance and in :data:`EQUIVALENT`."""
 
     name: str
     entries: tuple[str, ...]
@@ -47,8 +47,8 @@ class Scope:
 SCOPES: dict[str, Scope] = {"sim": Scope("sim", ("sim",)), "llm": Scope("llm", ("llm",))}
 """The scopes of the lower floors' units, by name: a simulation's is the simulator's; an LLM run's the trainer's
 alone (a run's numbers follow from its config and the trainer, whichever sweep asked for it). A unit type above them
-declares its own :class:`Scope` beside it and passes that (:data:`tailmiss.experiments.sweep_result.SCOPE`,
-:data:`tailmiss.experiments.bridge.SCOPE`). Analysis, figures and the report are imported by none of them: rewording
+declares its own :class:`Scope` beside it and passes that (``tailmiss.experiments.sweep_result.SCOPE``,
+``tailmiss.experiments.bridge.SCOPE``). Analysis, figures and the report are imported by none of them: rewording
 or moving them keeps every unit."""
 NO_NUMBERS: tuple[str, ...] = (
     "io.py",

@@ -4,11 +4,11 @@ Every value is a pure function of its integer inputs (seed, index, step), so a
 draw never depends on which other draws were made, in which order, on which
 device or in which process.
 
-The hash works on 32-bit words. The per-step hashing (:func:`_from_keys`) runs
+The hash works on 32-bit words. The per-step hashing (``_from_keys``) runs
 on int32 tensors: a multiplication of int32 tensors keeps the low 32 bits of
 the product (two's complement wrap-around, the same bits as the unsigned
 product), and each right shift is masked so that it is a logical shift. It
-gives the same bits as the int64 reference :func:`_mix32` (tested), with a
+gives the same bits as the int64 reference ``_mix32`` (tested), with a
 quarter of the memory traffic of int64 words.
 """
 

@@ -250,7 +250,7 @@ def check_run_name(value, key: str = "name") -> None:
     """Raise ``ValueError`` unless ``value`` can name a run's result folder under a cache root.
 
     A run's name becomes one folder (``runs/sim/<name>``, ``runs/llm/<name>``), so
-    it must be a non-empty string of at most :data:`RUN_NAME_MAX_BYTES` UTF-8
+    it must be a non-empty string of at most :data:`~tailmiss.io.RUN_NAME_MAX_BYTES` UTF-8
     bytes without a path separator (``/``, ``\\``), a NUL or a leading ``.``
     (which also rules out ``.`` and ``..``).
     """

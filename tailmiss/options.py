@@ -1,4 +1,5 @@
-"""How work runs, as one value: :class:`RunOptions` (device, processes, threads, progress, log, cache reuse, executor).
+"""How work runs, as one value: :class:`~tailmiss.options.RunOptions` (device, processes, threads, progress, log,
+cache reuse, executor).
 
 Every runner that computes or reuses a cached unit (a simulation, an LLM run,
 a sweep, a ladder, the bridge) takes one ``RunOptions`` instead of six loose

@@ -44,7 +44,8 @@ __all__ = ["NullSize", "null_size", "null_sizes", "null_draw"]
 
 @dataclass(frozen=True)
 class NullSize:
-    """The rejection count of :func:`paired_subsampling_test` over nulls, for one form and one k.
+    """The rejection count of :func:`~tailmiss.analytic.significance.paired_subsampling_test` over nulls, for one
+    form and one k.
 
     Attributes
     ----------

@@ -3,7 +3,7 @@
 
 Bad input never shows a traceback: it prints one line ``Error: ...`` on stderr
 and exits with code 2. The commands live in one module per sub-app; they all
-register on :data:`tailmiss.cli._common.app`.
+register on :data:`tailmiss.cli.app`.
 """
 
 from __future__ import annotations

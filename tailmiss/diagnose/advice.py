@@ -75,6 +75,8 @@ DEFAULT_ADVICE_RHO = 0.05
 ADVICE_GAMMAS = (0.0, 0.5, 1.0)
 """Focal exponents compared for a budget (γ = 0.5 is F-GRPO's usual choice, Table 7)."""
 PHASES = ("early", "middle", "late")
+"""The phases a run's distinct steps are cut into, in thirds and in order (:func:`phase_of_steps`); the verdict is
+given for the whole run and for each phase present (:func:`verdicts`)."""
 CLEAR_GAIN = 0.10
 """How much lower a spend's drift per unit of signal must be than the current spend's to be advised instead."""
 MAX_ADVICE_N = 4096
@@ -319,7 +321,8 @@ def advise(
     Parameters
     ----------
     groups : DataFrame
-        The run's groups (columns ``step``, ``n``, ``x``), e.g. :attr:`tailmiss.diagnose.Diagnosis.groups`.
+        The run's groups (columns ``step``, ``n``, ``x``), e.g.
+        :attr:`tailmiss.diagnose.Diagnosis.groups <tailmiss.diagnose.analysis.Diagnosis.groups>`.
     rho : float
         Rare share :math:`\rho \in (0, 1)` of the correct mass.
     budget : int, optional

@@ -2,20 +2,20 @@ r"""Per-rollout logs of real RL runs: one schema, CSV / JSONL / parquet readers,
 
 The schema (``format="tailmiss"``) has one row per rollout:
 
-=============  ==========  ============================================================
-column         type        meaning
-=============  ==========  ============================================================
-``step``       integer     training step the rollout was sampled for (0 <= step < 2**53)
-``prompt_id``  text        identifies the prompt; the rollouts of one prompt at one step
-                           form a group
-``reward``     number      the rollout's scalar reward (empty / NaN: unscored, dropped)
-``correct``    0/1, bool   optional success flag; without it, success comes from ``reward``
-``rollout``    text        optional: identifies the rollout within its group; a log that
-                           repeats a (step, prompt_id, rollout) is refused
-``focal_weight``  number   optional: the focal weight F-GRPO gave the rollout's group
-                           (TailMissCallback logs it); ``tailmiss diagnose`` reads the
-                           run's gamma from it
-=============  ==========  ============================================================
+================  ==========  ============================================================
+column            type        meaning
+================  ==========  ============================================================
+``step``          integer     training step the rollout was sampled for (0 <= step < 2**53)
+``prompt_id``     text        identifies the prompt; the rollouts of one prompt at one step
+                              form a group
+``reward``        number      the rollout's scalar reward (empty / NaN: unscored, dropped)
+``correct``       0/1, bool   optional success flag; without it, success comes from ``reward``
+``rollout``       text        optional: identifies the rollout within its group; a log that
+                              repeats a (step, prompt_id, rollout) is refused
+``focal_weight``  number      optional: the focal weight F-GRPO gave the rollout's group
+                              (TailMissCallback logs it); ``tailmiss diagnose`` reads the
+                              run's gamma from it
+================  ==========  ============================================================
 
 Ids are text. A CSV file's ids are read exactly as written: ``007`` and ``7``, ``1e5`` and
 ``100000``, ``1.0`` and ``1`` are distinct ids, and an empty one is refused. A JSON string is
@@ -89,6 +89,8 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "tailmiss", "trl", "verl")
+"""The ``format`` values :func:`read_rollouts` accepts: the writer of the log (the tailmiss schema, TRL or verl), or
+``"auto"`` to tell it from the first file's columns."""
 SCHEMA_COLUMNS = ("step", "prompt_id", "reward")
 """Required columns of the tailmiss schema; ``correct`` and ``rollout`` are optional."""
 _TRL_FIXED = ("step", "prompt", "completion", "advantage", "image")

@@ -1,4 +1,5 @@
-"""The typed summary of a diagnosed run (:class:`DiagnoseSummary`) and its JSON form, ``diagnose.json``."""
+"""The typed summary of a diagnosed run (:class:`~tailmiss.diagnose.summary.DiagnoseSummary`) and its JSON form,
+``diagnose.json``."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ class FocalRow:
 
 @dataclass(frozen=True)
 class DiagnoseSummary:
-    """What :func:`diagnose` found, typed; :func:`summary_json` writes it as ``diagnose.json``."""
+    """What :func:`~tailmiss.diagnose.analysis.diagnose` found, typed; :func:`summary_json` writes it as
+    ``diagnose.json``."""
 
     source: str
     source_path: str

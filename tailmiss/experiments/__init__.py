@@ -21,9 +21,9 @@ bridge
 
 Every runner takes one :class:`~tailmiss.options.RunOptions`. A sweep result's cache
 fingerprint covers the code that collects it and the trainer, not the presets nor the pool
-(:data:`tailmiss.experiments.sweep_result.SCOPE`, a :class:`tailmiss.store.Scope`).
+(``tailmiss.experiments.sweep_result.SCOPE``, a :class:`tailmiss.store.Scope`).
 
-The names below are imported on first use (:func:`__getattr__`): a pool worker or ``tailmiss llm train``
+The names below are imported on first use (the module's ``__getattr__``): a pool worker or ``tailmiss llm train``
 that needs the presets or one cached run then loads neither the bridge's simulator nor pandas.
 """
 

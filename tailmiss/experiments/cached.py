@@ -50,7 +50,7 @@ def _run_config(path: Path):
 
 RUN_UNIT = UnitKind(tuple(sorted(_RUN_FILES)), "run", "llm", _run_config)
 """A finished SFT or RL run folder as a unit of the store, with the files every run holds (a run whose config asks
-for more holds those too: :func:`_describe` adds them)."""
+for more holds those too: ``_describe`` adds them)."""
 
 
 def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:

@@ -1,4 +1,5 @@
-"""What the pools run: a :class:`Job`, their order (:func:`job_order`), the log's words and :func:`phase` timing.
+"""What the pools run: a :class:`~tailmiss.experiments.jobs.Job`, their order
+(:func:`~tailmiss.experiments.jobs.job_order`), the log's words and :func:`~tailmiss.experiments.jobs.phase` timing.
 
 The local process pool (:mod:`tailmiss.experiments.pool`) and the Ray executor
 (:mod:`tailmiss.experiments.ray_pool`) share these, so a job means the same and is timed the same on either.

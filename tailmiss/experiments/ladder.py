@@ -72,6 +72,8 @@ METRICS = {  # column, history column of the held-out set, whether lower is wors
     "dnll_rare": ("dnll_rare", False),
     "rare_hit_at_256": ("rare_hit_at_256", True),
 }
+"""The metrics of a ladder's tables: column name → (the sweep history's column for the held-out prompts, ``pool_``
+prefixed for the training pool; whether a lower value is worse)."""
 
 
 @dataclass(frozen=True)

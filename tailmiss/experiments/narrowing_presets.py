@@ -17,7 +17,7 @@ SFT model is step 0), with per-prompt masses kept.
 
 Of the qualifying settings the rule takes the one whose pass@256 falls furthest (seed mean), the weaker strength on a
 tie; with none, the study is not run and the report says so
-(:func:`tailmiss.studies.narrowing.claims.search_verdict` applies it). It picked strength 0.5 (the report's search
+(:func:`tailmiss.studies.narrowing.search.search_result` applies it). It picked strength 0.5 (the report's search
 table gives every setting's numbers).
 """
 

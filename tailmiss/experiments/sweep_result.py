@@ -1,5 +1,5 @@
-"""The tidy result of a sweep (:class:`SweepResult`), apart from the code that trains and collects it
-(:mod:`tailmiss.experiments.sweep`): what the studies read."""
+"""The tidy result of a sweep (:class:`~tailmiss.experiments.sweep_result.SweepResult`), apart from the code that
+trains and collects it (:mod:`tailmiss.experiments.sweep`): what the studies read."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ _ID_DTYPES = {"gamma": "float64", "group_size": "int64", "seed": "int64"}
 
 @dataclass
 class SweepResult:
-    """The tidy output of :func:`run_sweep`.
+    """The tidy output of :func:`~tailmiss.experiments.sweep.run_sweep`.
 
     Attributes
     ----------

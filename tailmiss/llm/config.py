@@ -117,7 +117,7 @@ class SFTConfig(_TomlConfig):
         Transformer shape (TOML table ``[sft.model]``).
     optim : OptimConfig
         TOML table ``[sft.optim]``: AdamW at lr 1e-3, 50 warm-up steps, then a cosine decay to 10 %
-        (:data:`~tailmiss.llm.optim.SFT_OPTIM`); the table updates these.
+        (``tailmiss.llm.optim.SFT_OPTIM``); the table updates these.
     steps, batch_size : int
         Optimiser steps and sequences per step.
     seed : int

@@ -42,6 +42,8 @@ def _positive_int(name: str, value) -> None:
 
 
 MODEL_KINDS = ("transformer", "table", "factorized")
+"""The policies :attr:`ModelConfig.kind` names: the transformer (:class:`GPT`) or a network-free policy of
+:mod:`tailmiss.llm.tabular` (:data:`tailmiss.llm.tabular.TABULAR_KINDS`)."""
 
 
 @dataclass(frozen=True)

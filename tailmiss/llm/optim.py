@@ -27,7 +27,11 @@ __all__ = [
 ]
 
 OPTIMIZERS = ("adamw", "sgd")
+"""The optimisers :attr:`OptimConfig.kind` names (:func:`make_optimizer` builds it): AdamW (F-GRPO Table 5) or
+plain SGD."""
 LR_SCHEDULES = ("constant", "cosine")
+"""The rate schedules after the warm-up (:attr:`OptimConfig.lr_schedule`, :func:`lr_at`): a constant
+rate, or cosine decay to 10 % of the peak at the last step."""
 FLAT_KEYS = {
     "optimizer": "kind",
     "lr": "lr",
@@ -38,7 +42,7 @@ FLAT_KEYS = {
     "grad_clip": "grad_clip",
 }
 """The optimiser settings as keys of ``[sft]`` / ``[rl]`` themselves (the layout before ``[optim]``), with the
-``[optim]`` key each became: run folders written then are read by :func:`tailmiss.llm.config.read_run_config`; a
+``[optim]`` key each became: run folders written then are read by :func:`tailmiss.llm.checkpoint.read_run_config`; a
 config file in that layout is refused with a message naming the new table."""
 
 

@@ -3,12 +3,12 @@ r"""Steps 3-5 of the RL loop: focal-weighted advantages, old log-probs and the m
 Each mini-batch's rows are split over the K ranks; rank k back-propagates its
 part's loss times :math:`K d_k / d`, where :math:`d_k, d` are the part's and the
 mini-batch's denominators of the aggregation
-(:attr:`tailmiss.objectives.Aggregation.denominator`; tokens for the KL and
+(:attr:`tailmiss.objectives.aggregations.Aggregation.denominator`; tokens for the KL and
 entropy terms), and DistributedDataParallel averages the K gradients, which
 gives the gradient of the whole mini-batch's loss.
 
 **Statistics.** One path at any world size: each rank sums its rows'
-statistics (in float32, the model's dtype), :func:`~tailmiss.llm._loop.all_sum`
+statistics (in float32, the model's dtype), ``tailmiss.llm._loop.all_sum``
 adds the sums over the ranks in float64 (over one rank in a single process),
 and the sums are divided by the global counts.
 """
@@ -75,6 +75,9 @@ def kl_penalty(ref_logp: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor) -
 
 
 UPDATE_STATS = ("focal_mean", "entropy", "response_len", "kl_ref", "loss", "clip_frac", "approx_kl", "grad_norm")
+"""The statistics :func:`update` logs for each step: the mean focal weight of the active groups, the rollouts'
+entropy, response length and k3 KL to the reference, and the mini-batch means of the loss, clip fraction,
+approximate KL to the rollout policy and gradient norm (all NaN when the batch holds no group)."""
 
 
 def _denominator(mask: torch.Tensor, loss_cfg: objectives.LossConfig) -> int:

@@ -36,6 +36,8 @@ from tailmiss.llm.tasks import EOS, PAD, Task
 __all__ = ["TABULAR_KINDS", "TablePolicy", "FactorizedPolicy", "tabular_from_distribution", "tabular_from_state"]
 
 TABULAR_KINDS = ("table", "factorized")
+"""The network-free policies of the ladder: ``table`` (:class:`TablePolicy`, the simulator's categorical policy)
+and ``factorized`` (:class:`FactorizedPolicy`, one softmax per answer position)."""
 _NEG = -1e9  # log-mass of an impossible token: finite, so masked products never give NaN
 
 

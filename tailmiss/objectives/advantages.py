@@ -18,6 +18,8 @@ ADVANTAGE_MODES = ("none", "mean", "std")
 """``none``: raw rewards; ``mean``: :math:`R - \\bar R` (Dr. GRPO, BroRL sim);
 ``std``: :math:`(R - \\bar R)/(\\sigma_R + \\epsilon)` (GRPO Eq. 3)."""
 STD_KINDS = ("population", "bessel")
+"""The group standard deviation :math:`\\sigma_R` of the ``"std"`` advantage: ``population`` divides by :math:`N`,
+``bessel`` by :math:`N-1` (verl's default; F-GRPO Eq. 3 fixes neither)."""
 
 
 def group_advantages(rewards: torch.Tensor, mode: str = "std", std: str = "bessel", eps: float = 1e-6) -> torch.Tensor:

@@ -47,6 +47,9 @@ __all__ = [
 ]
 
 CISPO_CLIP_MODES = ("relative", "absolute")
+"""How CISPO bounds its importance-sampling weight (:attr:`LossConfig.cispo_clip_mode`, :func:`cispo_loss`):
+``relative`` clips it to :math:`[\\max(0, 1-\\epsilon_{low}), 1+\\epsilon_{high}]` (the paper's), ``absolute`` caps it
+at :math:`\\epsilon_{high}` (TRL's, no floor)."""
 
 
 @dataclass(frozen=True)

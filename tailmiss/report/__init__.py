@@ -5,7 +5,7 @@ ledger rows, is written by its study (:mod:`tailmiss.studies`), which :data:`~ta
 lists in the report's order. This module puts the sections together under the claims ledger
 (:mod:`tailmiss.studies.ledger`, filled from the rows the sections return), bounds each by fences
 (``<!-- study:NAME -->`` … ``<!-- /study:NAME -->``) so that one can be written again in place, adds the quick
-notes from the studies' records, and writes the file; :mod:`~tailmiss.report.stamps` ends each ``## `` section with
+notes from the studies' records, and writes the file; :mod:`~tailmiss.report.stamps` ends each ``##`` section with
 what made it and checks it against the current code. A test checks that the committed report's theory section equals
 a fresh one.
 """
@@ -80,7 +80,7 @@ def deferred_section(s: Study, heading: str | None = None) -> str:
 
 
 def _study_text(s: Study, ctx: Context, deferred: tuple[str, ...]) -> tuple[str, list]:
-    """One ``## `` study's fenced text and its ledger rows (its note in quick mode)."""
+    """One ``##`` study's fenced text and its ledger rows (its note in quick mode)."""
     if s.name in deferred:
         return fenced(s.name, deferred_section(s)), []
     section = s.write(ctx, deferred)
@@ -149,7 +149,7 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
     ``only = "ladder"`` (or another name of :data:`SECTIONS`) regenerates just that study's section inside the
     existing report at ``path`` (its other sections are left as they were generated), and the ledger from the rows
     recorded beside the report and the new ones; otherwise the whole report is written, its ``deferred`` studies left
-    out (:func:`render_report`). Each ``## `` section written ends with its stamp line, and ``<report>.stamps.json``
+    out (:func:`render_report`). Each ``##`` section written ends with its stamp line, and ``<report>.stamps.json``
     records the stamps and the ledger's rows (:mod:`tailmiss.report.stamps`).
     """
     path = Path(path)
@@ -189,7 +189,7 @@ def _headings(text: str) -> list[str]:
 
 
 def _restamp(record: dict, text: str, ctx: Context, s: Study) -> tuple[str, dict, tuple[str, ...]]:
-    """After study ``s`` was written into the report whose stamps file holds ``record``: its ``## `` section's stamp
+    """After study ``s`` was written into the report whose stamps file holds ``record``: its ``##`` section's stamp
     (new when the whole section was rewritten, or when the rest of it was made by the same code; else the old one, so
     that the check still calls it stale), and the studies still deferred."""
     deferred = tuple(d for d in record.get("deferred", ()) if d != s.name)

@@ -27,11 +27,11 @@ STUDIES: tuple[Study, ...] = (
     controls.STUDY,
     narrowing.STUDY,
 )
-"""The report's ``## `` studies, in its order (each one's ``### `` parts are in its ``parts``)."""
+"""The report's ``##`` studies, in its order (each one's ``###`` parts are in its ``parts``)."""
 
 
 def all_studies() -> tuple[Study, ...]:
-    """Every study record, each ``## `` study followed by its parts."""
+    """Every study record, each ``##`` study followed by its parts."""
     return tuple(s for top in STUDIES for s in (top, *top.parts))
 
 
@@ -66,7 +66,7 @@ def _resolve(names: Iterable[str]) -> list[FigureSpec]:
 
 
 def figure_data(name: str, ctx: Context | None = None):
-    """The results behind figure ``name`` (what its :attr:`FigureSpec.data` returns)."""
+    """The results behind figure ``name`` (what its :attr:`~tailmiss.studies.figure.FigureSpec.data` returns)."""
     (spec,) = _resolve([name])
     return spec.data(ctx or Context())
 

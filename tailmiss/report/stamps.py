@@ -3,7 +3,7 @@
 A stamp records the code fingerprint of the producing code (the import closure of the section's report module or
 the figure's modules, digested as :mod:`tailmiss._fingerprint` does for the result store), a digest of every file in
 it, the presets the section or figure reads with their seeds and a digest of each preset's config, the package
-version and the date. Each ``## `` section of the report ends with one visible line naming its code, presets, seeds,
+version and the date. Each ``##`` section of the report ends with one visible line naming its code, presets, seeds,
 version and date; the whole record sits beside the report in ``<report>.stamps.json`` (the figures' with the SHA-256
 of each written file). :func:`check_stamps` recomputes every stamp from the current code and presets, trains and
 simulates nothing, and lists the stale sections and figures with the files and presets that changed.
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 STAMP_LINE = "*Made by*"
-"""How the visible stamp line at the end of each ``## `` section starts."""
+"""How the visible stamp line at the end of each ``##`` section starts."""
 
 _NOT_CLAIMS = ("__init__.py", "section.py", "figures.py", "data.py")
 
@@ -64,7 +64,7 @@ def _in_package(function) -> Path:
 
 
 def _rule(heading: str):
-    """``(code roots, its study)`` of the ``## `` section ``heading`` (the ledger's study: None), or None."""
+    """``(code roots, its study)`` of the ``##`` section ``heading`` (the ledger's study: None), or None."""
     if heading.startswith(LEDGER_HEADING):
         return _ledger_roots(), None
     for s in _studies():
@@ -135,12 +135,12 @@ def _today() -> str:
 
 
 def known_section(heading: str) -> bool:
-    """Whether :func:`section_stamp` knows what makes the ``## `` section ``heading``."""
+    """Whether :func:`section_stamp` knows what makes the ``##`` section ``heading``."""
     return _rule(heading) is not None
 
 
 def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) -> dict:
-    """The stamp of the report section whose ``## `` heading starts with a study's heading (or the ledger's).
+    """The stamp of the report section whose ``##`` heading starts with a study's heading (or the ledger's).
 
     A study the first look defers (``deferred``) reads none of its presets (only its note is written); nor do its
     deferred parts.
@@ -189,7 +189,7 @@ def _line(stamp: dict) -> str:
 
 
 def _sections(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, heading)`` line ranges of each ``## `` section of ``text``; a section starts at its study's
+    """``(start, end, heading)`` line ranges of each ``##`` section of ``text``; a section starts at its study's
     opening fence when one stands right above its heading (so no stamp line lands inside the next study's fences)."""
     lines = text.split("\n")
     heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
@@ -201,7 +201,7 @@ def _sections(text: str) -> list[tuple[int, int, str]]:
 
 
 def stamp_report(text: str, stamps: dict) -> str:
-    """``text`` with the visible stamp line of each ``## `` section of ``stamps`` (heading -> stamp) at its end, an
+    """``text`` with the visible stamp line of each ``##`` section of ``stamps`` (heading -> stamp) at its end, an
     older one replaced; the other sections are left as they are."""
     lines = text.split("\n")
     for start, end, heading in reversed(_sections(text)):
@@ -215,7 +215,7 @@ def stamp_report(text: str, stamps: dict) -> str:
 
 
 def enclosing_heading(text: str, heading: str) -> str:
-    """The ``## `` heading of the section holding the line that starts with ``heading`` (itself for a ``## ``)."""
+    """The ``##`` heading of the section holding the line that starts with ``heading`` (itself for a ``##``)."""
     for start, end, head in _sections(text):
         if any(line.startswith(heading) for line in text.split("\n")[start:end]):
             return head
@@ -320,7 +320,7 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
 
 
 def _stale_sections(text: str, stored: dict, ctx: Context, deferred: tuple[str, ...]) -> list[Stale]:
-    """The stale ``## `` sections of the report ``text`` against their ``stored`` stamps."""
+    """The stale ``##`` sections of the report ``text`` against their ``stored`` stamps."""
     stale = []
     for start, end, heading in _sections(text):
         lines = text.split("\n")[start:end]

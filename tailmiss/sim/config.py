@@ -25,7 +25,11 @@ from tailmiss.objectives import ADVANTAGE_MODES, STD_KINDS, SURROGATES
 __all__ = ["SimConfig", "OPTIMIZERS", "DTYPES", "check_run_name"]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+"""The optimisers a simulation applies to its logits (:attr:`SimConfig.optimizer`): torch's SGD, Adam and
+AdamW, elementwise, so one batched optimiser equals one per run."""
 DTYPES = ("float32", "float64")
+"""The float types of a simulation's logits and optimiser state (:attr:`SimConfig.dtype`); probabilities,
+sampling and metric sums are always float64."""
 _LIST_FIELDS = ("group_sizes", "gammas", "seeds", "betas", "logits")
 
 

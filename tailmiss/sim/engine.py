@@ -3,7 +3,7 @@ r"""The batched categorical-policy simulation loop.
 State: logits ``z`` of shape ``[runs, actions]`` on one device, one optimizer
 over that single tensor (torch's SGD/Adam/AdamW are elementwise, so this equals
 one optimizer per run). One step, for all runs, a tile of consecutive rows at a
-time (on the CPU at most :data:`TILE_ELEMENTS` actions per tile, so that the
+time (on the CPU at most :data:`~tailmiss.sim.memory.TILE_ELEMENTS` actions per tile, so that the
 tile's matrices stay in cache; elsewhere all runs of one group size):
 
 1. ``p = softmax(z)`` of the tile (float64 accumulation for the CDF and metric sums); log metrics if due;

@@ -1,7 +1,7 @@
 """Memory planning of a simulation: the tiles a step works through and the sweep's peak-memory estimate.
 
 :func:`~tailmiss.sim.engine.simulate` refuses a sweep whose estimate exceeds
-the memory free on its device (:func:`_check_fits`) before it allocates
+the memory free on its device (``_check_fits``) before it allocates
 anything; ``tailmiss sim run --dry-run`` prints the estimate by part.
 """
 

@@ -3,7 +3,7 @@ r"""What the simulator logs: the metric columns, their batched reductions and th
 Every metric is a row reduction of a tile's policy ``p`` (and, for the draw
 metrics, its count matrix), accumulated in float64; :func:`simulate
 <tailmiss.sim.engine.simulate>` logs them at the steps of
-:func:`expected_steps` and :func:`_tidy` turns the logged rows into one row
+:func:`expected_steps` and ``_tidy`` turns the logged rows into one row
 per run and step.
 """
 

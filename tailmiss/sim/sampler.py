@@ -273,7 +273,7 @@ class CountSampler:
         """CDF, total and largest valid query of each row of ``probs`` (rows ``first_row``, ...); checks them.
 
         The CDF is a buffer that the next call overwrites (:func:`row_cdf`).
-        Raises :class:`NonFiniteProbabilities` naming the first bad row.
+        Raises ``NonFiniteProbabilities`` naming the first bad row.
         """
         rows = probs.shape[0]
         if self._cdf is None or self._cdf.shape[0] < rows or self._cdf.device != probs.device:

@@ -1,4 +1,4 @@
-"""Where and how results are computed: the :class:`Context` every result function takes."""
+"""Where and how results are computed: the :class:`~tailmiss.studies.context.Context` every result function takes."""
 
 from __future__ import annotations
 

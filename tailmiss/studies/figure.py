@@ -1,4 +1,5 @@
-"""A figure of a study: :class:`FigureSpec` (its data, separate from its plot) and :func:`render`.
+"""A figure of a study: :class:`~tailmiss.studies.figure.FigureSpec` (its data, separate from its plot) and
+:func:`~tailmiss.studies.figure.render`.
 
 Each study's ``figures`` module lists its specs in ``FIGURES``; the report's registry
 (:mod:`tailmiss.report.registry`) gathers them by name. ``data(ctx)`` obtains the

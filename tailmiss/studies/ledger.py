@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 LEDGER_HEADING = "## Claims ledger: every claim of F-GRPO and BroRL §4.1"
+"""The heading line of the claims ledger's section, by which the report and its stamps find that section."""
 
 THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING = (
     "Theory",

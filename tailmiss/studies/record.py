@@ -1,4 +1,4 @@
-"""One record per study: :class:`Study`, what the report needs to know of a part of the paper.
+"""One record per study: :class:`~tailmiss.studies.record.Study`, what the report needs to know of a part of the paper.
 
 Each study's package (``tailmiss/studies/<name>/``) holds its data collection (``data``), its claims (``claims``
 and the modules they use), its section text (``section``) and its figures (``figures``), and defines one ``STUDY``
@@ -28,7 +28,7 @@ class Study:
     name : str
         The study's name (``tailmiss repro --only NAME`` for a deferrable one).
     heading : str
-        The start of its heading line (``"## Theory"``; a ``### `` heading for a part of a parent's section).
+        The start of its heading line (``"## Theory"``; a ``###`` heading for a part of a parent's section).
     write : callable or None
         ``write(ctx, deferred) -> Section``: the section's markdown and its ledger rows; ``deferred`` names the
         deferrable studies the report leaves out. ``None`` for a part its parent writes inside its own text.
@@ -43,7 +43,7 @@ class Study:
     claims : tuple of str
         The ledger claims only this study judges (listed as waiting for it when the report defers it).
     parent : str or None
-        The study whose ``## `` section holds this ``### `` part (listed in that study's ``parts``).
+        The study whose ``##`` section holds this ``###`` part (listed in that study's ``parts``).
     deferrable : bool
         Whether the report may leave it out (``tailmiss repro --only NAME`` writes it in place later).
     quick_deferred : bool
@@ -65,7 +65,7 @@ class Study:
     quick_deferred: bool = False
     deferred_why: str = ""
     parts: tuple[Study, ...] = ()
-    """The ``### `` parts of its section that have a record of their own (written by its writer)."""
+    """The ``###`` parts of its section that have a record of their own (written by its writer)."""
 
     @classmethod
     def of(cls, section: ModuleType, figures: ModuleType, ledger: str, /, **fields) -> Study:
@@ -90,5 +90,5 @@ class Study:
 
     @property
     def level(self) -> int:
-        """2 for a ``## `` section, 3 for a ``### `` part."""
+        """2 for a ``##`` section, 3 for a ``###`` part."""
         return len(self.heading) - len(self.heading.lstrip("#"))

@@ -248,7 +248,8 @@ def compare_values(a, b, metric: str, *, paired: bool, labels: tuple[str, str] =
 
 def compare(rows: pd.DataFrame, a: str, b: str, metric: str) -> Difference:
     """``a − b`` on ``metric`` between two labels of ``rows`` (columns ``label``, ``seed`` and the metric): paired on
-    the seeds both have when they share at least :data:`MIN_SEEDS` (or all of either side's), Welch otherwise."""
+    the seeds both have when they share at least :data:`~tailmiss.studies.rule.MIN_SEEDS` (or all of either side's),
+    Welch otherwise."""
     have = set(rows["label"])
     missing = [x for x in (a, b) if x not in have]
     if missing:

@@ -83,7 +83,8 @@ def full_preset(name: str) -> str | None:
 
 def sweeps_data(families, ctx: Context, per_prompt_from) -> dict:
     """Histories, per-prompt evaluations (of the families ``per_prompt_from``), preset names and the mode of the
-    sweep ``families``, run or loaded: the fields of :class:`ProtocolData` and :class:`ControlsData`."""
+    sweep ``families``, run or loaded: the fields of :class:`~tailmiss.studies.protocol.data.ProtocolData` and
+    :class:`~tailmiss.studies.controls.data.ControlsData`."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
     results = {f: sweep_result(f, ctx) for f in families}

@@ -1,5 +1,5 @@
-"""Text helpers shared by the studies' sections: what a section returns (:class:`Section`), markdown tables and
-verdict words."""
+"""Text helpers shared by the studies' sections: what a section returns (:class:`~tailmiss.studies.text.Section`),
+markdown tables and verdict words."""
 
 from __future__ import annotations
 

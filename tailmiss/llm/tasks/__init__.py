@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (MultiSolutionTask, MazeTask, NarrowingTask)}
+"""The task classes by name (``multisolution``, ``maze``, ``narrowing``): the ``name`` of a task's table, which
+:func:`make_task` builds."""
 
 
 def make_task(spec: Mapping | Task, where: str = "task") -> Task:

@@ -35,8 +35,13 @@ from tailmiss._checks import check_choice
 __all__ = ["Vocab", "Task", "AnswerSet", "SPECIAL_TOKENS", "PAD", "BOS", "SEP", "EOS", "SPLITS"]
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<sep>", "<eos>")
+"""The four tokens every task's :class:`Vocab` starts with, in this order (ids 0-3): padding, the prompt's first
+token, the prompt's last token and the answer's end."""
 PAD, BOS, SEP, EOS = range(4)
+"""The ids 0-3 of :data:`SPECIAL_TOKENS`, in their order."""
 SPLITS = ("train", "test")
+"""The prompt splits: each prompt is assigned once and for all to ``"train"`` or the held-out ``"test"`` split by a
+hash of its tokens (:meth:`Task.split_of`)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class Task:
     Subclasses set ``name``, ``enumerable``, and in ``__post_init__`` the
     attributes ``vocab``, ``prompt_len`` and ``max_answer_len``, and declare a
     field ``heldout_fraction`` (share of prompts in the ``"test"`` split); they implement
-    :meth:`_random_prompt`, :meth:`prompt_tokens`, :meth:`is_correct` and
+    ``_random_prompt``, :meth:`prompt_tokens`, :meth:`is_correct` and
     :meth:`sft_answer` (and :meth:`enumerate_answers` when ``enumerable``).
     """
 

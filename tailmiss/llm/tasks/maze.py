@@ -32,6 +32,9 @@ WALL, OPEN, START, GOAL = "#", ".", "S", "G"
 #: (row, column) step of each move token, one grid square per move.
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 MAZE_TOKENS = (WALL, OPEN, START, GOAL, *MOVES)
+"""The maze task's own tokens, after :data:`~tailmiss.llm.tasks.base.SPECIAL_TOKENS` in its vocabulary: wall ``#``,
+open square ``.``, start ``S`` and goal ``G`` (one per grid square of a prompt) and the moves ``U D L R`` of an
+answer."""
 
 
 @dataclass(frozen=True)

@@ -10,3 +10,5 @@ from tailmiss.studies.record import Study
 __all__ = ["STUDY"]
 
 STUDY = Study.of(section, figures, ledger.LLM, parent="transformer")
+"""The bridge's record (:class:`~tailmiss.studies.record.Study`): a part of the small transformer's section, with its
+own figure and its rows in that section's share of the ledger."""

@@ -76,6 +76,7 @@ def _sensitivity(data: BridgeData) -> str:
 
 
 HEADING = "### Bridge: simulation vs transformer"
+"""The start of the heading line of the bridge's part of the small transformer's section (:func:`bridge_section`)."""
 
 
 def bridge_section(data: BridgeData) -> str:

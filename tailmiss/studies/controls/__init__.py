@@ -18,3 +18,6 @@ STUDY = Study.of(
     claims=("t3-lowlr", "t3-ds", "t3-best", "t67-usual", "t67-two", "t1214", "fig1bc"),
     quick_deferred=True,
 )
+"""The controls study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
+sweep families it reads (:data:`~tailmiss.studies.controls.data.CONTROL_FAMILIES`) and the claims only it judges; the
+first look defers it."""

@@ -97,7 +97,7 @@ class ControlsClaims:
     copies : dict
         Controls whose runs equal GRPO N = 8's → ``"GRPO N=8"``.
     tradeoff_sentence : Sentence
-        Fig. 1(b,c)'s caption, every part (:func:`fig1bc_sentence`).
+        Fig. 1(b,c)'s caption, every part (``fig1bc_sentence``).
     last_epoch : tuple of int
         (GRPO N = 8 runs whose selected checkpoint is the last one, its runs).
     low_lr_undertrains : bool

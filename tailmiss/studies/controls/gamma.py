@@ -47,11 +47,15 @@ KS = tuple(2**i for i in range(9))
 FOCAL_GAMMA = 0.5
 """The γ of F-GRPO in the controls and the trade-off plane (F-GRPO App. L.3: 0.5 in the controls)."""
 GAMMAS = (0.0, 0.5, 1.0, 2.0)
+"""The focal γ of the sensitivity sweep (F-GRPO Tables 6-7): the base method (γ = 0) and the focal γ among which
+App. L.3 selects."""
 METHODS = {"grpo": "GRPO", "dapo+ds": "DAPO", "cispo": "CISPO"}
 """The γ-sensitivity methods (``method`` column → name); DAPO runs with its dynamic sampling."""
 SAMPLES = 1024
 """Samples per prompt of the finite-sample pass@k (F-GRPO App. L.4: n = 1024)."""
 RUN_METRICS = ("pass1", "pass256", "mret", "dnll", "rare256")
+"""The metrics of each run's chosen checkpoint in the seed and γ tables (pass@1, pass@256, M_ret, ΔNLL_rare and
+rare hit@256); runs equal on all of them on every seed are the same runs in effect (:func:`identical_methods`)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class GammaChoice:
     selected: float
     """F-GRPO App. L.3's choice: the γ among {0.5, 1, 2} with the highest mean pass@1."""
     selected_beats: dict
-    """Other focal γ → the paired pass@1 comparison of the selected γ against it (:class:`Difference`)."""
+    """Other focal γ → the paired pass@1 comparison of the selected γ against it
+    (:class:`~tailmiss.studies.rule.Difference`)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class Crossing:
     scoring: str
     """``"exact"`` (the exact correct masses) or ``"sampled"`` (n = 1024 samples per prompt, unbiased pass@k)."""
     diffs: tuple
-    """Paired difference at each k of :data:`KS` (:class:`Difference`)."""
+    """Paired difference at each k of :data:`KS` (:class:`~tailmiss.studies.rule.Difference`)."""
     cross_k: int | None
     """The smallest k at which the mean difference's sign differs from its sign at k = 1 (None: no crossing)."""
     resolved_k: int | None
@@ -317,7 +322,8 @@ class GammaClaims:
     curves : DataFrame
         pass@k per run: label, seed, scoring, k, value (:func:`passk_curves`).
     growth : dict
-        Method → :class:`Difference` of its focal lead at k = 256 against k = 1 (:func:`lead_growth` of the curves).
+        Method → :class:`~tailmiss.studies.rule.Difference` of its focal lead at k = 256 against k = 1
+        (:func:`lead_growth` of the curves).
     usual, two_verdict, lead : Verdict
         F-GRPO Table 7's "γ = 0.5 is the usual choice", "γ = 2 sometimes adds pass@256 but more often costs pass@1"
         and Tables 12-14's "the lead grows with k", over the methods not identical to GRPO

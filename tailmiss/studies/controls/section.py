@@ -18,6 +18,7 @@ from tailmiss.studies.text import Section, blocks, table
 __all__ = ["HEADING", "DEFERRED_WHY", "write", "controls_text"]
 
 HEADING = "## Controls and γ sensitivity: F-GRPO Tables 3, 6-7, 12-14 and Fig. 1(b,c)"
+"""The start of the section's heading line."""
 PAPER_GAMMA = {"GRPO": 0.5, "DAPO": 0.5, "CISPO": 1.0}
 """F-GRPO Table 7's selected γ on Qwen2.5-7B (0.5 in 7 of the 9 model/method pairs)."""
 _NAMES = {"pass1": "pass@1", "pass256": "pass@256", "mret": "M_ret", "dnll": "ΔNLL_rare", "rare256": "rare hit@256"}

@@ -9,3 +9,5 @@ from tailmiss.studies.record import Study
 __all__ = ["STUDY"]
 
 STUDY = Study.of(section, figures, ledger.LADDER, families=("ladder", "ladder-budget", "ladder-hard"))
+"""The ladder study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, and the
+three ladder families it reads."""

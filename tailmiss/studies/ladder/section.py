@@ -17,6 +17,7 @@ from tailmiss.studies.text import Section, mean_sd, table, yes
 __all__ = ["HEADING", "DEFERRED_WHY", "ladder_section", "write"]
 
 HEADING = "## Why the regimes differ: a ladder from the simulator to the transformer"
+"""The start of the section's heading line."""
 DEFERRED_WHY = "The ladder takes the transformer apart one ingredient at a time, on its own SFT models."
 """Why the report may leave this study out, in its deferral note."""
 
@@ -234,8 +235,7 @@ def verdict_text(v: la.IngredientVerdict) -> str:
 
 
 def _budget(lad) -> str:
-    """The rollout budget of an equal-budget ladder as run: N × steps per prompt slot, and where rounding the steps
-    to a whole number makes it unequal."""
+    """An equal-budget ladder's rollout budget as run (N × steps per slot), and where rounded steps make it unequal."""
     goal = lad.rl.steps * lad.reference_n
     spent = {n: n * lad.steps_for(n) for n in lad.group_sizes}
     off = [f"{v:,} at N = {n} ({v / goal - 1:+.0%})" for n, v in spent.items() if v != goal]

@@ -13,3 +13,6 @@ __all__ = ["STUDY"]
 STUDY = Study.of(
     section, figures, ledger.NARROWING, families=NARROWING_FAMILIES, claims=("appN-frontier",), quick_deferred=True
 )
+"""The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
+sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`) and the claim only it
+judges; the first look defers it."""

@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 GRPO, FOCAL, LOW_LR = "GRPO N=8", focal_label(FOCAL_GAMMA), "GRPO N=8 low-LR"
+"""The run labels of the three arms Table 3's sentences compare: GRPO at N = 8, F-GRPO at N = 8 with the controls'
+γ (:data:`~tailmiss.studies.controls.gamma.FOCAL_GAMMA`) and GRPO at N = 8 with a lower learning rate."""
 CONTROL_ROWS = (
     "F-GRPO γ=0.5 N=8",
     "F-GRPO γ=1 N=8",
@@ -78,7 +80,7 @@ class NarrowingClaims:
     """The N sweep and F-GRPO at their selected checkpoints (:func:`~tailmiss.studies.protocol.claims.rung_table`)."""
     rungs: RungVerdicts
     one_seed: dict | None
-    """Could one seed show Table 2's dip? Over every sweep of one seed per N (:func:`one_seed_dip`)."""
+    """Could one seed show Table 2's dip? Over every sweep of one seed per N (``one_seed_dip``)."""
     pass1_sentence: Sentence | None
     rollouts: dict
     """Equal-rollout comparisons: name -> Difference."""

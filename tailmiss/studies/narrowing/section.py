@@ -19,6 +19,7 @@ from tailmiss.studies.text import Section, table, yes
 __all__ = ["HEADING", "DEFERRED_WHY", "write", "narrowing_text"]
 
 HEADING = "## The narrowing regime: where GRPO loses coverage, is F-GRPO more than a slower GRPO?"
+"""The start of the section's heading line."""
 _TYPE = {"minority": "minority", "rest": "rest", "all": "all"}
 
 

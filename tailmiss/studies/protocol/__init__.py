@@ -13,3 +13,6 @@ __all__ = ["STUDY"]
 STUDY = Study.of(
     section, figures, ledger.PROTOCOL, families=PROTOCOL_FAMILIES, claims=("t2-protocol", "appQ"), quick_deferred=True
 )
+"""The protocol study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
+sweep families it reads (:data:`~tailmiss.studies.protocol.data.PROTOCOL_FAMILIES`) and the claims only it judges; the
+first look defers it."""

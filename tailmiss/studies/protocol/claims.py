@@ -348,8 +348,8 @@ class AppQVerdict:
 
 
 def appq_verdict(same: pd.DataFrame) -> AppQVerdict:
-    """:class:`AppQVerdict` from :attr:`NoiseClaims.same_config` (one row per benchmark: ``pairs``,
-    ``significant``, and, where measured, ``null_significant`` and ``null_tests``)."""
+    """:class:`AppQVerdict` from :attr:`~tailmiss.studies.protocol.noise.NoiseClaims.same_config` (one row per
+    benchmark: ``pairs``, ``significant``, and, where measured, ``null_significant`` and ``null_tests``)."""
     if not len(same) or "null_significant" not in same or "null_tests" not in same:
         why = "no same-config pairs" if not len(same) else "the test's own size under its null was not measured"
         return AppQVerdict(Verdict.NOT_RESOLVED, {}, why)

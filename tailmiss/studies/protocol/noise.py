@@ -209,7 +209,8 @@ def noise_claims(
     m: int = 256,
     form: str = "corrected",
 ) -> NoiseClaims:
-    """:class:`NoiseClaims` of GRPO's selected checkpoints (``chosen``, from :func:`select_checkpoints`).
+    """:class:`NoiseClaims` of GRPO's selected checkpoints (``chosen``, from
+    :func:`~tailmiss.studies.protocol.claims.select_checkpoints`).
 
     ``per_prompt[(label, seed)] = (steps, mu)``: each run's per-prompt correct
     masses at every evaluation (``mu``: (evaluations, prompts); :func:`benchmarks` splits the prompts). Outcomes

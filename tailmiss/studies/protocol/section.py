@@ -19,6 +19,7 @@ from tailmiss.studies.text import Section, blocks, table
 __all__ = ["HEADING", "DEFERRED_WHY", "write", "protocol_text"]
 
 HEADING = "## The paper's protocol: does Table 2's dip appear, and could one seed show it?"
+"""The start of the section's heading line."""
 
 
 def _verdict(v) -> str:

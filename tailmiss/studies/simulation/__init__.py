@@ -9,3 +9,5 @@ from tailmiss.studies.simulation import figures, section
 __all__ = ["STUDY"]
 
 STUDY = Study.of(section, figures, ledger.SIM, simulated=True)
+"""The simulation study's record (:class:`~tailmiss.studies.record.Study`): the report's Simulation section, its figures
+and its ledger rows, read from this package's ``section`` and ``figures``; it reads the simulation presets."""

@@ -10,3 +10,5 @@ from tailmiss.studies.theory import figures, section
 __all__ = ["STUDY"]
 
 STUDY = Study.of(section, figures, ledger.THEORY)
+"""The theory study's record (:class:`~tailmiss.studies.record.Study`): the report's Theory section, its figures and its
+ledger rows, read from this package's ``section`` and ``figures``."""

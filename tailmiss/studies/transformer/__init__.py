@@ -15,7 +15,7 @@ def _figures(*names: str) -> tuple:
 
 
 def _part(name: str, heading: str, write, figure: str, claims: tuple[str, ...]) -> Study:
-    """A ``### `` part of the section with a sweep of its own (``name``), which the first look leaves out."""
+    """A ``###`` part of the section with a sweep of its own (``name``), which the first look leaves out."""
     return Study(
         name=name,
         heading=heading,
@@ -34,7 +34,11 @@ def _part(name: str, heading: str, write, figure: str, claims: tuple[str, ...]) 
 OBJECTIVES = _part(
     "objectives", section.OBJECTIVES_HEADING, section.write_objectives, "llm-objectives", ("t1-pass256", "t1-pass1")
 )
+"""The record (:class:`~tailmiss.studies.record.Study`) of the objective sweep's part of the section (F-GRPO Table 1
+analog): its own sweep, figure and claims; deferrable, and deferred by the first look."""
 MAZE = _part("maze", section.MAZE_HEADING, section.write_maze, "maze", ("t4-pass1", "t4-pass256"))
+"""The record (:class:`~tailmiss.studies.record.Study`) of the maze's part of the section (F-GRPO Table 4 / Fig. 6
+analog): its own sweep, figure and claims; deferrable, and deferred by the first look."""
 STUDY = Study.of(
     section,
     figures,
@@ -43,3 +47,5 @@ STUDY = Study.of(
     figures=_figures("llm-nsweep"),
     parts=(OBJECTIVES, MAZE, bridge.STUDY),
 )
+"""The small transformer study's record (:class:`~tailmiss.studies.record.Study`): its section, the group-size sweep it
+reads, its figure and ledger rows, and its parts (:data:`OBJECTIVES`, :data:`MAZE` and the bridge's record)."""

@@ -86,7 +86,7 @@ class FocalReach:
     verdict: Verdict
     vacuous: bool = False
     """GRPO's rare hit@256 is worst at N = 32 here (seed means): reaching it is no sign of a kept tail, so a verdict
-    other than *refuted* is *not resolved* (:data:`VACUOUS`)."""
+    other than *refuted* is *not resolved* (``VACUOUS``)."""
     reason: str = ""
 
 

@@ -1,4 +1,5 @@
-"""Small-transformer figures: the group-size sweep, the objective table and the maze (the bridge: :mod:`.bridge`).
+"""Small-transformer figures: the group-size sweep, the objective table and the maze (the bridge:
+:mod:`tailmiss.studies.bridge`).
 
 Each figure's data is a cached sweep (:func:`tailmiss.studies.runs.sweep_result`)
 under ``ctx.llm_cache``: the quick sweeps in quick mode, otherwise the full

@@ -204,7 +204,7 @@ class DapoClaim:
     differ: int
     """Of those, runs whose final metrics differ from their twin's in any digit."""
     gap: pd.Series
-    """Largest |Δ| over the twins, per metric."""
+    """Largest ``|Δ|`` over the twins, per metric."""
     diffs: tuple = ()
     """``(γ, Difference)``: the variant − GRPO difference per γ and metric, Holm-adjusted over the variant's family."""
 

@@ -122,6 +122,7 @@ PARTS_DEFERRED_WHY = {
 """Why the first look (``tailmiss repro --quick``) leaves the objective sweep and the maze out."""
 
 MAZE_HEADING = "### Maze"
+"""The start of the heading line of the maze's part of the section (F-GRPO Table 4 / Fig. 6 analog)."""
 
 
 def zones_caveat(agrees: bool, zones: str) -> str:
@@ -166,6 +167,7 @@ def maze_section(maze) -> Section:
 
 
 OBJECTIVES_HEADING = "### Objectives"
+"""The start of the heading line of the objective sweep's part of the section (F-GRPO Table 1 analog)."""
 
 
 def objectives_section(objectives) -> Section:
