@@ -67,6 +67,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts are plain: "[sim]" and "[ray]" are words, not Rich markup
     help="Tail-miss in group-relative RL: closed forms, simulations and the F-GRPO paper's figures.",
 )
 
@@ -91,10 +92,12 @@ def _root(
     """Tail-miss in group-relative RL: closed forms, simulations and the F-GRPO paper's figures."""
 
 
-analytic_app = typer.Typer(no_args_is_help=True, help="Closed forms of F-GRPO / BroRL.")
-sim_app = typer.Typer(no_args_is_help=True, help="Batched categorical-policy simulator.")
-figures_app = typer.Typer(no_args_is_help=True, help="Render the paper's figures.")
-llm_app = typer.Typer(no_args_is_help=True, help="Small transformer: SFT, group-relative RL, evaluation.")
+analytic_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Closed forms of F-GRPO / BroRL.")
+sim_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Batched categorical-policy simulator.")
+figures_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Render the paper's figures.")
+llm_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="Small transformer: SFT, group-relative RL, evaluation."
+)
 app.add_typer(analytic_app, name="analytic")
 app.add_typer(sim_app, name="sim")
 app.add_typer(llm_app, name="llm")
