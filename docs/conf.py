@@ -46,6 +46,7 @@ myst_heading_anchors = 3
 # (TAILMISS_DOCS_EXECUTE=off skips that while editing pages; CI builds with the default)
 nb_execution_mode = os.environ.get("TAILMISS_DOCS_EXECUTE", "force")
 nb_execution_in_temp = True
+nb_output_stderr = "remove"  # progress bars and library warnings: the pages show results
 nb_execution_timeout = 300
 nb_execution_raise_on_error = True
 
@@ -77,6 +78,7 @@ nitpick_ignore_regex = [
 html_theme = "pydata_sphinx_theme"
 html_title = "tailmiss"
 html_static_path = ["_static"]
+html_css_files = ["tailmiss.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

@@ -329,3 +329,59 @@ def test_a_command_the_cli_does_not_have_is_refused():
         parse_tailmiss(["sim", "run", "--no-such-option"])
     with pytest.raises(ClickException):
         parse_tailmiss(["no-such-command"])
+
+
+# --- the pages the docs build writes -----------------------------------------------------------------------------
+
+
+def _docs_extension():
+    pytest.importorskip("sphinx", reason="the [docs] extra builds the site")
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        return importlib.import_module("tailmiss_docs")
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "_ext"))
+
+
+def test_every_figure_has_a_gallery_entry_naming_claims_of_the_catalogue():
+    from tailmiss.report.registry import FIGURES
+    from tailmiss.studies.ledger import CATALOGUE
+
+    ext = _docs_extension()
+    assert set(ext.FIGURE_CLAIMS) == set(FIGURES)
+    keys = {c.key for c in CATALOGUE}
+    assert {k for claims in ext.FIGURE_CLAIMS.values() for k in claims} <= keys
+
+
+def test_a_gallery_page_shows_its_claims_verdicts_and_how_it_is_made():
+    from tailmiss.report.registry import FIGURES
+
+    ext = _docs_extension()
+    closed_form, trained = ext._figure_page(FIGURES["fig1a"]), ext._figure_page(FIGURES["narrowing"])
+    assert "```{code-cell} python" in closed_form and "**reproduced**" in closed_form  # made by the build
+    assert (
+        "{code-cell}" not in trained and "figures/narrowing.png" in trained and "needs the small transformer" in trained
+    )
+    assert "tailmiss figures make narrowing --quick" in trained
+
+
+def test_a_package_page_links_every_exported_name_and_the_cli_reference_names_every_command():
+    import typer.main
+
+    from tailmiss.cli import app
+
+    ext = _docs_extension()
+    import tailmiss.analytic as analytic
+
+    table = ext.exports_rst("tailmiss.analytic")
+    assert all(f":py:obj:`{name} <" in table for name in analytic.__all__)
+    assert "<tailmiss.analytic.pass_at_k.pass_at_k>" in table  # the function, not the module of the same name
+    reference = ext.cli_rst()
+
+    def names(command, path):
+        yield " ".join(path)
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from names(sub, [*path, name])
+
+    for name in names(typer.main.get_command(app), ["tailmiss"]):
+        assert f"\n{name}\n" in reference

@@ -142,10 +142,12 @@ def _figure_page(spec) -> str:
     trained = bool(spec.llm)
     title = f"{spec.paper_ref}: `{spec.name}`"
     code = (
+        "from tailmiss.options import RunOptions\n"
         "from tailmiss.report.registry import FIGURES, figure_data\n"
         "from tailmiss.studies.context import Context\n"
         "from tailmiss.studies.style import paper_style\n\n"
-        f'data = figure_data("{spec.name}", Context(quick=True))'
+        "ctx = Context(quick=True, options=RunOptions(progress=False))  # quick size, no progress bars\n"
+        f'data = figure_data("{spec.name}", ctx)'
         + ("  # trains the quick runs first, or reuses them from runs/llm/" if trained else "")
         + "\nwith paper_style():\n"
         f'    fig = FIGURES["{spec.name}"].plot(data)\n'
@@ -180,6 +182,7 @@ def _figure_page(spec) -> str:
             "## Make it\n",
             f"The figure below is made from {what} by this code while the docs are built (quick size, in a "
             "temporary folder).\n",
+            "```{code-cell} python\n:tags: [remove-cell]\n\n%matplotlib inline\n```\n",
             "```{code-cell} python\n" + code + "```\n",
             commands,
             f"The full-size figure, as committed in `figures/{spec.name}.png`:\n",
