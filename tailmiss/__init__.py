@@ -10,7 +10,7 @@ Subpackages, from the bottom up (an arrow never runs back up):
 - ``experiments``: presets, sweeps, ladders, the process pool and the bridge: what runs the trainer and simulator.
 - ``integrations``: F-GRPO for TRL and verl; ``diagnose``: a real run's per-rollout log against Lemma 3.1.
 - ``studies``: one package per part of the paper (theory, simulation, the transformer's sweeps, bridge, ladder,
-  protocol, controls), each with its data, claims, section text, figures and one ``Study`` record; the shared
+  protocol, controls, narrowing), each with its data, claims, section text, figures and one ``Study`` record; the shared
   context, run families, noise rule, ledger catalogue and text and figure helpers beside them.
 - ``report``: the studies listed once (the figure registry with them), ``paper_repro.md`` assembled from their
   sections, and its stamps; assembly only.

@@ -32,15 +32,15 @@ def repro_cmd(
     only: Annotated[
         str | None,
         typer.Option(
-            help="Regenerate only this section (ladder, objectives, maze, protocol, controls) and its figures in the "
-            "report."
+            help="Regenerate only this section (objectives, maze, ladder, protocol, controls, narrowing) and its "
+            "figures in the report."
         ),
     ] = None,
     every_section: Annotated[
         bool,
         typer.Option(
             help="With --quick: every section at its quick size. Without it the quick report is the first look: "
-            "objectives, maze, protocol and controls say how to add them (--quick --only NAME)."
+            "objectives, maze, protocol, controls and narrowing say how to add them (--quick --only NAME)."
         ),
     ] = False,
     check: Annotated[

@@ -31,6 +31,7 @@ __all__ = [
     "replace_section",
     "llm_families",
     "report_figures",
+    "deferred_section",
     "SECTIONS",
     "QUICK_DEFERRED",
 ]
