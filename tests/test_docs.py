@@ -357,7 +357,7 @@ def test_a_gallery_page_shows_its_claims_verdicts_and_how_it_is_made():
     from tailmiss.report.registry import FIGURES
 
     ext = _docs_extension()
-    closed_form, trained = ext._figure_page(FIGURES["fig1a"]), ext._figure_page(FIGURES["narrowing"])
+    closed_form, trained = ext.figure_page(FIGURES["fig1a"]), ext.figure_page(FIGURES["narrowing"])
     assert "```{code-cell} python" in closed_form and "**reproduced**" in closed_form  # made by the build
     assert (
         "{code-cell}" not in trained and "figures/narrowing.png" in trained and "needs the small transformer" in trained
