@@ -50,7 +50,7 @@ nb_output_stderr = "remove"  # progress bars and library warnings: the pages sho
 nb_execution_timeout = 300
 nb_execution_raise_on_error = True
 
-# API reference: one page per public module, written by _ext/tailmiss_docs.py into api/generated/; numpydoc sections
+# API reference: one page per public module, written by _ext/tailmiss_docs/api.py into api/generated/; numpydoc sections
 autodoc_default_options = {"members": True}
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
