@@ -131,7 +131,9 @@ def exports_rst(package: str) -> str:
         if inspect.ismodule(obj):
             continue
         routine = inspect.isclass(obj) or inspect.isroutine(obj)
-        if _documented_at(package, name, obj) is None:
+        where = _documented_at(package, name, obj)
+        target = f"{package}.{name}"
+        if where is None:
             if not routine and ("", name) in ModuleAnalyzer.for_module(package).find_attr_docs():
                 inline.append(f".. autodata:: {package}.{name}\n   :no-value:\n")
             elif not routine:  # no docstring of its own: say what it is rather than show its class's docstring
@@ -141,13 +143,11 @@ def exports_rst(package: str) -> str:
                 inline.append(f".. autoexception:: {package}.{name}\n")
             else:
                 inline.append(f".. auto{'class' if inspect.isclass(obj) else 'function'}:: {package}.{name}\n")
-        summary = _summary(obj) if routine else ""
-        where = _documented_at(package, name, obj)
-        target = f"{package}.{name}"
-        if where is not None and routine:
+        elif routine:
             target = f"{obj.__module__}.{obj.__qualname__}"
-        elif where is not None:
+        else:
             target = f"{where}.{name}"
+        summary = _summary(obj) if routine else ""
         rows.append(f"   * - :py:obj:`{name} <{target}>`\n     - {summary or ' '}")
     if not rows:
         return ""
@@ -182,16 +182,14 @@ class Exports(Directive):
 API = DOCS / "api" / "generated"
 
 
-def public_modules(package: str = "tailmiss") -> list[str]:
-    """Every public module below ``package`` (no name part starting with an underscore), packages first."""
+def public_modules() -> list[str]:
+    """Every public module of tailmiss (no name part starting with an underscore), each package before its modules."""
     import pkgutil
 
-    root = importlib.import_module(package)
-    found = [package] if package != "tailmiss" else []
-    for info in pkgutil.walk_packages(root.__path__, package + "."):
-        if not any(part.startswith("_") for part in info.name.split(".")[1:]):
-            found.append(info.name)
-    return found
+    import tailmiss
+
+    found = pkgutil.walk_packages(tailmiss.__path__, "tailmiss.")
+    return [i.name for i in found if not any(part.startswith("_") for part in i.name.split(".")[1:])]
 
 
 def _submodules(package: str) -> list[str]:
