@@ -48,6 +48,11 @@ class RunOptions:
     ray_address : str or None
         With ``executor="ray"``: the Ray cluster to join (``None``: ``$RAY_ADDRESS``, else a Ray started for the
         pool on this machine with ``jobs`` CPUs).
+    stack : int or None
+        RL runs a pool trains together as one stack (:mod:`tailmiss.experiments.stacking`), at most; 1 trains
+        every run alone. ``None``: on an accelerator, compatible runs split evenly over the workers (at most 32
+        per stack); on the CPU every run alone (a stack measured no faster there). A run's numbers are the same
+        either way.
     """
 
     device: str | None = None
@@ -58,11 +63,14 @@ class RunOptions:
     reuse_stale: bool = False
     executor: str = "local"
     ray_address: str | None = None
+    stack: int | None = None
 
     def __post_init__(self) -> None:
         if self.jobs is not None:
             check_int("jobs", self.jobs, 1)
         check_int("threads", self.threads, 1)
+        if self.stack is not None:
+            check_int("stack", self.stack, 1)
         check_bool("progress", self.progress)
         check_bool("reuse_stale", self.reuse_stale)
         check_choice("executor", self.executor, EXECUTORS)

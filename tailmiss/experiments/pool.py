@@ -73,9 +73,35 @@ def run_jobs(
 
     With ``options.executor == "ray"`` every job is a Ray task instead
     (:func:`tailmiss.experiments.ray_pool.run_on_ray`; ``workers``: the CPUs of the Ray started for it when no
-    cluster is named).
+    cluster is named). Unless ``options.stack`` is 1, RL runs that can train together do, as stacks
+    (:func:`tailmiss.experiments.stacking.stacked_jobs`); their values come back under each run's key.
     """
     job_order(jobs)  # distinct keys, known needs, no cycle: checked before any job starts
+    members: dict = {}
+    if options.stack != 1 and (options.stack is not None or _accelerated(options.device)):
+        from tailmiss.experiments.stacking import stacked_jobs
+
+        jobs, members = stacked_jobs(jobs, workers, options.stack)
+    return _unstacked(_run_jobs(jobs, workers, options, description), members)
+
+
+def _accelerated(device) -> bool:
+    """Whether runs go to an accelerator, where stacks are the default (on the CPU a stack of the narrowing
+    study's runs measured no faster than one run per process: ``benchmarks/llm_stack.py``)."""
+    if device is None:
+        return torch.cuda.is_available()
+    return torch.device(device).type != "cpu"
+
+
+def _unstacked(results: dict, members: dict) -> dict:
+    """``results`` with each stack job's value (its runs' folders, or None) under its runs' own keys."""
+    for key, keys in members.items():
+        value = results.pop(key, None)
+        results.update(zip(keys, value if value is not None else [None] * len(keys)))
+    return results
+
+
+def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, description: str) -> dict:
     if options.executor == "ray":
         from tailmiss.experiments.ray_pool import run_on_ray
 
