@@ -8,8 +8,8 @@ parameters) and every linear layer is one batched product over the runs,
 .. math:: Y_r = X_r W_r^\top + b_r, \quad r = 1..R \qquad (\texttt{torch.baddbmm}),
 
 while attention, which has no parameters, takes the R·B rows as one batch. Embeddings and layer norms run model
-by model. Every other operation is the one-run code itself (:class:`tailmiss.llm.model.Block` and
-:class:`tailmiss.llm.model.CausalSelfAttention` are called with this module's layers in place of ``nn.Linear``),
+by model. Every other operation is the one-run code itself (``tailmiss.llm.model.Block`` and
+``tailmiss.llm.model.CausalSelfAttention`` are called with this module's layers in place of ``nn.Linear``),
 so on the CPU each row's logits, and each model's gradients, equal those of its model run alone bit for bit
 (``tests/test_stack.py`` checks it, forward and backward).
 
@@ -67,7 +67,7 @@ class _PerRun:
 
 
 class _Attention:
-    """The stacked runs' :class:`CausalSelfAttention` of one layer (its ``forward`` run on stacked projections)."""
+    """The stacked runs' ``CausalSelfAttention`` of one layer (its ``forward`` run on stacked projections)."""
 
     def __init__(self, layers: Sequence[CausalSelfAttention]):
         self.n_head = layers[0].n_head
@@ -79,7 +79,7 @@ class _Attention:
 
 
 class _Block:
-    """The stacked runs' :class:`Block` of one layer."""
+    """The stacked runs' ``Block`` of one layer."""
 
     def __init__(self, blocks: Sequence[Block]):
         self.ln_1 = _PerRun([b.ln_1 for b in blocks])
