@@ -28,17 +28,16 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def sft_run(tmp_path_factory):
-    """A 60-step SFT run on 2-digit multisolution (mu_pos about 0.2 on the test prompts), once per test module."""
-    from tailmiss.llm import ModelConfig, MultiSolutionTask, SFTConfig, train_sft
+def tiny_sft_config(name: str = "sft-fixture", steps: int = 60):
+    """A tiny SFT config on 2-digit multisolution (at 60 steps, mu_pos about 0.2 on the test prompts)."""
+    from tailmiss.llm import ModelConfig, MultiSolutionTask, SFTConfig
     from tailmiss.llm.optim import SFT_OPTIM
 
-    cfg = SFTConfig(
-        name="sft-fixture",
+    return SFTConfig(
+        name=name,
         task=MultiSolutionTask(num_digits=2),
         model=ModelConfig(1, 2, 32),
-        steps=60,
+        steps=steps,
         batch_size=16,
         optim=SFT_OPTIM.replace(lr=1e-2, warmup_steps=5),
         eval_every=30,
@@ -46,7 +45,14 @@ def sft_run(tmp_path_factory):
         checkpoint_every=30,
         log_every=10,
     )
-    return train_sft(cfg, tmp_path_factory.mktemp("sft") / "run", device="cpu", progress=False)
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory):
+    """A 60-step SFT run of :func:`tiny_sft_config`, once per test module."""
+    from tailmiss.llm import train_sft
+
+    return train_sft(tiny_sft_config(), tmp_path_factory.mktemp("sft") / "run", device="cpu", progress=False)
 
 
 def tiny_llm_sweeps() -> dict:

@@ -198,24 +198,14 @@ def test_runs_that_cannot_stack_are_named(sft_run, tmp_path):
 
 
 def _sweep():
-    from tailmiss.experiments.sweep_config import LLMSweep, Variant
-    from tailmiss.llm import ModelConfig, MultiSolutionTask, SFTConfig
-    from tailmiss.llm.optim import SFT_OPTIM
+    from conftest import tiny_sft_config
 
-    sft = SFTConfig(
-        name="stack-sft",
-        task=MultiSolutionTask(num_digits=2),
-        model=ModelConfig(1, 2, 32),
-        steps=30,
-        batch_size=16,
-        optim=SFT_OPTIM.replace(lr=1e-2, warmup_steps=5),
-        eval_every=30,
-        eval_prompts=8,
-        checkpoint_every=30,
-        log_every=10,
-    )
+    from tailmiss.experiments.sweep_config import LLMSweep, Variant
+
     variants = (Variant("grpo", 0.0, 4), Variant("grpo", 1.0, 4), Variant("dapo", 0.0, 4, dynamic_sampling=True))
-    return LLMSweep("stack-sweep", sft, _cfg(name="stk", steps=3), variants, seeds=(0, 1))
+    return LLMSweep(
+        "stack-sweep", tiny_sft_config("stack-sft", steps=30), _cfg(name="stk", steps=3), variants, seeds=(0, 1)
+    )
 
 
 def test_stacked_jobs_merge_compatible_runs_and_keep_the_others(tmp_path):

@@ -230,7 +230,7 @@ class _RunView:
     """Run ``run`` as the one-run update stages see it, with its model replaced by replayed stacked logits."""
 
     def __init__(self, run: RLRun, model=None, reference=None):
-        self.cfg, self.dev, self.run = run.cfg, run.dev, run
+        self.cfg, self.dev = run.cfg, run.dev
         self.model = self.ddp = model
         self.reference = reference
 

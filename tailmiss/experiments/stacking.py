@@ -98,14 +98,16 @@ def cached_rl_stack(items: Sequence[tuple], options: RunOptions = RunOptions()) 
     another config, or a lone run) go through ``fn`` one by one. Returns the run folders."""
     from tailmiss.experiments.run_stack import stack_key, train_rl_stack
 
-    fresh, alone = [], []
+    fresh, alone, keys = [], [], set()
     for fn, (cfg, init, root), state in items:
         found = state() if state is not None else UnitState.MISSING
-        if found is UnitState.MISSING and stack_key(cfg, init) is not None:
+        key = stack_key(cfg, init) if found is UnitState.MISSING else None
+        if key is not None:
             fresh.append((fn, (cfg, init, root)))
+            keys.add(key)
         elif found not in (UnitState.FRESH, UnitState.REUSED_STALE):
             alone.append((fn, (cfg, init, root)))
-    if len(fresh) == 1 or len({stack_key(cfg, init) for _, (cfg, init, _) in fresh}) > 1:
+    if len(fresh) == 1 or len(keys) > 1:
         alone, fresh = fresh + alone, []  # one run, or SFT runs of other shapes: each alone
     if fresh:
         options.say(f"training {len(fresh)} runs as one stack: {', '.join(a[0].name for _, a in fresh)}")
