@@ -91,13 +91,16 @@ def test_corrected_scaling_gives_the_plug_in_variance_at_k1(seed):
         (32, (0.031609118467732907, 0.11225, -0.03591965563173397, 0.08908034436826603)),
     ],
 )
-def test_uncorrected_form_repeats_the_earlier_numbers_bit_for_bit(k, want):
-    """(difference, p-value, interval) of the sqrt(m)-scaled test as the implementation before the forms gave them."""
+def test_uncorrected_form_repeats_the_earlier_numbers(k, want):
+    """(difference, p-value, interval) of the sqrt(m)-scaled test as the implementation before the forms gave them:
+    the p-value (a count of draws) exactly, the floats to rounding. The floats were bit for bit until numpy 2.4.6 /
+    scipy 1.17.1, which give k = 8's in their last one or two bits (2026-11-29); the draws are the same."""
     rng = np.random.default_rng(11)
     mu = rng.beta(0.6, 0.4, 12)
     a, b = rng.random((12, 128)) < mu[:, None], rng.random((12, 128)) < mu[:, None]
     test = paired_subsampling_test(a, b, k, m=32, iterations=4000, seed=7, form="uncorrected")
-    assert (test.difference, test.p_value, test.ci_low, test.ci_high) == want
+    assert test.p_value == want[1]
+    assert (test.difference, test.ci_low, test.ci_high) == pytest.approx((want[0], *want[2:]), rel=1e-13, abs=1e-16)
 
 
 def test_joint_subsample_counts_follow_the_enumerated_law():
