@@ -591,3 +591,50 @@ def test_quick_notes_come_from_the_records_and_are_written_once():
         "`maze-nsweep-cpu` (`tailmiss repro` runs it).\n\nrows\n"
     )
     assert quick_note(body, []) == body
+
+
+def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tmp_path, monkeypatch):
+    """``tailmiss repro --quick`` ends with a summary: the tail miss's peak, the simulator's retained mass, the
+    narrowing regime (here: not in the first look), the ledger's counts (every claim once) and where the report is;
+    ``--json`` prints the same as JSON on stdout (the written files on stderr) and does not go with ``--only``. Run
+    through Typer's runner on the tiny stand-in sweeps."""
+    import json
+
+    from conftest import one_error_line
+    from typer.testing import CliRunner
+
+    import tailmiss.studies.context as context_module
+    from tailmiss import analytic
+    from tailmiss.cli import app
+    from tailmiss.report.summary import FIG5_MU_POS, FIG5_TAU, ledger_counts
+    from tailmiss.studies.ledger import CATALOGUE
+
+    class _Tiny(Context):  # the command's own context, with the tiny sweeps in place of the quick presets
+        def __init__(self, **kwargs):
+            kwargs.setdefault("llm_sweeps", quick_ctx.llm_sweeps)
+            kwargs.setdefault("llm_cache_dir", quick_ctx.llm_cache)
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(context_module, "Context", _Tiny)
+    runner = CliRunner(env={"COLUMNS": "200"})
+    out = tmp_path / "first" / "paper_repro.md"
+    args = ["repro", "--quick", "--no-progress", "--no-figures", "--jobs", "1", "--out", str(out)]
+    result = runner.invoke(app, [*args, "--cache", str(quick_ctx.cache_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert f"wrote {out}" in result.stderr and f"wrote {out}" not in result.stdout
+    n_star, peak = analytic.tail_miss_peak(FIG5_MU_POS, FIG5_TAU)
+    assert summary["tail_miss"]["n_star"] == n_star and summary["tail_miss"]["peak"] == pytest.approx(peak)
+    assert 0 <= summary["simulator"]["min_mret"] <= 1 and summary["simulator"]["preset"] == "fgrpo-fig2-quick"
+    assert summary["narrowing"] == []  # the first look defers the narrowing study
+    assert summary["ledger"] == ledger_counts(out.read_text()) and sum(summary["ledger"].values()) == len(CATALOGUE)
+    assert summary["report"] == str(out) and summary["figures"] == []
+
+    with _no_retraining("the summary"):  # the first call trained what was missing
+        table = runner.invoke(app, [*args, "--cache", str(quick_ctx.cache_dir)])
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert "What the first look found:" in lines
+    assert "  narrowing  not in this report" in lines
+    assert any(line.strip().startswith("ledger") and f"{len(CATALOGUE)} claims" in line for line in lines)
+    one_error_line(runner.invoke(app, [*args, "--only", "ladder", "--json"]), "does not go with --only")

@@ -10,6 +10,7 @@ import typer
 from tailmiss.cli._common import (
     ExecutorOpt,
     JobsOpt,
+    JsonOpt,
     RayAddressOpt,
     ReuseStaleOpt,
     app,
@@ -53,11 +54,13 @@ def repro_cmd(
     jobs: JobsOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours.
 
     With --quick, the first look: each pillar (theory, simulator, transformer, bridge, ladder) at a small size that
-    still shows its finding; the other sections are added one at a time with --quick --only NAME.
+    still shows its finding; the other sections are added one at a time with --quick --only NAME. A whole report
+    ends with a summary of what it found (--json: as JSON on stdout, the written files then listed on stderr).
     """
     from tailmiss._checks import check_choice
     from tailmiss.options import RunOptions
@@ -66,6 +69,8 @@ def repro_cmd(
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
+    if as_json and (only is not None or check):
+        raise ValueError("--json prints a whole report's summary: it does not go with --only or --check")
     where = executor_settings(executor, ray_address, jobs)
     if check:
         _check(_report_path(out, quick))
@@ -77,9 +82,25 @@ def repro_cmd(
     out = _checked_out(_report_path(out, quick), figures, cache, only)
     _run_jobs(ctx, only, deferred)
     _write_report(out, ctx, only, deferred)
-    if figures:
-        _write_figures(out, ctx, only, deferred)
-    typer.echo(f"wrote {out}")
+    written = _write_figures(out, ctx, only, deferred, as_json) if figures else []
+    typer.echo(f"wrote {out}", err=as_json)
+    if only is None:
+        _summary(out, ctx, written, deferred, as_json)
+
+
+def _summary(out: Path, ctx, written: list, deferred, as_json: bool) -> None:
+    """What the report found (:func:`tailmiss.report.summary.report_summary`), as a table or as JSON."""
+    import json
+
+    from tailmiss.report.summary import report_summary
+
+    summary = report_summary(out, ctx, written, deferred)
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    typer.echo("")
+    for line in summary.lines():
+        typer.echo(line)
 
 
 def _report_path(out: Path | None, quick: bool) -> Path:
@@ -133,8 +154,9 @@ def _write_report(out: Path, ctx, only: str | None, deferred) -> None:
         write_report(out, ctx, only=only, deferred=deferred)
 
 
-def _write_figures(out: Path, ctx, only: str | None, deferred) -> None:
-    """The report's figures beside it, their stamps in it, and one ``wrote`` line per file."""
+def _write_figures(out: Path, ctx, only: str | None, deferred, quiet: bool = False) -> list[Path]:
+    """The report's figures beside it, their stamps in it, and one ``wrote`` line per file (on stderr when
+    ``quiet``); the files written."""
     from tailmiss.experiments.pool import phase
     from tailmiss.report import report_figures
     from tailmiss.report.registry import FIGURES, make
@@ -147,7 +169,8 @@ def _write_figures(out: Path, ctx, only: str | None, deferred) -> None:
     stamps = {n: figure_stamp(FIGURES[n], ctx, [p for p in written if p.stem == n]) for n in names}
     write_stamps(out, {}, figures=stamps)
     for path in written:
-        typer.echo(f"wrote {path}")
+        typer.echo(f"wrote {path}", err=quiet)
+    return written
 
 
 def _check(report: Path) -> None:
