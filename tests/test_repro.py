@@ -465,9 +465,9 @@ def test_quick_report_controls_section(quick_report, quick_ctx, tmp_path):
 def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_report, quick_ctx, tmp_path):
     """``tailmiss repro --quick`` (the first look) keeps each deferred section's heading with a note naming the
     commands that write it, reads none of their sweeps, trains none of their families and renders none of their
-    figures; ``only=NAME`` then writes the section in place, with its quick-version line."""
+    figures; ``only=NAME`` then writes the section in place, with its quick-version line. The narrowing regime is
+    not deferred: the first look shows its quick version."""
     import tailmiss.studies.controls.section as controls_section_module
-    import tailmiss.studies.narrowing.section as narrowing_section_module
     import tailmiss.studies.protocol.section as protocol_section_module
     import tailmiss.studies.transformer.section as report_llm
     from tailmiss.report import (
@@ -481,12 +481,13 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     from tailmiss.report.registry import FIGURES
     from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
     from tailmiss.studies.narrowing.data import NARROWING_FAMILIES
-    from tailmiss.studies.narrowing.section import HEADING as NARROWING_HEADING
     from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
     from tailmiss.studies.transformer.section import MAZE_HEADING, OBJECTIVES_HEADING
 
     assert set(QUICK_DEFERRED) < set(SECTIONS) and "ladder" not in QUICK_DEFERRED
-    assert llm_families(deferred=QUICK_DEFERRED) == ("nsweep", "ladder", "ladder-budget", "ladder-hard")
+    assert "narrowing" not in QUICK_DEFERRED
+    first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES)
+    assert llm_families(deferred=QUICK_DEFERRED) == first_look
     assert set(llm_families()) - set(llm_families(deferred=QUICK_DEFERRED)) == {
         "objectives",
         "maze",
@@ -496,7 +497,6 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         "paper-protocol",
         "paper-protocol-controls",
         "paper-protocol-gamma",
-        *NARROWING_FAMILIES,
     }
     left_out = {f for name in QUICK_DEFERRED for f in report_figures(only=name)}
     assert left_out == {
@@ -508,8 +508,6 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         "gamma",
         "passk",
         "tradeoff",
-        "narrowing",
-        "focal-frontier",
     }
     assert report_figures(deferred=QUICK_DEFERRED) == tuple(f for f in FIGURES if f not in left_out)
     assert report_figures() == tuple(FIGURES) and report_figures("maze") == ("maze",)
@@ -531,7 +529,6 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     mp.setattr(report_llm, "sweep_result", _sweep_result)
     mp.setattr(protocol_section_module, "protocol_data", _refused("protocol sweeps"))
     mp.setattr(controls_section_module, "controls_data", _refused("controls sweeps"))
-    mp.setattr(narrowing_section_module, "narrowing_data", _refused("narrowing sweeps"))
     try:
         with _no_retraining("the first look"):
             first = render_report(quick_ctx, deferred=QUICK_DEFERRED)
@@ -543,7 +540,6 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
         (MAZE_HEADING, "maze"),
         (PROTOCOL_HEADING, "protocol"),
         (CONTROLS_HEADING, "controls"),
-        (NARROWING_HEADING, "narrowing"),
     ):
         start = first.index("\n" + heading) + 1
         end = first.find("\n#", start + 1)
@@ -595,9 +591,9 @@ def test_quick_notes_come_from_the_records_and_are_written_once():
 
 def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tmp_path, monkeypatch):
     """``tailmiss repro --quick`` ends with a summary: the tail miss's peak, the simulator's retained mass, the
-    narrowing regime (here: not in the first look), the ledger's counts (every claim once) and where the report is;
-    ``--json`` prints the same as JSON on stdout (the written files on stderr) and does not go with ``--only``. Run
-    through Typer's runner on the tiny stand-in sweeps."""
+    narrowing regime's pass@256 from the SFT model through each arm by prompt type, the ledger's counts (every claim
+    once) and where the report is; ``--json`` prints the same as JSON on stdout (the written files on stderr) and
+    does not go with ``--only``. Run through Typer's runner on the tiny stand-in sweeps."""
     import json
 
     from conftest import one_error_line
@@ -626,7 +622,9 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     n_star, peak = analytic.tail_miss_peak(FIG5_MU_POS, FIG5_TAU)
     assert summary["tail_miss"]["n_star"] == n_star and summary["tail_miss"]["peak"] == pytest.approx(peak)
     assert 0 <= summary["simulator"]["min_mret"] <= 1 and summary["simulator"]["preset"] == "fgrpo-fig2-quick"
-    assert summary["narrowing"] == []  # the first look defers the narrowing study
+    arms = [r["label"] for r in summary["narrowing"]]
+    assert arms[0] == "SFT model" and "GRPO N=8" in arms and len(arms) >= 3
+    assert all(0 <= r[k] <= 1 for r in summary["narrowing"] for k in ("all", "minority", "rest"))
     assert summary["ledger"] == ledger_counts(out.read_text()) and sum(summary["ledger"].values()) == len(CATALOGUE)
     assert summary["report"] == str(out) and summary["figures"] == []
 
@@ -635,6 +633,29 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     assert "What the first look found:" in lines
-    assert "  narrowing  not in this report" in lines
+    assert any(line.strip().startswith("narrowing  held-out pass@256") for line in lines)
+    assert any("SFT model" in line and f"{summary['narrowing'][0]['all']:.3f}" in line for line in lines)
     assert any(line.strip().startswith("ledger") and f"{len(CATALOGUE)} claims" in line for line in lines)
+    assert "under three seeds the noise rule cannot tell" in table.stdout  # the stand-ins have two seeds
     one_error_line(runner.invoke(app, [*args, "--only", "ladder", "--json"]), "does not go with --only")
+
+
+def test_the_quick_ledger_names_whose_quick_evidence_each_row_shows(quick_ctx):
+    """In the first look every judged row's section says whose quick evidence it is (closed forms, the simulator,
+    the learning regime, the narrowing regime, both for the ladder); the ledger itself adds no such words."""
+    from tailmiss.report import QUICK_DEFERRED, QUICK_EVIDENCE
+    from tailmiss.studies import ledger
+    from tailmiss.studies.text import fence
+
+    text = render_report(quick_ctx, deferred=QUICK_DEFERRED)
+    table = text[text.index(ledger.LEDGER_HEADING) : text.index(fence("ledger")[1])]
+    cells = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")][2:]  # header, rule
+    labelled = {f"{where} ({whose}, quick)" for where, whose in QUICK_EVIDENCE.items()} | {ledger.NARROWING}
+    judged = [c[4] for c in cells if c[2] != "—"]  # a row no section judged has no number
+    assert judged and all(where in labelled for where in judged), set(judged) - labelled
+    assert set(judged) >= {f"{ledger.LLM} (learning regime, quick)", ledger.NARROWING}
+    assert set(judged) >= {f"{ledger.THEORY} (closed forms, quick)", f"{ledger.SIM} (the simulator, quick)"}
+    every = {ledger.THEORY, ledger.SIM, ledger.LLM, ledger.LADDER, ledger.PROTOCOL, ledger.CONTROLS, ledger.NARROWING}
+    assert set(QUICK_EVIDENCE) == every
+    rows = [("fig1a", "x", "reproduced", ledger.THEORY)]
+    assert "closed forms" not in ledger.ledger_section(rows)  # the report adds the words, in quick mode only

@@ -41,7 +41,7 @@ def repro_cmd(
         bool,
         typer.Option(
             help="With --quick: every section at its quick size. Without it the quick report is the first look: "
-            "objectives, maze, protocol, controls and narrowing say how to add them (--quick --only NAME)."
+            "objectives, maze, protocol and controls say how to add them (--quick --only NAME)."
         ),
     ] = False,
     check: Annotated[
@@ -58,9 +58,10 @@ def repro_cmd(
 ) -> None:
     """Regenerate the figures and paper_repro.md: the paper's claims beside ours.
 
-    With --quick, the first look: each pillar (theory, simulator, transformer, bridge, ladder) at a small size that
-    still shows its finding; the other sections are added one at a time with --quick --only NAME. A whole report
-    ends with a summary of what it found (--json: as JSON on stdout, the written files then listed on stderr).
+    With --quick, the first look: each pillar (theory, simulator, transformer, bridge, ladder) and the narrowing
+    regime at a small size that still shows its finding; the other sections are added one at a time with --quick
+    --only NAME. A whole report ends with a summary of what it found (--json: as JSON on stdout, the written files
+    then listed on stderr).
     """
     from tailmiss._checks import check_choice
     from tailmiss.options import RunOptions
@@ -135,10 +136,13 @@ def _run_jobs(ctx, only: str | None, deferred) -> None:
     from tailmiss.experiments.pool import phase
     from tailmiss.report import llm_families
     from tailmiss.studies.bridge.data import bridge_jobs
+    from tailmiss.studies.narrowing import data as narrowing
     from tailmiss.studies.runs import train_llm
     from tailmiss.studies.simulation.data import simulation_jobs
 
     extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
+    if only == "narrowing" or (only is None and "narrowing" not in deferred):
+        extra += narrowing.bridge_jobs(ctx)
     with phase("llm pool"):
         train_llm(llm_families(only, deferred), ctx, extra)
 

@@ -1,10 +1,10 @@
 """The narrowing regime's sweeps (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`): the search that picked the
 conflict's strength, the study at the picked setting, its controls, and a quick sweep.
 
-Every sweep starts from one SFT model of the task (the ``multisolution-sft`` recipe, 3000 steps) and runs GRPO-family
-RL with the ``multisolution-grpo`` recipe (32 prompts x N rollouts per step, 4 mini-batch updates, lr 1e-4) for 400
-steps, scoring exactly, every 20 steps, 256 held-out prompts stratified by prompt type (64 minority, 192 rest; the
-SFT model is step 0), with per-prompt masses kept.
+Every sweep but the quick one starts from one SFT model of the task (the ``multisolution-sft`` recipe, 3000 steps) and
+runs GRPO-family RL with the ``multisolution-grpo`` recipe (32 prompts x N rollouts per step, 4 mini-batch updates, lr
+1e-4) for 400 steps, scoring exactly, every 20 steps, 256 held-out prompts stratified by prompt type (64 minority, 192
+rest; the SFT model is step 0), with per-prompt masses kept.
 
 **The rule that picks the setting, written before any N sweep.** Grid: ``conflict_rule = "complement"``, a share of
 0.25, hidden, strength in {0.25, 0.5, 1}; GRPO N = 8, seeds 0-2 from one SFT model per strength
@@ -53,6 +53,9 @@ __all__ = [
     "ENTROPY_COEFS",
     "KL_COEFS",
     "DS_COEFS",
+    "QUICK_SFT_STEPS",
+    "QUICK_LR",
+    "QUICK_STEPS",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -103,6 +106,39 @@ def _controls(lr: float) -> tuple[Variant, ...]:
     )
 
 
+QUICK_SFT_STEPS, QUICK_LR, QUICK_STEPS = 1000, 3e-4, 40
+"""What the quick rule (module docstring) picked: a 1000-step SFT model, lr 3e-4, 40 RL steps. Every setting of its
+grid qualified (GRPO N = 8's held-out pass@256 fell by 0.15-0.25 on both selection seeds, the minority's by 0.6-0.9,
+the rest's by at most 0.05); the cheapest was the shortest run from the shorter SFT model, where lr 3e-4 measured
+129.2 s against lr 1e-4's 130.2 s (the same work per step: the rates' costs differ by timing noise, and the rule
+took the cheaper as written). The quick preset scores every 10 steps (the rule read every 20; scoring is exact and
+draws nothing, so it changes no trained number) to draw the frontier with five points per run."""
+
+
+def _quick_sft(study_sft: SFTConfig) -> SFTConfig:
+    """The first look's SFT model of the narrowing task: the study's recipe for :data:`QUICK_SFT_STEPS` steps."""
+    return study_sft.replace(name=f"narrowing-sft-{_PICKED}-quick", steps=QUICK_SFT_STEPS)
+
+
+def _quick(study_sft: SFTConfig, base: RLConfig) -> tuple[SFTConfig, RLConfig]:
+    """The quick preset's SFT model and RL recipe (:data:`QUICK_SFT_STEPS`, :data:`QUICK_LR`, :data:`QUICK_STEPS`)."""
+    sft = _quick_sft(study_sft)
+    rl = base.replace(
+        name=f"narrowing-{_PICKED}-quick",
+        steps=QUICK_STEPS,
+        eval_every=10,
+        checkpoint_every=QUICK_STEPS,
+        optim=base.optim.replace(lr=QUICK_LR),
+    )
+    return sft, rl
+
+
+def _quick_arms(lr: float) -> tuple[Variant, ...]:
+    """The first look's arms at N = 8: GRPO, F-GRPO γ = 0.5 and 1, and GRPO at the matched lower rate."""
+    low = Variant("grpo", 0.0, 8, tag="low-LR", overrides={"optim.lr": lr * lr_matched_scale(0.5)})
+    return (Variant("grpo", 0.0, 8), Variant("grpo", 0.5, 8), Variant("grpo", 1.0, 8), low)
+
+
 def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
     base = rl.replace(
         eval_every=20, eval_prompts=256, eval_seed=0, eval_answers="correct", eval_per_prompt=True, checkpoint_every=100
@@ -112,7 +148,7 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
         return sft.replace(name=f"narrowing-sft-{tag}", task=task), base.replace(name=f"narrowing-{tag}", **changes)
 
     study_sft, study_rl = pair(_PICKED, _task())
-    _, quick_rl = pair(f"{_PICKED}-quick", _task(), steps=200)  # the study's SFT model, 200 steps
+    quick_sft, quick_rl = _quick(study_sft, base)
     out = [
         LLMSweep(f"narrowing-search-str{s:g}", *pair(f"str{s:g}", _task(s)), _GRPO8, seeds=(0, 1, 2))
         for s in SEARCH_STRENGTHS
@@ -122,7 +158,7 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
         LLMSweep("narrowing-controls", study_sft, study_rl, _controls(base.optim.lr), seeds=tuple(range(5))),
         LLMSweep("narrowing-visible", *pair("visible", _task(visible=True)), _GRPO8, seeds=tuple(range(5))),
         LLMSweep("narrowing-none", *pair("none", _task(share=0.0)), _GRPO8, seeds=tuple(range(5))),
-        LLMSweep("narrowing-quick", study_sft, quick_rl, (Variant("grpo", 0.0, 8), Variant("grpo", 1.0, 8))),
+        LLMSweep("narrowing-quick", quick_sft, quick_rl, _quick_arms(quick_rl.optim.lr)),
     ]
     return {s.name: s for s in out}
 
@@ -132,7 +168,7 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     the factorized policy and the transformer, each with Adam at the ladder's calibrated rate, from the study's SFT
     model, on a fixed pool of 64 training prompts (16 per step, one on-policy update, 200 steps) that is also the
     evaluation set (scored exactly per prompt: a table policy never moves a prompt it does not train on). GRPO and
-    F-GRPO (γ = 1) at N = 8, five seeds."""
+    F-GRPO (γ = 1) at N = 8, five seeds; the quick ladder from the first look's SFT model, 60 steps, seed 0."""
     study_sft = sft.replace(name=f"narrowing-sft-{_PICKED}", task=_task())
     base = rl.replace(
         name="narrowing-ladder",
@@ -154,7 +190,7 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     quick = base.replace(name="narrowing-ladder-quick", steps=60)
     out = (
         Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
-        Ladder("narrowing-ladder-quick", study_sft, quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
+        Ladder("narrowing-ladder-quick", _quick_sft(study_sft), quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
     )
     return {lad.name: lad for lad in out}
 
@@ -168,7 +204,8 @@ def narrowing_workloads(
     Sweeps: the search (``narrowing-search-str*``), the study (``narrowing``: GRPO N = 2-32 and F-GRPO γ = 0.5, 1 at
     N = 8, 10 seeds), its controls (``narrowing-controls``: γ = 2, CISPO, low-LR, entropy, KL and DS-GRPO at N = 8,
     5 seeds), the task's controls (``narrowing-visible``, ``narrowing-none``: GRPO N = 8, 5 seeds) and
-    ``narrowing-quick`` (GRPO and F-GRPO γ = 1 at N = 8, 200 steps, seed 0). Ladders: ``narrowing-ladder`` and
-    ``narrowing-ladder-quick`` (60 steps, seed 0).
+    ``narrowing-quick`` (GRPO, F-GRPO γ = 0.5 and 1 and low-LR at N = 8 from a 1000-step SFT model, lr 3e-4, 40
+    steps, seed 0: :data:`QUICK_SFT_STEPS`). Ladders: ``narrowing-ladder`` and ``narrowing-ladder-quick`` (from the
+    quick SFT model, 60 steps, seed 0).
     """
     return _sweeps(sft, rl), _ladders(sft, rl, rungs)

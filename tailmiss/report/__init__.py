@@ -34,6 +34,7 @@ __all__ = [
     "deferred_section",
     "SECTIONS",
     "QUICK_DEFERRED",
+    "QUICK_EVIDENCE",
 ]
 
 HEADER = """# paper_repro: F-GRPO (arXiv 2602.06717 v2) and BroRL claims beside ours
@@ -48,8 +49,8 @@ SECTIONS = tuple(s.name for s in all_studies() if s.deferrable)
 can defer (``render_report(..., deferred=...)``)."""
 QUICK_DEFERRED = tuple(s.name for s in all_studies() if s.quick_deferred)
 """The studies the first look (``tailmiss repro --quick``) leaves to ``tailmiss repro --quick --only NAME``: it shows
-each pillar (theory, simulator, transformer, bridge, ladder) once, at the smallest size that still shows its
-finding."""
+each pillar (theory, simulator, transformer, bridge, ladder) and the narrowing regime once, at the smallest size that
+still shows its finding."""
 
 
 def render_report(ctx: Context, figdir: str = "figures/", deferred: tuple[str, ...] = ()) -> str:
@@ -69,8 +70,37 @@ def _ledger_rows(s: Study, rows) -> list[tuple[str, str, str, str]]:
     return [(key, ours, verdict.value, s.ledger) for key, ours, verdict in rows]
 
 
+QUICK_EVIDENCE = {
+    ledger.THEORY: "closed forms",
+    ledger.SIM: "the simulator",
+    ledger.LLM: "learning regime",
+    ledger.LADDER: "both regimes",
+    ledger.PROTOCOL: "learning regime",
+    ledger.CONTROLS: "learning regime",
+    ledger.NARROWING: "narrowing regime",
+}
+"""Whose quick evidence each section's ledger rows show in the first look: the closed forms, the simulator, the
+learning regime (the transformer raises coverage: per-prompt sharpening), the narrowing regime (it loses coverage
+through interference between prompts) or, for the ladder, both."""
+
+
+def _quick_rows(rows: list) -> list:
+    """The ledger's rows with the regime of their quick evidence in their section's name (:data:`QUICK_EVIDENCE`);
+    the narrowing regime's name already says it (and keeps its rows first in the ledger)."""
+    return [
+        (key, ours, verdict, where if where == ledger.NARROWING else f"{where} ({QUICK_EVIDENCE[where]}, quick)")
+        for key, ours, verdict, where in rows
+    ]
+
+
+def _ledger_body(rows: list, deferred: tuple[str, ...], quick: bool) -> str:
+    """The ledger's section from the sections' rows; in the quick report each row names whose quick evidence it
+    shows."""
+    return ledger.ledger_section(_quick_rows(rows) if quick else rows, _waiting(deferred, quick))
+
+
 def _ledger_text(rows: list, deferred: tuple[str, ...], quick: bool) -> str:
-    return fenced("ledger", ledger.ledger_section(rows, _waiting(deferred, quick)))
+    return fenced("ledger", _ledger_body(rows, deferred, quick))
 
 
 def deferred_section(s: Study, heading: str | None = None) -> str:
@@ -170,7 +200,7 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         text, stamps, deferred = _restamp(record, text, ctx, s)
         rows = [*(tuple(r) for r in record.get("ledger", [])), *_ledger_rows(s, section.rows)]
         if fence("ledger")[0] in text:  # (a report of other sections, a test's, may have no ledger)
-            text = replace_section(text, "ledger", ledger.ledger_section(rows, _waiting(deferred, ctx.quick)))
+            text = replace_section(text, "ledger", _ledger_body(rows, deferred, ctx.quick))
             top = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
             stamps[top] = section_stamp(top, ctx, deferred)
             text = stamp_report(text, {top: stamps[top]})

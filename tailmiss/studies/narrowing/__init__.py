@@ -10,9 +10,7 @@ from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study.of(
-    section, figures, ledger.NARROWING, families=NARROWING_FAMILIES, claims=("appN-frontier",), quick_deferred=True
-)
+STUDY = Study.of(section, figures, ledger.NARROWING, families=NARROWING_FAMILIES, claims=("appN-frontier",))
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
 sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`) and the claim only it
-judges; the first look defers it."""
+judges; the first look shows its quick version (``narrowing-quick``)."""

@@ -65,11 +65,14 @@ class NarrowingClaims:
     no runs."""
 
     quick: bool
+    steps: int
+    """The study's RL steps (its sweep's last evaluation)."""
     search: SearchResult | None
     regime: pd.DataFrame
     """GRPO at each N and F-GRPO at N = 8: SFT and final held-out pass@1 / pass@256 by prompt type (seed mean, sd)."""
-    narrows: bool
-    """GRPO N = 8's final held-out pass@256 (all prompts) below the SFT model's by more than twice the seeds' sd."""
+    narrows: bool | None
+    """GRPO N = 8's final held-out pass@256 (all prompts) below the SFT model's by more than twice the seeds' sd (None
+    with one seed)."""
     typed: pd.DataFrame
     """Every arm's held-out metrics by prompt type at the final step (seed mean, sd)."""
     finals: pd.DataFrame | None
@@ -97,8 +100,9 @@ class NarrowingClaims:
     fig1bc: Sentence | None
     task_controls: pd.DataFrame | None
     sharing: SharingClaims
-    simulator: pd.DataFrame
-    """The categorical simulator from the SFT model's per-prompt distributions beside the transformer, by type."""
+    simulator: pd.DataFrame | None
+    """The categorical simulator from the SFT model's per-prompt distributions beside the transformer, by type (None
+    in the quick version, which runs no bridge)."""
     names: dict
 
 
@@ -255,6 +259,7 @@ def narrowing_claims(data) -> NarrowingClaims:
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
     return NarrowingClaims(
         quick=data.quick,
+        steps=int(main["step"].max()),
         search=search,
         regime=regime,
         narrows=narrows,
@@ -275,7 +280,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         fig1bc=fig1bc_sentence(chosen) if {FOCAL, GRPO} <= set(chosen["label"]) else None,
         task_controls=task_controls(h, data.typed) if not data.quick else None,
         sharing=sharing_claims(data.ladder),
-        simulator=simulator_by_type(data.bridge),
+        simulator=simulator_by_type(data.bridge) if data.bridge is not None else None,
         names=dict(data.names),
     )
 

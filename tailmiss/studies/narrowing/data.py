@@ -3,13 +3,13 @@ type (minority, rest, all) at every evaluation, from the runs' per-prompt masses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from tailmiss.studies.context import Context
-from tailmiss.studies.runs import ladder_result, sweep_result
+from tailmiss.studies.runs import ladder_result, resolve_family, sweep_result
 
 __all__ = [
     "NARROWING_FAMILIES",
@@ -21,6 +21,7 @@ __all__ = [
     "narrowing_data",
     "by_type",
     "final_by_type",
+    "bridge_jobs",
 ]
 
 SEARCH_FAMILIES = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1")
@@ -59,11 +60,12 @@ class NarrowingData:
         ``(label, seed) -> (steps, mu_pos)`` of every run of ``narrowing`` and ``narrowing-controls`` (their labels
         are distinct).
     finals_by_type : DataFrame or None
-        :func:`final_by_type` of :data:`FINAL_LABELS` (None when not asked for: the figures do not need it).
-    bridge : DataFrame
+        :func:`final_by_type` of :data:`FINAL_LABELS` (None when not asked for, the figures do not need it, and in
+        quick mode).
+    bridge : DataFrame or None
         The categorical simulator started from the SFT model's per-prompt answer distributions beside the
         transformer's runs of ``narrowing`` (:func:`tailmiss.experiments.bridge.run_bridge`'s per-prompt rows), with
-        each prompt's ``type``.
+        each prompt's ``type``; None in quick mode.
     ladder : dict
         Rung name (``table-adamw-lr0.1``, ...) -> :func:`by_type` of its runs on the training pool, which is the
         ladder's evaluation set.
@@ -81,7 +83,7 @@ class NarrowingData:
     typed: dict
     per_prompt: dict
     finals_by_type: pd.DataFrame | None
-    bridge: pd.DataFrame
+    bridge: pd.DataFrame | None
     ladder: dict
     tasks: dict
     minority: dict
@@ -127,6 +129,7 @@ def final_by_type(sweep, root, labels=FINAL_LABELS) -> pd.DataFrame:
     from tailmiss.llm.evaluate import answer_distribution, exact_metrics
 
     task, rows = sweep.sft.task, []
+    references = {}  # every run starts from the sweep's SFT model: its distribution once per prompt set
     for variant, seed, cfg in sweep.runs():
         if variant.label not in labels:
             continue
@@ -137,7 +140,10 @@ def final_by_type(sweep, root, labels=FINAL_LABELS) -> pd.DataFrame:
             sub = [p for p, keep in zip(prompts, sel) if keep]
             if not sub:
                 continue
-            ref = answer_distribution(run.reference, task, sub, correct_only=True)
+            key = (kind, cfg.eval_split, cfg.eval_prompts, cfg.eval_prompt_seed)
+            if key not in references:
+                references[key] = answer_distribution(run.reference, task, sub, correct_only=True)
+            ref = references[key]
             cur = answer_distribution(run.model, task, sub, correct_only=True)
             m = exact_metrics(cur, ref, rare_share=cfg.rare_share)
             rows.append(
@@ -171,6 +177,45 @@ def _bridge(result, minority: np.ndarray, ctx: Context) -> pd.DataFrame:
     return rows.assign(type=kinds[rows["prompt"].to_numpy()])
 
 
+def bridge_jobs(ctx: Context) -> list:
+    """The study's bridge (:func:`narrowing_data`'s slowest step after training) as jobs of the LLM runs' process
+    pool (:func:`tailmiss.experiments.pool.train_all`): the ``narrowing`` sweep's result once its runs are done, then
+    the bridge at the simulator's default rate, each on one thread, beside the other runs; the report then loads it.
+    None in quick mode, whose report runs no bridge."""
+    from tailmiss.experiments.pool import Job
+    from tailmiss.options import RunOptions
+
+    if ctx.quick:
+        return []
+
+    sent = replace(ctx, options=RunOptions())  # each job gets the pool's options; the caller's log may not pickle
+    sweep = resolve_family("narrowing", ctx)
+    runs = tuple(job.key for job in sweep.jobs(ctx.llm_cache, ctx.options))
+    first = Job(
+        f"{sweep.name} (narrowing bridge)",
+        _sweep_job,
+        (sent,),
+        needs=runs,
+        label=f"sweep result {sweep.name}",
+        doing="collecting",
+    )
+    bridge = Job(f"{sweep.name} bridge", _bridge_job, (sent,), (first.key,), f"bridge {sweep.name}", doing="simulating")
+    return [first, bridge]
+
+
+def _sweep_job(ctx: Context, options) -> None:
+    """A pool job: the ``narrowing`` sweep's result (its runs are done), on one thread."""
+    sweep_result("narrowing", replace(ctx, options=options.replace(jobs=1)))
+
+
+def _bridge_job(ctx: Context, options) -> None:
+    """A pool job: the ``narrowing`` sweep's bridge, saved where :func:`narrowing_data` loads it."""
+    from tailmiss.experiments.bridge import run_bridge
+
+    ctx = replace(ctx, options=options.replace(jobs=1))
+    run_bridge(sweep_result("narrowing", ctx), ctx.llm_cache, options=ctx.options)
+
+
 def _finals(results: dict, ctx: Context) -> pd.DataFrame:
     families = [f for f in ("narrowing", "narrowing-controls") if f in results]
     return pd.concat([final_by_type(results[f].config, ctx.llm_cache) for f in families], ignore_index=True)
@@ -178,7 +223,10 @@ def _finals(results: dict, ctx: Context) -> pd.DataFrame:
 
 def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
     """Run (or load) the study's sweeps and split every run's held-out evaluations by prompt type; with ``finals``,
-    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`)."""
+    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`).
+
+    The quick version (``ctx.quick``, the first look) neither scores the final models again nor runs the bridge:
+    each scores every run's held-out prompts over their answers again, which costs more than the quick runs."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
     families = ("narrowing",) if ctx.quick else tuple(f for f in NARROWING_FAMILIES if f != "narrowing-ladder")
@@ -196,8 +244,8 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
         finals={f: r.final for f, r in results.items()},
         typed=typed,
         per_prompt=per_prompt,
-        finals_by_type=_finals(results, ctx) if finals else None,
-        bridge=_bridge(results["narrowing"], minority["narrowing"], ctx),
+        finals_by_type=_finals(results, ctx) if finals and not ctx.quick else None,
+        bridge=None if ctx.quick else _bridge(results["narrowing"], minority["narrowing"], ctx),
         ladder=ladder,
         tasks={f: r.config.sft.task for f, r in results.items()},
         minority=minority,

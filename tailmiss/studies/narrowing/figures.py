@@ -67,7 +67,7 @@ def _narrowing_plot(data: NarrowingData):
     seeds = int(typed.groupby("label")["seed"].nunique().max())
     fig.suptitle(
         f"The narrowing regime: GRPO loses coverage the SFT model had ({'quick, ' if data.quick else ''}"
-        f"{seeds} seeds, mean ± sd)",
+        + (f"{seeds} seeds, mean ± sd)" if seeds > 1 else "1 seed)"),
         fontsize=11,
     )
     fig.tight_layout()

@@ -42,10 +42,10 @@ def _pass256(part: pd.DataFrame, change) -> dict:
     }
 
 
-def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFrame, bool | None]:
     """GRPO at each N and F-GRPO at N = 8, by prompt type: the SFT model's and the final held-out pass@1 and
     pass@256 (seed means and sds) and the change of pass@256; and whether GRPO N = 8 narrows (its final pass@256 on
-    all prompts below the SFT model's by more than twice the seeds' sd)."""
+    all prompts below the SFT model's by more than twice the seeds' sd; None with one seed, which has no sd)."""
     ends = _ends(typed)
     order = list(dict.fromkeys(history.sort_values(["gamma", "group_size"], kind="stable")["label"]))
     rows = []
@@ -68,8 +68,10 @@ def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFra
             )
     table = pd.DataFrame(rows)
     g8 = table[(table["label"] == "GRPO N=8") & (table["type"] == "all")]
-    narrows = bool(len(g8) and g8["change256"].iloc[0] < -2 * g8["final_pass256_sd"].iloc[0])
-    return table, narrows
+    if not len(g8):
+        return table, False
+    sd = g8["final_pass256_sd"].iloc[0]
+    return table, bool(g8["change256"].iloc[0] < -2 * sd) if np.isfinite(sd) else None
 
 
 def typed_table(typed: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:

@@ -8,8 +8,9 @@ teaching "use the listed digits" everywhere, the minority's correct answers incl
 coverage and the transformer loses it.
 
 **Rules** (the preset rule's criterion and the report's noise rule): a rung *narrows* a prompt type when the type's
-final pass@256 lies below the SFT model's by more than twice the seeds' sd; the focal weight's effect on a rung is
-F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed (:func:`tailmiss.studies.rule.compare`).
+final pass@256 lies below the SFT model's by more than twice the seeds' sd (one seed has no sd: not judged); the
+focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed
+(:func:`tailmiss.studies.rule.compare`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 
 from tailmiss.studies.rule import Difference, compare
 
-__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type"]
+__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type", "narrows_word"]
 
 RUNG_NAMES = {"table": "table (the simulator's policy)", "factorized": "factorized", "transformer": "transformer"}
 """The rungs' models, in the ladder's order."""
@@ -37,7 +38,16 @@ class SharingClaims:
     focal: dict
     """``(rung, type) -> Difference`` (F-GRPO γ = 1 − GRPO, final pass@256)."""
     needs_sharing: bool | None
-    """None when a rung is missing."""
+    """None when a rung is missing, or when one seed leaves a rung's narrowing unjudged."""
+    steps: int = 0
+    """The ladder's RL steps (its last evaluation)."""
+
+
+def narrows_word(flag: bool | None) -> str:
+    """A table cell for "does it narrow?": ``yes``, a bold ``**no**``, or ``cannot tell`` for one seed (no sd)."""
+    if flag is None or pd.isna(flag):
+        return "cannot tell (one seed)"
+    return "yes" if flag else "**no**"
 
 
 def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
@@ -60,7 +70,7 @@ def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
                 "final_pass256": float(end["pass256"].mean()),
                 "final_pass256_sd": sd,
                 "change256": float(change.mean()),
-                "narrows": bool(np.isfinite(sd) and change.mean() < -2 * sd),
+                "narrows": bool(change.mean() < -2 * sd) if np.isfinite(sd) else None,  # one seed: no sd
             }
         )
     return out
@@ -89,8 +99,10 @@ def sharing_claims(ladder: dict) -> SharingClaims:
     if {"table", "transformer"} <= set(kinds) and len(table):
         minority = table[(table["type"] == "minority") & (table["label"] == "GRPO N=8")].set_index("rung")
         if {kinds["table"], kinds["transformer"]} <= set(minority.index):
-            needs = bool(minority.loc[kinds["transformer"], "narrows"] and not minority.loc[kinds["table"], "narrows"])
-    return SharingClaims(table, focal, needs)
+            flags = minority.loc[kinds["transformer"], "narrows"], minority.loc[kinds["table"], "narrows"]
+            needs = None if any(pd.isna(f) for f in flags) else bool(flags[0] and not flags[1])
+    steps = max((int(t["step"].max()) for t in ladder.values() if len(t)), default=0)
+    return SharingClaims(table, focal, needs, steps)
 
 
 def simulator_by_type(bridge: pd.DataFrame) -> pd.DataFrame:

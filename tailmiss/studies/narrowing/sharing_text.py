@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailmiss.studies.narrowing.sharing import RUNG_NAMES
+from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
-from tailmiss.studies.text import table, yes
+from tailmiss.studies.text import table
 
 __all__ = ["sharing_lines"]
 
@@ -32,7 +32,7 @@ def sharing_lines(c) -> list[str]:
                 f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}",
                 f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}",
                 f"{r.change256:+.3f}",
-                yes(r.narrows),
+                narrows_word(r.narrows),
                 str(r.seeds),
             ]
         )
@@ -43,15 +43,16 @@ def sharing_lines(c) -> list[str]:
     answer = {
         True: "**yes**: the transformer narrows the minority and the table does not",
         False: "**no**: the table narrows the minority too, or the transformer does not",
-        None: "cannot tell (a rung is missing)",
+        None: "cannot tell (a rung is missing, or one seed: no spread to judge a fall against)",
     }[sh.needs_sharing]
     return [
         "### Why it narrows: the ladder on the narrowing task, and what the simulator predicts",
         "",
         "The table (the categorical simulator's policy: one softmax per prompt), the factorized policy and the "
-        "transformer, each from the study's SFT model (exact per-prompt distributions), trained 200 steps on a "
-        "fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
-        "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds.",
+        f"transformer, each from the study's SFT model (exact per-prompt distributions), trained {sh.steps} steps on "
+        "a fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
+        "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds (with one seed it "
+        "is not judged).",
         "",
         table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
         "",
@@ -65,6 +66,13 @@ def sharing_lines(c) -> list[str]:
 
 def _simulator(c) -> list[str]:
     t = c.simulator
+    if t is None:
+        return [
+            "The categorical simulator's per-prompt prediction beside the transformer (the bridge by prompt type) is "
+            "in the full study only: it scores every run's 256 held-out prompts over all 1,000 answers and simulates "
+            "each prompt, more than the rest of this quick section costs.",
+            "",
+        ]
     if t.empty:
         return []
     rows = [
