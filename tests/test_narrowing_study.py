@@ -103,6 +103,17 @@ def test_frontier_levels_refuse_runs_that_never_learn():
         frontier_levels(h, ["a"])
 
 
+def test_a_pair_with_a_run_that_never_learns_has_no_level_and_cannot_tell():
+    """The verdict has no level to match at (not an error: a quick run may not move pass@1), and says why."""
+    h = _history({"F": lambda p: 1.2 - p, "G": lambda p: 1.0 - p})
+    flat = h["label"].eq("F") & h["seed"].eq(h["seed"].max())
+    h.loc[flat, "mu_pos"] = float(h.loc[h["step"] == 0, "mu_pos"].mean())
+    v = frontier_verdict(h, "F", "G")
+    assert (v.word, v.levels, v.diffs) == ("cannot tell", (), ())
+    assert "never raises pass@1" in v.describe()
+    assert frontier_verdict(h, "F", "G", levels=[0.5]).levels == (0.5,)  # given levels are still read
+
+
 def test_equal_rollouts_reads_n32_at_a_quarter_of_n8_steps():
     h8 = _history({"N8": lambda p: p}, n=8)
     h32 = _history({"N32": lambda p: 2 * p}, n=32)

@@ -50,14 +50,19 @@ def _path(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return rows["mu_pos"].to_numpy(float), rows["exact_pass_at_256"].to_numpy(float)
 
 
-def frontier_levels(history: pd.DataFrame, labels, count: int = LEVELS) -> np.ndarray:
-    """``count`` pass@1 levels from the SFT model's (step 0, excluded) to the lowest maximum pass@1 of the runs of
-    ``labels`` (included), evenly spaced: every run reaches every level."""
+def _span(history: pd.DataFrame, labels) -> tuple[float, float]:
+    """The SFT model's pass@1 (step 0) and the lowest maximum pass@1 over the runs of ``labels``."""
     rows = history[history["label"].isin(labels)].dropna(subset=["mu_pos"])
     if rows.empty:
         raise ValueError(f"no evaluations of {list(labels)!r}")
     start = float(rows[rows["step"] == 0]["mu_pos"].mean())
-    reach = float(rows.groupby(["label", "seed"])["mu_pos"].max().min())  # every run reaches every level
+    return start, float(rows.groupby(["label", "seed"])["mu_pos"].max().min())
+
+
+def frontier_levels(history: pd.DataFrame, labels, count: int = LEVELS) -> np.ndarray:
+    """``count`` pass@1 levels from the SFT model's (step 0, excluded) to the lowest maximum pass@1 of the runs of
+    ``labels`` (included), evenly spaced: every run reaches every level."""
+    start, reach = _span(history, labels)  # every run reaches every level
     if not reach > start:
         raise ValueError(f"the runs of {list(labels)!r} never raise pass@1 above the SFT model's {start:.4f}")
     return start + (reach - start) * np.arange(1, count + 1) / count
@@ -100,7 +105,9 @@ class FrontierVerdict:
     word: str
 
     def describe(self) -> str:
-        """``above (3 of 5 levels higher, none lower; largest +0.041)``."""
+        """``above (3 of 5 levels higher, none lower; largest +0.041)``, or why there is no level."""
+        if not self.levels:
+            return f"{self.word} (a run never raises pass@1 above the SFT model's: no level to match at)"
         up = sum(d.outcome == Outcome.HIGHER for d in self.diffs)
         down = sum(d.outcome == Outcome.LOWER for d in self.diffs)
         big = max(self.diffs, key=lambda d: abs(d.mean)).mean if self.diffs else float("nan")
@@ -108,8 +115,17 @@ class FrontierVerdict:
 
 
 def frontier_verdict(history: pd.DataFrame, a: str, b: str, levels=None) -> FrontierVerdict:
-    """``a`` above, on or below ``b``'s frontier (module docstring): pass@256 at matched pass@1, paired by seed."""
-    levels = frontier_levels(history, [a, b]) if levels is None else np.asarray(levels, float)
+    """``a`` above, on or below ``b``'s frontier (module docstring): pass@256 at matched pass@1, paired by seed.
+
+    With ``levels`` None they are :func:`frontier_levels`'; when some run of the pair never raises pass@1 above the
+    SFT model's there is none, and the word is *cannot tell* with no levels.
+    """
+    if levels is None:
+        start, reach = _span(history, [a, b])
+        if not reach > start:
+            return FrontierVerdict(a, b, (), (), "cannot tell")
+        levels = frontier_levels(history, [a, b])
+    levels = np.asarray(levels, float)
     points = at_levels(history, [a, b], levels)
     diffs = []
     for lv in levels:

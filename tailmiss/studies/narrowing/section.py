@@ -12,6 +12,7 @@ from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
 from tailmiss.studies.narrowing.data import narrowing_data
+from tailmiss.studies.narrowing.frontier_text import frontier_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
 from tailmiss.studies.text import Section, table, yes
@@ -195,58 +196,6 @@ def _nsweep(c: nc.NarrowingClaims) -> list[str]:
     return out + [""]
 
 
-def _frontier(c: nc.NarrowingClaims) -> list[str]:
-    word, main = nc.answer(c)
-    rows = []
-    for (a, b), v in c.frontier.items():
-        levels = ", ".join(f"{x:.3f}" for x in v.levels)
-        diffs = "; ".join(f"{d.mean:+.3f} ({d.outcome})" for d in v.diffs)
-        rows.append([f"{a} against {b}", levels, diffs, f"**{v.word}**"])
-    out = [
-        "### Is F-GRPO more than a slower GRPO? The pass@1–pass@256 frontier (figure `focal-frontier.png`)",
-        "",
-        "Each run's held-out pass@256 is read where its pass@1 first reaches each of 5 levels, evenly spaced from "
-        "the SFT model's pass@1 to the lowest pass@1 that every run of the pair reaches (fixed before any "
-        "comparison). At each level the two rows are compared paired by seed by the noise rule, the levels one Holm "
-        "family: *above* when some level is higher and none lower, *on* when none is resolved, *below*, *crosses*.",
-        "",
-        table(["pair", "matched pass@1 levels", "pass@256 difference at each level", "verdict"], rows),
-        "",
-    ]
-    if main is not None:
-        by_gamma = ", ".join(
-            f"γ = {a.split('γ=')[1].split(' ')[0]} {v.word}"
-            for (a, b), v in c.frontier.items()
-            if a.startswith("F-GRPO") and b == nc.GRPO
-        )
-        where = (
-            f"F-GRPO (γ = 0.5) lies **{word}**"
-            if word != "cannot tell"
-            else "**cannot tell** whether F-GRPO (γ = 0.5) lies above, on or below"
-        )
-        out.append(
-            f"**The answer**: {where} GRPO N = 8's frontier: {main.describe()} (by γ: {by_gamma}). " + _low_lr_line(c)
-        )
-        out.append("")
-    return out
-
-
-def _lies(word: str) -> str:
-    """``lies above`` ..., or ``cannot be placed against`` for the frontier rule's *cannot tell*."""
-    return "cannot be placed against" if word == "cannot tell" else f"lies {word}"
-
-
-def _low_lr_line(c: nc.NarrowingClaims) -> str:
-    low = c.frontier.get((nc.LOW_LR, nc.GRPO))
-    against = c.frontier.get((nc.FOCAL, nc.LOW_LR))
-    if low is None or against is None:
-        return ""
-    return (
-        f"GRPO at the matched lower rate (lr × m_0.5, F-GRPO App. N) {_lies(low.word)} GRPO's frontier "
-        f"({low.describe()}), and F-GRPO {_lies(against.word)} the low-LR runs' ({against.describe()})."
-    )
-
-
 def _first_look(c: nc.NarrowingClaims) -> list[str]:
     """What the quick version shows and what it cannot (the first look's note)."""
     if not c.quick:
@@ -428,7 +377,7 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_regime(c),
         *_task_controls(c),
         *_nsweep(c),
-        *_frontier(c),
+        *frontier_lines(c),
         *_controls(c),
         *_gamma(c),
         *_typed(c),
