@@ -126,7 +126,7 @@ def test_sweep_toml_errors(tiny, tmp_path):
 def test_quick_names_of_sweeps():
     assert quick_name("multisolution-nsweep") == "multisolution-nsweep-quick"
     assert quick_name("maze-nsweep") == "maze-nsweep-quick"
-    for name, sweep in LLM_SWEEPS.items():
+    for name in LLM_SWEEPS:
         quick = LLM_SWEEPS.get(quick_name(name))
         if name.endswith("-quick") or quick is None:
             continue
