@@ -36,6 +36,43 @@ Of the qualifying settings the rule takes the cheapest: the SFT model's training
 seconds up to the last step (the first look trains GRPO, F-GRPO and the low-LR control; seconds from the runs'
 ``meta.json``, per step). With none, the quick preset stays the study's SFT model and 200 steps at lr 1e-4.
 Nothing in the rule reads F-GRPO.
+
+**The frontier to the plateau: runs and rules written before the runs** (``narrowing-plateau``). The study's runs
+stop at 400 steps, and its frontier levels end at the lowest best pass@1 of any run of a pair (0.68-0.70), below
+the plateau (0.71-0.74) where the arms separate. These runs carry the study's frontier arms to their plateau, on
+seeds no earlier run used, and the rules below judge them.
+
+* *Runs.* The study's SFT model and RL recipe (above), at N = 8: GRPO; F-GRPO γ = 0.5, 1, 2; GRPO at the rate
+  lr × m_γ for γ = 0.5, 1, 2 (F-GRPO App. N's scale m_γ: 0.679, 0.5, 0.3125; tags ``low-LR``, ``low-LR-m1``,
+  ``low-LR-m2``); and GRPO at the rate that matches F-GRPO γ = 1's pass@1 speed (tag ``speed-LR``, rule below).
+  1,600 steps (GRPO gains 0.005 over steps 300-400 and the slowest rate is 0.3125 × lr, so about 1,300 steps
+  reach its plateau), held-out pass@1 and pass@256 scored exactly every 20 steps (80 evaluations; at least 20 on
+  any plateau that lasts 400 steps). Seeds 10-14: the search used 0-2, the study 0-9, its controls 0-4; the
+  verdicts read these seeds only.
+* *The speed-matched rate* is lr × s, s the median over the study's seeds 0-4 (not these runs) of GRPO N = 8's
+  steps to reach a pass@1 level L over F-GRPO γ = 1's (linear interpolation between evaluations), L halfway from the
+  SFT model's pass@1 to the lowest final pass@1 of those ten runs. Computed before these runs: L = 0.529, ratios
+  0.890, 0.885, 0.823, 0.788, 0.791, s = 0.823 (:data:`SPEED_MATCHED_SCALE`). Under Adam a step's size follows the
+  rate, so GRPO at lr × s rises about as fast as F-GRPO γ = 1.
+* *Plateau.* An arm has plateaued when its seed-mean held-out pass@1 gains less than 0.005 over the last quarter
+  of its steps (1,200-1,600). An arm that has not is reported as *not plateaued*, and its end point is not judged.
+* *Levels.* 8 pass@1 levels, evenly spaced from the SFT model's pass@1 (excluded) to the highest pass@1 that at
+  least three seeds of each arm of a pair reach (included); each run is read where its pass@1 first reaches a level
+  (as the study reads its levels), each level compared on the seeds of the pair that both reach it (at least
+  three, else *cannot tell* at that level), by the report's noise rule, the 8 levels one Holm family; the words
+  *above*, *on*, *below*, *crosses* as the study's.
+* *End point.* Each run's end point is its final evaluation (every judged arm has plateaued there; the study's
+  best-pass@1 selection, which stops a focal run at its baseline's step, would cut a slower arm before its
+  plateau). For a pair (a, b), paired by seed: pass@1 is *equivalent* when two one-sided paired t-tests reject a
+  difference beyond ±0.02 (each at 0.05, Holm over the pair's γ family); pass@256's difference is judged by the
+  noise rule (threshold 0.01). Then a *dominates* b when its pass@256 is higher and its pass@1 equivalent or
+  higher; *is dominated* when lower and its pass@1 equivalent or lower; *same point* when pass@1 is equivalent and
+  pass@256 equivalent within ±0.01 (the same two one-sided tests); *cannot tell* otherwise. The bound 0.02 is the
+  pass@1 gap that moves GRPO's path by the pass@256 threshold: on the study's seeds 0-4 pass@256 falls 0.35-0.78
+  (median 0.56) per unit of pass@1 between pass@1 0.60 and 0.72, so 0.01 / 0.56 = 0.018, rounded up.
+* *Pairs.* Each F-GRPO γ against GRPO, against GRPO at lr × m_γ, and (γ = 1) against the speed-matched arm; the
+  three γ of one comparison form one family. The answer to "is F-GRPO more than a slower GRPO?" is given by γ, from
+  the frontier word (with the pass@1 range its levels cover) and the end-point word together.
 """
 
 from __future__ import annotations
@@ -56,6 +93,9 @@ __all__ = [
     "QUICK_SFT_STEPS",
     "QUICK_LR",
     "QUICK_STEPS",
+    "PLATEAU_STEPS",
+    "PLATEAU_SEEDS",
+    "SPEED_MATCHED_SCALE",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -115,6 +155,30 @@ took the cheaper as written). The quick preset scores every 10 steps (the rule r
 draws nothing, so it changes no trained number) to draw the frontier with five points per run."""
 
 
+PLATEAU_STEPS = 1600
+"""Steps of the plateau runs (module docstring)."""
+PLATEAU_SEEDS = tuple(range(10, 15))
+"""The plateau runs' seeds: none of them used by the search, the study or its controls."""
+SPEED_MATCHED_SCALE = 0.823
+"""GRPO's rate scale that matches F-GRPO γ = 1's pass@1 speed, from the study's seeds 0-4 (module docstring)."""
+
+
+def _plateau_arms(lr: float) -> tuple[Variant, ...]:
+    """The plateau runs' arms at N = 8 (module docstring)."""
+
+    def slower(tag: str, scale: float) -> Variant:
+        return Variant("grpo", 0.0, 8, tag=tag, overrides={"optim.lr": lr * scale})
+
+    return (
+        Variant("grpo", 0.0, 8),
+        *(Variant("grpo", g, 8) for g in (0.5, 1.0, 2.0)),
+        slower("low-LR", lr_matched_scale(0.5)),
+        slower("low-LR-m1", lr_matched_scale(1.0)),
+        slower("low-LR-m2", lr_matched_scale(2.0)),
+        slower("speed-LR", SPEED_MATCHED_SCALE),
+    )
+
+
 def _quick_sft(study_sft: SFTConfig) -> SFTConfig:
     """The first look's SFT model of the narrowing task: the study's recipe for :data:`QUICK_SFT_STEPS` steps."""
     return study_sft.replace(name=f"narrowing-sft-{_PICKED}-quick", steps=QUICK_SFT_STEPS)
@@ -159,6 +223,13 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
         LLMSweep("narrowing-visible", *pair("visible", _task(visible=True)), _GRPO8, seeds=tuple(range(5))),
         LLMSweep("narrowing-none", *pair("none", _task(share=0.0)), _GRPO8, seeds=tuple(range(5))),
         LLMSweep("narrowing-quick", quick_sft, quick_rl, _quick_arms(quick_rl.optim.lr)),
+        LLMSweep(
+            "narrowing-plateau",
+            study_sft,
+            study_rl.replace(name="narrowing-plateau", steps=PLATEAU_STEPS, checkpoint_every=200),
+            _plateau_arms(base.optim.lr),
+            seeds=PLATEAU_SEEDS,
+        ),
     ]
     return {s.name: s for s in out}
 
@@ -205,7 +276,8 @@ def narrowing_workloads(
     N = 8, 10 seeds), its controls (``narrowing-controls``: γ = 2, CISPO, low-LR, entropy, KL and DS-GRPO at N = 8,
     5 seeds), the task's controls (``narrowing-visible``, ``narrowing-none``: GRPO N = 8, 5 seeds) and
     ``narrowing-quick`` (GRPO, F-GRPO γ = 0.5 and 1 and low-LR at N = 8 from a 1000-step SFT model, lr 3e-4, 40
-    steps, seed 0: :data:`QUICK_SFT_STEPS`). Ladders: ``narrowing-ladder`` and ``narrowing-ladder-quick`` (from the
+    steps, seed 0: :data:`QUICK_SFT_STEPS`), and ``narrowing-plateau`` (the frontier's arms to their plateau, seeds
+    10-14: :data:`PLATEAU_STEPS`). Ladders: ``narrowing-ladder`` and ``narrowing-ladder-quick`` (from the
     quick SFT model, 60 steps, seed 0).
     """
     return _sweeps(sft, rl), _ladders(sft, rl, rungs)
