@@ -73,6 +73,8 @@ seeds no earlier run used, and the rules below judge them.
 * *Pairs.* Each F-GRPO γ against GRPO, against GRPO at lr × m_γ, and (γ = 1) against the speed-matched arm; the
   three γ of one comparison form one family. The answer to "is F-GRPO more than a slower GRPO?" is given by γ, from
   the frontier word (with the pass@1 range its levels cover) and the end-point word together.
+  (:mod:`tailmiss.studies.narrowing.plateau` applies these rules; :mod:`tailmiss.studies.equivalence` is the
+  equivalence test.)
 """
 
 from __future__ import annotations

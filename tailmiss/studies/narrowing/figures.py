@@ -80,9 +80,11 @@ def _frontier_plot(data: NarrowingData):
     hist = pd.concat([h for f, h in data.histories.items() if f in ("narrowing", "narrowing-controls")])
     hist = hist.dropna(subset=["mu_pos"])
     arms = {k: v for k, v in ARMS.items() if k in set(hist["label"])}
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.0))
     main = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
-    for ax, chosen in zip(axes, (main, tuple(arms))):
+    panels = [main] + ([tuple(arms)] if set(arms) - set(main) else [])  # the second only with more arms to draw
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels) - 0.5, 5.0), squeeze=False)
+    axes = axes[0]
+    for ax, chosen in zip(axes, panels):
         for label in chosen:
             if label not in arms:
                 continue
@@ -100,7 +102,8 @@ def _frontier_plot(data: NarrowingData):
         ax.set_ylabel("held-out pass@256 (exact)")
         ax.legend(fontsize=7, loc="lower left")
     axes[0].set_title("GRPO, F-GRPO and GRPO at the matched lower rate")
-    axes[1].set_title("every arm at N = 8 (thin: seeds; thick: seed mean; dot: last step)")
+    if len(panels) > 1:
+        axes[1].set_title("every arm at N = 8 (thin: seeds; thick: seed mean; dot: last step)")
     fig.suptitle(
         "Along the frontier: pass@256 against pass@1 over training" + (" (quick presets)" if data.quick else ""),
         fontsize=11,

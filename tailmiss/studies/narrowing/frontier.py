@@ -37,6 +37,7 @@ __all__ = [
     "at_levels",
     "FrontierVerdict",
     "frontier_verdict",
+    "frontier_word",
     "at_rollouts",
     "equal_rollouts",
 ]
@@ -133,19 +134,23 @@ def frontier_verdict(history: pd.DataFrame, a: str, b: str, levels=None) -> Fron
         diffs.append(compare(at, a, b, "pass256"))
     diffs = holm(diffs)
     seeds = min((d.seeds for d in diffs), default=0)
+    word = "cannot tell" if seeds < MIN_SEEDS else frontier_word(diffs)
+    return FrontierVerdict(a, b, tuple(float(x) for x in levels), tuple(diffs), word)
+
+
+def frontier_word(diffs) -> str:
+    """The frontier rule's word for the levels' differences ``diffs`` (one Holm family): *cannot tell* when there is
+    none or some level cannot tell (or compares one run with itself), else *crosses* when some level is higher and
+    some lower, *above* or *below* when only one way is resolved, *on* when none is."""
     higher = any(d.outcome == Outcome.HIGHER for d in diffs)
     lower = any(d.outcome == Outcome.LOWER for d in diffs)
-    if seeds < MIN_SEEDS or any(d.outcome in (Outcome.CANNOT_TELL, Outcome.IDENTICAL) for d in diffs):
-        word = "cannot tell"
-    elif higher and lower:
-        word = "crosses"
-    elif higher:
-        word = "above"
-    elif lower:
-        word = "below"
-    else:
-        word = "on"
-    return FrontierVerdict(a, b, tuple(float(x) for x in levels), tuple(diffs), word)
+    if not diffs or any(d.outcome in (Outcome.CANNOT_TELL, Outcome.IDENTICAL) for d in diffs):
+        return "cannot tell"
+    if higher and lower:
+        return "crosses"
+    if higher or lower:
+        return "above" if higher else "below"
+    return "on"
 
 
 def at_rollouts(history: pd.DataFrame, labels, budget: float, metric: str = "exact_pass_at_256") -> pd.DataFrame:

@@ -213,8 +213,8 @@ def _first_look(c: nc.NarrowingClaims) -> list[str]:
     return [
         f"**The first look** ({seeds} seed{'s' if seeds != 1 else ''}, {c.steps} RL steps; the quick preset's setting "
         "was picked by the rule in `tailmiss/experiments/narrowing_presets.py` on seeds 1-2, and the first look "
-        f"shows seed 0): {fall}. With fewer than three seeds the noise rule cannot tell, so every verdict below reads "
-        "*cannot tell*. The full study (`tailmiss repro --only "
+        f"shows seed 0): {fall}. With fewer than three seeds the noise rule cannot tell, so no verdict below says yes "
+        "or no. The full study (`tailmiss repro --only "
         "narrowing`: 10 seeds of 400 steps with the search, the controls and the task's controls, about an hour and "
         "a half on two cores) answers whether GRPO narrows, the N shape, where F-GRPO lies against GRPO's frontier "
         "and what the controls do; the repository's `paper_repro.md` holds its answer.",
@@ -323,7 +323,8 @@ def _typed(c: nc.NarrowingClaims) -> list[str]:
         "",
         "Held-out pass@k from the per-prompt correct masses of the last evaluation; M_ret (one minus the SFT model's "
         "correct mass lost answer by answer, over its correct mass) and ΔNLL_rare (the change of the rare correct "
-        "answers' NLL, nats per token) from the final models scored again on each type against the SFT model.",
+        "answers' NLL, nats per token) from the final models scored again on each type against the SFT model"
+        + (" (in the full study only: the first look does not score its models again)." if c.quick else "."),
         "",
         table(["run", "prompts", "pass@1", "pass@16", "pass@256", "M_ret", "ΔNLL_rare", "seeds"], rows),
         "",

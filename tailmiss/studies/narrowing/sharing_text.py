@@ -49,7 +49,8 @@ def sharing_lines(c) -> list[str]:
         "### Why it narrows: the ladder on the narrowing task, and what the simulator predicts",
         "",
         "The table (the categorical simulator's policy: one softmax per prompt), the factorized policy and the "
-        f"transformer, each from the study's SFT model (exact per-prompt distributions), trained {sh.steps} steps on "
+        f"transformer, each from the {'first look' if c.quick else 'study'}'s SFT model (exact per-prompt "
+        f"distributions), trained {sh.steps} steps on "
         "a fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
         "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds (with one seed it "
         "is not judged).",
