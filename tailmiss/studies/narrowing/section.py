@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
+from tailmiss.studies.narrowing.ledger_rows import ledger_rows
+from tailmiss.studies.narrowing.plateau_text import plateau_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
 from tailmiss.studies.text import Section, table, yes
@@ -331,35 +332,6 @@ def _typed(c: nc.NarrowingClaims) -> list[str]:
     ]
 
 
-def _record(c: nc.NarrowingClaims) -> list:
-    rows = []
-    s = c.pass1_sentence
-    if s is not None:
-        rows += ledger.row("t2-pass1", "; ".join(f"{d.a} − {d.b}: {d.mean:+.3f}" for d, _ in s.parts), s.verdict)
-    if c.rungs is not None:
-        r = c.rungs
-        rows += ledger.row("t2-dip", f"worst N {r.pass256_shape.worst_n}; recovery {r.recovery.mean:+.3f}", r.dip)
-        rows += ledger.row("t2-dnll", "; ".join(f"{d.mean:+.2f}" for d, _ in r.dnll.parts), r.dnll.verdict)
-        if 0.5 in r.reach:
-            d = r.reach[0.5].parts[0][0]
-            rows += ledger.row("t2-reach", f"F-GRPO N = 8 − GRPO N = 32, pass@256 {d.mean:+.3f}", r.reach[0.5].verdict)
-    for key, sentence in c.sentences:
-        rows += ledger.row(key, "; ".join(f"{d.metric} {d.mean:+.3f}" for d, _ in sentence.parts), sentence.verdict)
-    sensitivity = c.sensitivity
-    rows += ledger.row("t67-usual", "GRPO's γ ∈ {0.5, 1, 2} by pass@1", sensitivity.usual)
-    rows += ledger.row("t67-two", "GRPO γ = 2 − γ = 0.5", sensitivity.two_verdict)
-    if sensitivity.growth:
-        d = next(iter(sensitivity.growth.values()))
-        rows += ledger.row("t1214", f"lead at k = 256 − at k = 1: {d.mean:+.3f}", sensitivity.lead)
-    if c.fig1bc is not None:
-        rows += ledger.row("fig1bc", "; ".join(f"{d.mean:+.3f}" for d, _ in c.fig1bc.parts), c.fig1bc.verdict)
-    word, main = nc.answer(c)
-    if main is not None:
-        text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
-        rows += ledger.row("appN-frontier", text, nc.frontier_word(main))
-    return rows
-
-
 def narrowing_text(c: nc.NarrowingClaims) -> Section:
     """The section's body from computed claims, and its ledger rows."""
     parts = [
@@ -379,12 +351,13 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_task_controls(c),
         *_nsweep(c),
         *frontier_lines(c),
+        *plateau_lines(c.plateau),
         *_controls(c),
         *_gamma(c),
         *_typed(c),
         *sharing_lines(c),
     ]
-    return Section("\n".join(parts), _record(c))
+    return Section("\n".join(parts), ledger_rows(c))
 
 
 DEFERRED_WHY = (
