@@ -55,6 +55,21 @@ def test_differential_smoothing_leaves_incorrect_rollouts_and_zero_coef_alone():
     assert not transform_rewards(DS, REWARDS, correct, logp, 0.1).requires_grad
 
 
+def test_ds_beta_cancels_in_all_correct_groups_and_moves_mixed_ones_little():
+    """Why the narrowing study's two DS arms (β = 0.1, 0.2) end alike: with the std-normalised advantage an
+    all-correct group's advantages are the standardised −log π whatever β (up to eps), and a mixed group's move by
+    O(β |log π|) against the 0/1 gap."""
+    correct = REWARDS > 0.5
+    adv = {
+        b: group_advantages(transform_rewards(DS, REWARDS, correct, LOGP, b), "std", "bessel", 1e-6) for b in (0.1, 0.2)
+    }
+    assert torch.allclose(adv[0.1][1], adv[0.2][1], atol=1e-4)  # the all-correct group: β cancels
+    z = -LOGP[1]
+    assert torch.allclose(adv[0.1][1], (z - z.mean()) / z.std(), atol=1e-4)
+    shift = (adv[0.2][0] - adv[0.1][0]).abs().max()
+    assert 0 < shift < 0.2 * LOGP[0].abs().max()  # the mixed group: a small move, bounded by β |log π|
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
