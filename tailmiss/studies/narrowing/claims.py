@@ -22,6 +22,7 @@ import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import FOCAL_GAMMA, GammaClaims, focal_label, gamma_claims, seed_table
+from tailmiss.studies.narrowing.attribution import attribution_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.plateau_claims import PlateauClaims, plateau_claims
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
@@ -107,6 +108,9 @@ class NarrowingClaims:
     names: dict
     plateau: PlateauClaims | None = None
     """The frontier carried to the plateau on fresh seeds (:mod:`.plateau_claims`; None in the first look)."""
+    attribution: pd.DataFrame | None = None
+    """One step's groups attributed, per checkpoint, arm and seed (:func:`.attribution.attribution_table`; None in the
+    first look)."""
 
 
 _STUDY = ("narrowing", "narrowing-controls")
@@ -302,6 +306,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         simulator=simulator_by_type(data.bridge) if data.bridge is not None else None,
         names=dict(data.names),
         plateau=plateau_claims(data.plateau, data.plateau_typed) if data.plateau is not None else None,
+        attribution=attribution_table(data.attribution) if data.attribution is not None else None,
     )
 
 

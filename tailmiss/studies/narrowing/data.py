@@ -85,6 +85,10 @@ class NarrowingData:
         The plateau runs' history (:data:`PLATEAU`; None in quick mode).
     plateau_typed : DataFrame or None
         :func:`by_type` of the plateau runs.
+    attribution : DataFrame or None
+        One step's groups attributed at the SFT model and at the final checkpoints of GRPO and F-GRPO (γ = 1) at
+        N = 8 (:func:`tailmiss.studies.narrowing.attribution.attribution_runs`; None in quick mode and when not
+        asked for).
     """
 
     histories: dict
@@ -100,6 +104,7 @@ class NarrowingData:
     quick: bool
     plateau: pd.DataFrame | None = None
     plateau_typed: pd.DataFrame | None = None
+    attribution: pd.DataFrame | None = None
 
 
 def by_type(per_prompt: dict, minority: np.ndarray, ks=KS) -> pd.DataFrame:
@@ -247,7 +252,8 @@ def _finals(results: dict, ctx: Context) -> pd.DataFrame:
 
 def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
     """Run (or load) the study's sweeps and split every run's held-out evaluations by prompt type; with ``finals``,
-    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`).
+    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`) and attribute one step's groups
+    (:func:`tailmiss.studies.narrowing.attribution.attribution_runs`).
 
     The quick version (``ctx.quick``, the first look) neither scores the final models again nor runs the bridge:
     each scores every run's held-out prompts over their answers again, which costs more than the quick runs."""
@@ -264,6 +270,13 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
         rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority(r.config))
         for rung, r in ladder_result(ctx, "narrowing-ladder").sweeps.items()
     }
+    attribution = None
+    if finals and not ctx.quick:
+        from tailmiss.studies.narrowing.attribution import attribution_runs
+
+        study = [results[f].config for f in ("narrowing", "narrowing-controls") if f in results]
+        sweeps = {"step 400": study, **({"step 1600": [plateau.config]} if plateau is not None else {})}
+        attribution = attribution_runs(sweeps, ctx.llm_cache)
     return NarrowingData(
         histories={f: r.history for f, r in results.items()},
         finals={f: r.final for f, r in results.items()},
@@ -282,4 +295,5 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
             if plateau is not None
             else None
         ),
+        attribution=attribution,
     )

@@ -10,6 +10,7 @@ import numpy as np
 
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
+from tailmiss.studies.narrowing.attribution_text import attribution_lines
 from tailmiss.studies.narrowing.controls_text import controls_lines
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
@@ -314,6 +315,7 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_gamma(c),
         *_typed(c),
         *sharing_lines(c),
+        *attribution_lines(c.attribution),
     ]
     return Section("\n".join(parts), ledger_rows(c))
 
