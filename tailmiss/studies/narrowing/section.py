@@ -291,6 +291,28 @@ def _typed(c: nc.NarrowingClaims) -> list[str]:
     ]
 
 
+def _mechanism(c: nc.NarrowingClaims) -> str:
+    """Each regime's mechanism, with what in this section measures this one's."""
+    evidence = {
+        True: "the ladder below finds that the per-prompt table policy keeps the minority's coverage and the "
+        "transformer loses it",
+        False: "the ladder below does **not** find that narrowing needs shared parameters",
+        None: "the ladder below tests whether narrowing needs shared parameters",
+    }[c.sharing.needs_sharing]
+    measured = (
+        ", and the attribution of a step's groups measures how much of the minority's change the rest's groups cause"
+        if c.attribution is not None
+        else ""
+    )
+    return (
+        "**Each regime's mechanism.** The learning regime (the sections above): coverage rises, and what RL does is "
+        "per-prompt sharpening (Lemma 3.1's tail miss acts on each prompt's own rare answers). This regime: coverage "
+        "is lost through **interference between prompts**: updates on the rest, through parameters shared across "
+        f"prompts, push down the minority's correct answers; {evidence}{measured}. Verdicts here are about this "
+        "mechanism, not the paper's per-prompt one."
+    )
+
+
 def narrowing_text(c: nc.NarrowingClaims) -> Section:
     """The section's body from computed claims, and its ledger rows."""
     parts = [
@@ -303,6 +325,8 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         "model cannot read) the rule of the rest is wrong (an answer is correct there iff it uses **no** listed "
         "digit). Every metric stays exact. A conflict between prompts is one mechanism of narrowing, not "
         "necessarily the paper's.",
+        "",
+        _mechanism(c),
         "",
         *_first_look(c),
         *_search(c),
