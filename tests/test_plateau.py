@@ -1,5 +1,5 @@
 """The plateau runs' rules (:mod:`tailmiss.studies.narrowing.plateau`) on constructed histories: the plateau check,
-the levels to the third-highest reach both arms share, the frontier words, the end points and their words."""
+the levels to the third-highest reach, the frontier words, the end points and their words."""
 
 from __future__ import annotations
 
@@ -114,12 +114,10 @@ def test_a_level_reached_by_two_seeds_of_one_side_cannot_tell_there():
 
 
 def test_a_level_is_read_on_the_seeds_both_arms_reach_not_welch():
-    """Three seeds of each arm reach 0.65, but only seed 2 of both: that level cannot tell, so the levels stop at
-    0.6, which every seed reaches in both arms."""
+    """Three seeds of each arm reach 0.65, but only seed 2 of both: that level cannot tell."""
     tops = {"F": {0: 0.7, 1: 0.7, 2: 0.7, 3: 0.6, 4: 0.6}, "G": {0: 0.6, 1: 0.6, 2: 0.7, 3: 0.7, 4: 0.7}}
     h = _history({"F": lambda p: 1.25 - p, "G": lambda p: 1.2 - p}, tops=tops, noise=0.002)
-    assert plateau_levels(h, "F", "G")[-1] == pytest.approx(0.6)
-    assert plateau_frontier(h, "F", "G").word == "above"
+    assert plateau_levels(h, "F", "G")[-1] == pytest.approx(0.7)
     v = plateau_frontier(h, "F", "G", levels=[0.5, 0.65])
     assert v.diffs[0].outcome == Outcome.HIGHER and v.diffs[1].outcome == Outcome.CANNOT_TELL
     assert v.diffs[1].seeds == 1 and v.word == "cannot tell"
@@ -157,14 +155,12 @@ def test_too_few_seeds_or_no_rise_has_no_level():
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(35, 80), min_size=3, max_size=6), st.lists(st.integers(35, 80), min_size=3, max_size=6))
-def test_the_top_level_is_the_third_highest_reach_both_arms_share(tops_f, tops_g):
+def test_the_top_level_is_the_lower_third_highest_reach(tops_f, tops_g):
     tops = {"F": {s: t / 100 for s, t in enumerate(tops_f)}, "G": {s: t / 100 for s, t in enumerate(tops_g)}}
     h = _history({"F": lambda p: 1.25 - p, "G": lambda p: 1.2 - p}, seeds=range(6), tops=tops)
     h = h[h["seed"] < h["label"].map({"F": len(tops_f), "G": len(tops_g)})]
-    reach = sorted(min(f, g) for f, g in zip(tops_f, tops_g))[-3] / 100
+    reach = min(sorted(tops_f)[-3], sorted(tops_g)[-3]) / 100
     assert plateau_levels(h, "F", "G")[-1] == pytest.approx(reach)
-    # every level has three pairs of runs, so none reads cannot tell for want of seeds
-    assert min(d.seeds for d in plateau_frontier(h, "F", "G").diffs) >= 3
 
 
 # --- end points ---------------------------------------------------------------------------------------------------

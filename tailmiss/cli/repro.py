@@ -142,7 +142,7 @@ def _run_jobs(ctx, only: str | None, deferred) -> None:
 
     extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
     if only == "narrowing" or (only is None and "narrowing" not in deferred):
-        extra += narrowing.pool_jobs(ctx)
+        extra += narrowing.bridge_jobs(ctx)
     with phase("llm pool"):
         train_llm(llm_families(only, deferred), ctx, extra)
 

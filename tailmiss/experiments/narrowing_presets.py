@@ -57,15 +57,10 @@ seeds no earlier run used, and the rules below judge them.
 * *Plateau.* An arm has plateaued when its seed-mean held-out pass@1 gains less than 0.005 over the last quarter
   of its steps (1,200-1,600). An arm that has not is reported as *not plateaued*, and its end point is not judged.
 * *Levels.* 8 pass@1 levels, evenly spaced from the SFT model's pass@1 (excluded) to the highest pass@1 that at
-  least three seeds reach in both arms of a pair (included: the third largest over the pair's seeds of the lower of
-  the two runs' best pass@1); each run is read where its pass@1 first reaches a level (as the study reads its
-  levels), each level compared on the seeds of the pair that both reach it (at least three, else *cannot tell* at
-  that level), by the report's noise rule, the 8 levels one Holm family; the words *above*, *on*, *below*,
-  *crosses* as the study's. *Amended on 2026-11-29, before any plateau run was read*: as first written the top was
-  the highest pass@1 that three seeds *of each arm* reach, which can leave fewer than three seeds reaching it in
-  both arms; that level then reads *cannot tell*, and with it the whole pair (a constructed test showed it for
-  pairs with every other level resolved, and so did the study's 400-step runs, seeds 0-9, read as a stand-in while
-  the code was written). Now every level has at least three pairs of runs by construction.
+  least three seeds of each arm of a pair reach (included); each run is read where its pass@1 first reaches a level
+  (as the study reads its levels), each level compared on the seeds of the pair that both reach it (at least
+  three, else *cannot tell* at that level), by the report's noise rule, the 8 levels one Holm family; the words
+  *above*, *on*, *below*, *crosses* as the study's.
 * *End point.* Each run's end point is its final evaluation (every judged arm has plateaued there; the study's
   best-pass@1 selection, which stops a focal run at its baseline's step, would cut a slower arm before its
   plateau). For a pair (a, b), paired by seed: pass@1 is *equivalent* when two one-sided paired t-tests reject a

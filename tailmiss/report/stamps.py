@@ -110,16 +110,13 @@ def _bytes_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def _presets(families, simulated: bool, ctx: Context, named=()) -> dict:
-    """``name -> {"seeds": [...], "config": digest}`` of every preset read (quick variants in quick mode; the presets
-    ``named`` beside the families in the full report only)."""
-    from tailmiss.experiments.presets import workload
+def _presets(families, simulated: bool, ctx: Context) -> dict:
+    """``name -> {"seeds": [...], "config": digest}`` of every preset read (quick variants in quick mode)."""
     from tailmiss.sim.presets import preset, quick_name
     from tailmiss.studies.runs import resolve_family
     from tailmiss.studies.simulation.data import SIMULATED
 
     configs = [resolve_family(f, ctx) for f in families]
-    configs += [] if ctx.quick else [workload(n) for n in dict.fromkeys(named)]
     if simulated:
         configs += [preset(quick_name(n) if ctx.quick else n) for n in SIMULATED]
     return {
@@ -153,14 +150,12 @@ def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) ->
         raise ValueError(f"no stamp rule for the section {heading!r}")
     roots, study = rule
     families: list[str] = []
-    named: list[str] = []
     if study and study.name not in deferred:
         for s in (study, *study.parts):
             families += [f for f in s.families if s.name not in deferred]
-            named += [n for n in s.presets if s.name not in deferred]
     return {
         **_code(roots),
-        "presets": _presets(list(dict.fromkeys(families)), study is not None and study.simulated, ctx, named),
+        "presets": _presets(list(dict.fromkeys(families)), study is not None and study.simulated, ctx),
         "made": _today(),
     }
 
@@ -168,10 +163,9 @@ def section_stamp(heading: str, ctx: Context, deferred: tuple[str, ...] = ()) ->
 def figure_stamp(spec, ctx: Context, paths: list[Path]) -> dict:
     """The stamp of one rendered figure (a :class:`~tailmiss.studies.figure.FigureSpec`) and its ``paths``."""
     roots = sorted({Path(inspect.getsourcefile(f)).resolve() for f in (spec.data, spec.plot)})
-    named = [n for s in _studies() if any(f.name == spec.name for f in s.figures) for n in s.presets]
     return {
         **_code(roots),
-        "presets": _presets(spec.llm, spec.simulated, ctx, named),
+        "presets": _presets(spec.llm, spec.simulated, ctx),
         "made": _today(),
         "sha256": {p.suffix[1:]: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths},
     }

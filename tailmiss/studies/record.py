@@ -36,9 +36,6 @@ class Study:
         The ledger's name for the section its rows come from.
     families : tuple of str
         The LLM sweep and ladder families it reads (keys of :data:`tailmiss.studies.runs.SWEEPS` or ``LADDERS``).
-    presets : tuple of str
-        Full presets it reads by name beside its families, in the full report only (they have no quick version):
-        their stamps record them as the families' presets.
     simulated : bool
         Whether it reads the simulation presets.
     figures : tuple of FigureSpec
@@ -60,7 +57,6 @@ class Study:
     write: Callable[[Context, tuple[str, ...]], Section] | None
     ledger: str
     families: tuple[str, ...] = ()
-    presets: tuple[str, ...] = ()
     simulated: bool = False
     figures: tuple[FigureSpec, ...] = ()
     claims: tuple[str, ...] = ()

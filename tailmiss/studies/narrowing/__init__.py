@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from tailmiss.studies import ledger
 from tailmiss.studies.narrowing import figures, section
-from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU
+from tailmiss.studies.narrowing.data import NARROWING_FAMILIES
 from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
 
-STUDY = Study.of(
-    section, figures, ledger.NARROWING, families=NARROWING_FAMILIES, presets=(PLATEAU,), claims=("appN-frontier",)
-)
+STUDY = Study.of(section, figures, ledger.NARROWING, families=NARROWING_FAMILIES, claims=("appN-frontier",))
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
-sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`), the plateau runs
-(:data:`~tailmiss.studies.narrowing.data.PLATEAU`, full report only) and the claim only it judges; the first look
-shows its quick version (``narrowing-quick``)."""
+sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`) and the claim only it
+judges; the first look shows its quick version (``narrowing-quick``)."""

@@ -22,9 +22,7 @@ import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import FOCAL_GAMMA, GammaClaims, focal_label, gamma_claims, seed_table
-from tailmiss.studies.narrowing.attribution import attribution_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
-from tailmiss.studies.narrowing.plateau_claims import PlateauClaims, plateau_claims
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims, simulator_by_type
@@ -106,11 +104,6 @@ class NarrowingClaims:
     """The categorical simulator from the SFT model's per-prompt distributions beside the transformer, by type (None
     in the quick version, which runs no bridge)."""
     names: dict
-    plateau: PlateauClaims | None = None
-    """The frontier carried to the plateau on fresh seeds (:mod:`.plateau_claims`; None in the first look)."""
-    attribution: pd.DataFrame | None = None
-    """One step's groups attributed, per checkpoint, arm and seed (:func:`.attribution.attribution_table`; None in the
-    first look)."""
 
 
 _STUDY = ("narrowing", "narrowing-controls")
@@ -136,9 +129,7 @@ def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
     """Over every sweep made of one seed per N (GRPO, selected checkpoints, held-out pass@256): the share whose
     minimum lies strictly inside N and whose dip from N = 2 and recovery at the largest N reach the paper's
     (Table 2: :data:`~tailmiss.studies.protocol.noise.PAPER_DIP`, ``PAPER_RECOVERY``), the share with any interior
-    minimum that recovers, and whether the seed means show the pattern; beside them the same shares when N does
-    nothing (``null_interior``: :math:`(K - 2)/K` for K exchangeable values, the chance that the least is one of the
-    K - 2 inside; ``null_table2``: sweeps drawn from the pooled values). None with fewer than three N."""
+    minimum that recovers, and whether the seed means show the pattern. None with fewer than three N."""
     g = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0) & chosen["label"].str.fullmatch(r"GRPO N=\d+")]
     wide = g.pivot_table(index="group_size", columns="seed", values="pass256").sort_index().dropna(axis=1)
     if len(wide) < 3 or wide.shape[1] == 0:
@@ -158,21 +149,7 @@ def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
         "p_interior": float(recovers.mean()),
         "mean_worst_n": int(wide.index[int(mean.argmin())]),
         "ns": [int(n) for n in wide.index],
-        "null_interior": (len(values) - 2) / len(values),
-        "null_table2": _null_table2(values),
     }
-
-
-def _null_table2(values: np.ndarray, draws: int = 100_000) -> float:
-    """The share of one-seed sweeps that show Table 2's pattern when N does nothing: ``draws`` sweeps whose values are
-    drawn without replacement from all the N sweep's values pooled (exchangeable across N), a fixed generator."""
-    pooled = values.ravel()
-    rng = np.random.default_rng(0)
-    picks = pooled[np.argsort(rng.random((draws, pooled.size)), axis=1)[:, : len(values)]].T  # (N, draws)
-    worst = picks.argmin(axis=0)
-    low = picks.min(axis=0)
-    inside = (worst > 0) & (worst < len(values) - 1)
-    return float((inside & (picks[0] - low >= PAPER_DIP) & (picks[-1] - low >= PAPER_RECOVERY)).mean())
 
 
 def _frontiers(history: pd.DataFrame) -> dict:
@@ -305,8 +282,6 @@ def narrowing_claims(data) -> NarrowingClaims:
         sharing=sharing_claims(data.ladder),
         simulator=simulator_by_type(data.bridge) if data.bridge is not None else None,
         names=dict(data.names),
-        plateau=plateau_claims(data.plateau, data.plateau_typed) if data.plateau is not None else None,
-        attribution=attribution_table(data.attribution) if data.attribution is not None else None,
     )
 
 

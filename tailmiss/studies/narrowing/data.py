@@ -21,9 +21,7 @@ __all__ = [
     "narrowing_data",
     "by_type",
     "final_by_type",
-    "PLATEAU",
-    "plateau_sweep",
-    "pool_jobs",
+    "bridge_jobs",
 ]
 
 SEARCH_FAMILIES = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1")
@@ -42,9 +40,6 @@ TYPES = ("minority", "rest", "all")
 """The prompt types of the per-type tables: the conflict's minority, the rest, and the whole stratified set."""
 KS = (1, 4, 16, 64, 256)
 """The k of the per-type pass@k (exact, from the per-prompt correct mass)."""
-PLATEAU = "narrowing-plateau"
-"""The plateau runs' preset: the frontier's arms carried to their plateau on fresh seeds (no quick version; the first
-look reads none). The study reads it by name beside its families (:func:`plateau_sweep`)."""
 FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
 
@@ -81,14 +76,6 @@ class NarrowingData:
     names : dict
         Family -> the preset that ran (quick or full).
     quick : bool
-    plateau : DataFrame or None
-        The plateau runs' history (:data:`PLATEAU`; None in quick mode).
-    plateau_typed : DataFrame or None
-        :func:`by_type` of the plateau runs.
-    attribution : DataFrame or None
-        One step's groups attributed at the SFT model and at the final checkpoints of GRPO and F-GRPO (γ = 1) at
-        N = 8 (:func:`tailmiss.studies.narrowing.attribution.attribution_runs`; None in quick mode and when not
-        asked for).
     """
 
     histories: dict
@@ -102,9 +89,6 @@ class NarrowingData:
     minority: dict
     names: dict
     quick: bool
-    plateau: pd.DataFrame | None = None
-    plateau_typed: pd.DataFrame | None = None
-    attribution: pd.DataFrame | None = None
 
 
 def by_type(per_prompt: dict, minority: np.ndarray, ks=KS) -> pd.DataFrame:
@@ -193,24 +177,11 @@ def _bridge(result, minority: np.ndarray, ctx: Context) -> pd.DataFrame:
     return rows.assign(type=kinds[rows["prompt"].to_numpy()])
 
 
-def plateau_sweep(ctx: Context):
-    """The plateau runs' sweep (:data:`PLATEAU`): ``ctx.llm_sweeps[PLATEAU]`` when given (a small one in a test),
-    else its preset; None in quick mode."""
-    from tailmiss.experiments.presets import workload
-
-    if ctx.quick:
-        return None
-    if ctx.llm_sweeps is not None and PLATEAU in ctx.llm_sweeps:
-        return ctx.llm_sweeps[PLATEAU]
-    return workload(PLATEAU)
-
-
-def pool_jobs(ctx: Context) -> list:
-    """The study's work beyond its families' runs, as jobs of the LLM runs' process pool
-    (:func:`tailmiss.experiments.pool.train_all`): the plateau runs (:func:`plateau_sweep`), the ``narrowing``
-    sweep's result once its runs are done, then the bridge at the simulator's default rate (:func:`narrowing_data`'s
-    slowest step after training), each on one thread beside the other runs; the report then loads them. None in
-    quick mode, whose report runs neither."""
+def bridge_jobs(ctx: Context) -> list:
+    """The study's bridge (:func:`narrowing_data`'s slowest step after training) as jobs of the LLM runs' process
+    pool (:func:`tailmiss.experiments.pool.train_all`): the ``narrowing`` sweep's result once its runs are done, then
+    the bridge at the simulator's default rate, each on one thread, beside the other runs; the report then loads it.
+    None in quick mode, whose report runs no bridge."""
     from tailmiss.experiments.pool import Job
     from tailmiss.options import RunOptions
 
@@ -229,7 +200,7 @@ def pool_jobs(ctx: Context) -> list:
         doing="collecting",
     )
     bridge = Job(f"{sweep.name} bridge", _bridge_job, (sent,), (first.key,), f"bridge {sweep.name}", doing="simulating")
-    return [*plateau_sweep(ctx).jobs(ctx.llm_cache, ctx.options), first, bridge]
+    return [first, bridge]
 
 
 def _sweep_job(ctx: Context, options) -> None:
@@ -252,12 +223,11 @@ def _finals(results: dict, ctx: Context) -> pd.DataFrame:
 
 def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
     """Run (or load) the study's sweeps and split every run's held-out evaluations by prompt type; with ``finals``,
-    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`) and attribute one step's groups
-    (:func:`tailmiss.studies.narrowing.attribution.attribution_runs`).
+    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`).
 
     The quick version (``ctx.quick``, the first look) neither scores the final models again nor runs the bridge:
     each scores every run's held-out prompts over their answers again, which costs more than the quick runs."""
-    from tailmiss.experiments.sweep import per_prompt_evals, run_sweep
+    from tailmiss.experiments.sweep import per_prompt_evals
 
     families = ("narrowing",) if ctx.quick else tuple(f for f in NARROWING_FAMILIES if f != "narrowing-ladder")
     results = {f: sweep_result(f, ctx) for f in families}
@@ -265,18 +235,10 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
     evals = {f: per_prompt_evals(r.config, ctx.llm_cache) for f, r in results.items()}
     typed = {f: by_type(evals[f], minority[f]) for f in results}
     per_prompt = {k: v for f in ("narrowing", "narrowing-controls") if f in evals for k, v in evals[f].items()}
-    plateau = run_sweep(plateau_sweep(ctx), ctx.llm_cache, ctx.options) if not ctx.quick else None
     ladder = {
         rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority(r.config))
         for rung, r in ladder_result(ctx, "narrowing-ladder").sweeps.items()
     }
-    attribution = None
-    if finals and not ctx.quick:
-        from tailmiss.studies.narrowing.attribution import attribution_runs
-
-        study = [results[f].config for f in ("narrowing", "narrowing-controls") if f in results]
-        sweeps = {"step 400": study, **({"step 1600": [plateau.config]} if plateau is not None else {})}
-        attribution = attribution_runs(sweeps, ctx.llm_cache)
     return NarrowingData(
         histories={f: r.history for f, r in results.items()},
         finals={f: r.final for f, r in results.items()},
@@ -289,11 +251,4 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
         minority=minority,
         names={f: r.config.name for f, r in results.items()},
         quick=ctx.quick,
-        plateau=plateau.history if plateau is not None else None,
-        plateau_typed=(
-            by_type(per_prompt_evals(plateau.config, ctx.llm_cache), _minority(plateau.config))
-            if plateau is not None
-            else None
-        ),
-        attribution=attribution,
     )

@@ -16,9 +16,8 @@ rows are dropped) and ``exact_pass_at_256``.
   is not judged.
 * **Levels** (:func:`plateau_levels`): :data:`PLATEAU_LEVELS` pass@1 levels evenly
   spaced from the SFT model's pass@1 (excluded) to the highest pass@1 that at
-  least three seeds reach in both arms of the pair (included), so every level has
-  three pairs of runs. A slow seed that never reaches the top no longer caps the
-  range.
+  least three seeds of each arm of the pair reach (included). A slow seed that
+  never reaches the top no longer caps the range.
 * **Frontier** (:func:`plateau_frontier`): each run is read where its pass@1
   first reaches a level (:func:`~tailmiss.studies.narrowing.frontier.at_levels`),
   each level compared on pass@256 on the seeds of the pair that both reach it (at
@@ -150,20 +149,21 @@ def plateaued(
 
 
 def _span(history: pd.DataFrame, a: str, b: str, min_seeds: int) -> tuple[float, float, str]:
-    """The SFT model's pass@1, the highest pass@1 at least ``min_seeds`` seeds reach in both ``a`` and ``b``, and why
-    there is no level (``""`` when there are)."""
+    """The SFT model's pass@1, the highest pass@1 at least ``min_seeds`` seeds of each of ``a`` and ``b`` reach, and
+    why there is no level (``""`` when there are)."""
     rows = _evaluations(history, [a, b])
     start = rows.loc[rows["step"] == 0, "mu_pos"]
     if start.empty:
         raise ValueError(f"{a!r} and {b!r}: no step-0 evaluation (the SFT model's pass@1)")
     start = float(start.mean())
-    best = rows.pivot_table(index="seed", columns="label", values="mu_pos", aggfunc="max").reindex(columns=[a, b])
-    both = best.dropna().min(axis=1).sort_values(ascending=False)
-    if len(both) < min_seeds:
-        return start, math.nan, f"they share {len(both)} seed{'s' * (len(both) != 1)}, fewer than {min_seeds}"
-    reach = float(both.iloc[min_seeds - 1])
+    reach = math.inf
+    for label in (a, b):
+        best = rows[rows["label"] == label].groupby("seed")["mu_pos"].max().sort_values(ascending=False)
+        if len(best) < min_seeds:
+            return start, math.nan, f"{label!r} has {len(best)} seed{'s' * (len(best) != 1)}, fewer than {min_seeds}"
+        reach = min(reach, float(best.iloc[min_seeds - 1]))
     if not reach > start + IDENTICAL_TOL:  # the step-0 mean of one model's score can sit an ulp off it
-        return start, reach, f"{min_seeds} seeds of both never raise pass@1 above the SFT model's {start:.4f}"
+        return start, reach, f"{min_seeds} seeds of each never raise pass@1 above the SFT model's {start:.4f}"
     return start, reach, ""
 
 
@@ -171,7 +171,7 @@ def plateau_levels(
     history: pd.DataFrame, a: str, b: str, count: int = PLATEAU_LEVELS, min_seeds: int = MIN_SEEDS
 ) -> np.ndarray:
     r"""``count`` pass@1 levels for the pair ``a``, ``b``, evenly spaced from the SFT model's pass@1 (excluded) to the
-    highest pass@1 that at least ``min_seeds`` seeds reach in both arms (included).
+    highest pass@1 that at least ``min_seeds`` seeds of each reach (included).
 
     Parameters
     ----------
@@ -182,21 +182,19 @@ def plateau_levels(
     count : int
         Levels.
     min_seeds : int
-        Seeds that must reach the top level in both arms.
+        Seeds of each arm that must reach the top level.
 
     Returns
     -------
     ndarray
         :math:`L_i = \mu_0 + (R - \mu_0)\,i/\mathrm{count}`, :math:`i = 1..\mathrm{count}`, with :math:`\mu_0` the mean
-        step-0 pass@1 over the pair's runs and :math:`R` the ``min_seeds``-th largest over the seeds :math:`s` both
-        arms ran of :math:`\min(B_a(s), B_b(s))`, :math:`B_x(s)` the best pass@1 of arm :math:`x`'s run of seed
-        :math:`s` (a run reaches :math:`L` when its best pass@1 is at least :math:`L`), so at least ``min_seeds`` seeds
-        reach every level in both arms.
+        step-0 pass@1 over the pair's runs and :math:`R = \min(R_a, R_b)`, :math:`R_x` the ``min_seeds``-th largest
+        of arm :math:`x`'s per-seed best pass@1 (a run reaches :math:`L` when its best pass@1 is at least :math:`L`).
 
     Raises
     ------
     ValueError
-        Naming the pair, when the arms share fewer than ``min_seeds`` seeds or :math:`R` is not above :math:`\mu_0` (by
+        Naming the pair, when an arm has fewer than ``min_seeds`` seeds or :math:`R` is not above :math:`\mu_0` (by
         more than :data:`~tailmiss.studies.rule.IDENTICAL_TOL`: the mean of one model's step-0 score may sit a
         rounding error off it).
     """

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
-from tailmiss.studies.narrowing.attribution_text import attribution_lines
-from tailmiss.studies.narrowing.controls_text import controls_lines
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
-from tailmiss.studies.narrowing.ledger_rows import ledger_rows
-from tailmiss.studies.narrowing.plateau_text import plateau_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
 from tailmiss.studies.text import Section, table, yes
@@ -192,16 +189,10 @@ def _nsweep(c: nc.NarrowingClaims) -> list[str]:
             f"- Could one seed show Table 2's dip? Of the {o['sweeps']:,} sweeps made of one seed per N, "
             f"{o['p_table2']:.1%} show the paper's pattern (an interior minimum, a dip of at least 0.109 from N = 2 "
             f"and a recovery of at least 0.060 at N = 32) and {o['p_interior']:.1%} any interior minimum that "
-            f"recovers; if N did nothing (the values exchangeable across N) these would be {o['null_table2']:.1%} "
-            f"(one-seed sweeps drawn from the pooled values) and {o['null_interior']:.1%} (the least of "
-            f"{len(o['ns'])} exchangeable values lies inside with chance {len(o['ns']) - 2}/{len(o['ns'])}); the "
-            f"seed means' worst N is {o['mean_worst_n']}."
+            f"recovers; the seed means' worst N is {o['mean_worst_n']}."
         )
     for name, d in c.rollouts.items():
-        out.append(
-            f"- At equal rollouts, {name}: {_diff(d)} (equal rollouts set a larger N at proportionally fewer steps, so "
-            "this compares training progress as much as group size)."
-        )
+        out.append(f"- At equal rollouts, {name}: {_diff(d)}.")
     return out + [""]
 
 
@@ -229,6 +220,56 @@ def _first_look(c: nc.NarrowingClaims) -> list[str]:
         "and what the controls do; the repository's `paper_repro.md` holds its answer.",
         "",
     ]
+
+
+def _controls(c: nc.NarrowingClaims) -> list[str]:
+    eff = c.effects.set_index("label") if c.effects is not None else None
+    rows = []
+    for r in c.controls.itertuples():
+        name = f"{r.label} (as {c.copies[r.label]})" if r.label in c.copies else r.label
+        e = eff.loc[r.label] if eff is not None and r.label in eff.index else None
+        moves = (
+            f"{e['entropy']:.3f} / {e['kl_ref']:.3f} / {e['clip_frac']:.1e}"
+            if e is not None and {"entropy", "kl_ref", "clip_frac"} <= set(e.index)
+            else "—"
+        )
+        cells = [_ms(r.pass1, r.pass1_sd), _ms(r.pass256, r.pass256_sd), _ms(r.dnll, r.dnll_sd, 2)]
+        rows.append([name, *cells, moves, str(r.seeds)])
+    out = [
+        "### F-GRPO Table 3 in this regime: the controls at N = 8",
+        "",
+        "Each at its selected checkpoint; the last-but-one column is the mean over training of the policy's entropy "
+        "(nats per token), its KL to the SFT model and the clipped share of tokens (what each control moves).",
+        "",
+        table(["run", "pass@1", "pass@256", "ΔNLL_rare", "entropy / KL / clipped", "seeds"], rows),
+        "",
+    ]
+    out += _moves(c)
+    for _, s in c.sentences:
+        parts = "; ".join(f"{d.a} − {d.b}, {d.metric}: {_diff(d)} (want {w})" for d, w in s.parts)
+        out.append(f"- “{s.text}”: {parts} → **{s.verdict}**.")
+    return out + [""]
+
+
+def _moves(c: nc.NarrowingClaims) -> list[str]:
+    """How much each regulariser moved what it acts on, and how often CISPO clipped (against GRPO N = 8)."""
+    if c.effects is None or "entropy_ratio" not in c.effects:
+        return []
+    e = c.effects.set_index("label")
+    words = []
+    for label, col, what in (
+        ("GRPO N=8 entropy", "entropy_ratio", "entropy"),
+        ("GRPO N=8 entropy-1e-2", "entropy_ratio", "entropy"),
+        ("GRPO N=8 KL", "kl_ref_ratio", "KL to the SFT model"),
+        ("GRPO N=8 KL-1e-2", "kl_ref_ratio", "KL to the SFT model"),
+    ):
+        if label in e.index and np.isfinite(e.loc[label, col]):
+            words.append(f"{label.removeprefix('GRPO N=8 ')} moves the mean {what} to {e.loc[label, col]:.2f}× GRPO's")
+    if "CISPO N=8" in e.index and "clip_frac" in e:
+        share, grpo = float(e.loc["CISPO N=8", "clip_frac"]), float(e.loc[nc.GRPO, "clip_frac"])
+        copy = " (marked as GRPO's and counted as no evidence)" if "CISPO N=8" in c.copies else ""
+        words.append(f"CISPO clips a share {share:.1e} of tokens per step on average{copy}, GRPO's PPO clip {grpo:.1e}")
+    return [f"- What the controls move: {'; '.join(words)}.", ""] if words else []
 
 
 def _gamma(c: nc.NarrowingClaims) -> list[str]:
@@ -262,8 +303,7 @@ def _gamma(c: nc.NarrowingClaims) -> list[str]:
 def _typed(c: nc.NarrowingClaims) -> list[str]:
     t = c.typed
     f = c.finals.set_index(["label", "type"]) if c.finals is not None else None
-    order = ["SFT", *(f"GRPO N={n}" for n in (2, 4, 8, 16, 32)), nc.FOCAL, "F-GRPO γ=1 N=8", nc.LOW_LR]
-    order += ["GRPO N=8 DS", "GRPO N=8 DS-2e-1"]
+    order = ["SFT", "GRPO N=2", "GRPO N=8", "GRPO N=32", nc.FOCAL, "F-GRPO γ=1 N=8", nc.LOW_LR]
     rows = []
     for label in order:
         for kind in ("minority", "rest"):
@@ -291,26 +331,33 @@ def _typed(c: nc.NarrowingClaims) -> list[str]:
     ]
 
 
-def _mechanism(c: nc.NarrowingClaims) -> str:
-    """Each regime's mechanism, with what in this section measures this one's."""
-    evidence = {
-        True: "the ladder below finds that the per-prompt table policy keeps the minority's coverage and the "
-        "transformer loses it",
-        False: "the ladder below does **not** find that narrowing needs shared parameters",
-        None: "the ladder below tests whether narrowing needs shared parameters",
-    }[c.sharing.needs_sharing]
-    measured = (
-        ", and the attribution of a step's groups measures how much of the minority's change the rest's groups cause"
-        if c.attribution is not None
-        else ""
-    )
-    return (
-        "**Each regime's mechanism.** The learning regime (the sections above): coverage rises, and what RL does is "
-        "per-prompt sharpening (Lemma 3.1's tail miss acts on each prompt's own rare answers). This regime: coverage "
-        "is lost through **interference between prompts**: updates on the rest, through parameters shared across "
-        f"prompts, push down the minority's correct answers; {evidence}{measured}. Verdicts here are about this "
-        "mechanism, not the paper's per-prompt one."
-    )
+def _record(c: nc.NarrowingClaims) -> list:
+    rows = []
+    s = c.pass1_sentence
+    if s is not None:
+        rows += ledger.row("t2-pass1", "; ".join(f"{d.a} − {d.b}: {d.mean:+.3f}" for d, _ in s.parts), s.verdict)
+    if c.rungs is not None:
+        r = c.rungs
+        rows += ledger.row("t2-dip", f"worst N {r.pass256_shape.worst_n}; recovery {r.recovery.mean:+.3f}", r.dip)
+        rows += ledger.row("t2-dnll", "; ".join(f"{d.mean:+.2f}" for d, _ in r.dnll.parts), r.dnll.verdict)
+        if 0.5 in r.reach:
+            d = r.reach[0.5].parts[0][0]
+            rows += ledger.row("t2-reach", f"F-GRPO N = 8 − GRPO N = 32, pass@256 {d.mean:+.3f}", r.reach[0.5].verdict)
+    for key, sentence in c.sentences:
+        rows += ledger.row(key, "; ".join(f"{d.metric} {d.mean:+.3f}" for d, _ in sentence.parts), sentence.verdict)
+    sensitivity = c.sensitivity
+    rows += ledger.row("t67-usual", "GRPO's γ ∈ {0.5, 1, 2} by pass@1", sensitivity.usual)
+    rows += ledger.row("t67-two", "GRPO γ = 2 − γ = 0.5", sensitivity.two_verdict)
+    if sensitivity.growth:
+        d = next(iter(sensitivity.growth.values()))
+        rows += ledger.row("t1214", f"lead at k = 256 − at k = 1: {d.mean:+.3f}", sensitivity.lead)
+    if c.fig1bc is not None:
+        rows += ledger.row("fig1bc", "; ".join(f"{d.mean:+.3f}" for d, _ in c.fig1bc.parts), c.fig1bc.verdict)
+    word, main = nc.answer(c)
+    if main is not None:
+        text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
+        rows += ledger.row("appN-frontier", text, nc.frontier_word(main))
+    return rows
 
 
 def narrowing_text(c: nc.NarrowingClaims) -> Section:
@@ -326,22 +373,18 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         "digit). Every metric stays exact. A conflict between prompts is one mechanism of narrowing, not "
         "necessarily the paper's.",
         "",
-        _mechanism(c),
-        "",
         *_first_look(c),
         *_search(c),
         *_regime(c),
         *_task_controls(c),
         *_nsweep(c),
         *frontier_lines(c),
-        *plateau_lines(c.plateau),
-        *controls_lines(c),
+        *_controls(c),
         *_gamma(c),
         *_typed(c),
         *sharing_lines(c),
-        *attribution_lines(c.attribution),
     ]
-    return Section("\n".join(parts), ledger_rows(c))
+    return Section("\n".join(parts), _record(c))
 
 
 DEFERRED_WHY = (

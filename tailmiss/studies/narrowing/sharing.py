@@ -10,7 +10,7 @@ coverage and the transformer loses it.
 **Rules** (the preset rule's criterion and the report's noise rule): a rung *narrows* a prompt type when the type's
 final pass@256 lies below the SFT model's by more than twice the seeds' sd (one seed has no sd: not judged); the
 focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed
-(:func:`tailmiss.studies.rule.compare`), the effects on every rung and type one Holm family.
+(:func:`tailmiss.studies.rule.compare`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tailmiss.studies.rule import Difference, compare, holm
+from tailmiss.studies.rule import Difference, compare
 
 __all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type", "narrows_word"]
 
@@ -102,7 +102,6 @@ def sharing_claims(ladder: dict) -> SharingClaims:
             flags = minority.loc[kinds["transformer"], "narrows"], minority.loc[kinds["table"], "narrows"]
             needs = None if any(pd.isna(f) for f in flags) else bool(flags[0] and not flags[1])
     steps = max((int(t["step"].max()) for t in ladder.values() if len(t)), default=0)
-    focal = dict(zip(focal, holm(focal.values()), strict=True))  # one family: every rung and type
     return SharingClaims(table, focal, needs, steps)
 
 
