@@ -22,12 +22,15 @@ from tailmiss.cli._common import (
 
 @sim_app.command("presets")
 def presets_cmd() -> None:
-    """List the named simulation setups."""
+    """List the named simulation setups (`sim run`), then the shared-parameter ones (`sim shared`)."""
     from tailmiss.sim import PRESETS
+    from tailmiss.sim.shared import SHARED_PRESETS
 
+    every = [(name, c, "") for name, c in PRESETS.items()]
+    every += [(name, s.sim, f" x {s.num_prompts} prompts") for name, s in SHARED_PRESETS.items()]
     rows = [
-        [name, c.num_runs, c.steps, c.surrogate, c.optimizer, f"{c.lr:g}", ",".join(map(str, c.group_sizes))]
-        for name, c in PRESETS.items()
+        [name, f"{c.num_runs}{each}", c.steps, c.surrogate, c.optimizer, f"{c.lr:g}", ",".join(map(str, c.group_sizes))]
+        for name, c, each in every
     ]
     print_table("Presets", ["name", "runs", "steps", "surrogate", "optimizer", "lr", "group sizes"], rows, False)
 
@@ -38,8 +41,9 @@ def export_presets_cmd(
 ) -> None:
     """Write every preset as <out>/<name>.toml (editable starting points for --config)."""
     from tailmiss.sim import PRESETS
+    from tailmiss.sim.shared import SHARED_PRESETS
 
-    for name, cfg in PRESETS.items():
+    for name, cfg in {**PRESETS, **SHARED_PRESETS}.items():
         cfg.to_toml(out / f"{name}.toml")
         typer.echo(f"wrote {out / f'{name}.toml'}")
 
@@ -121,3 +125,52 @@ def _sim_dry_run(cfg, device) -> None:
     else:
         verdict = "fits" if est["total"] <= free else "does NOT fit: `sim run` will refuse it"
         typer.echo(f"free on {dev}: {free / gib:.1f} GiB; {verdict}")
+
+
+@sim_app.command("shared")
+def sim_shared_cmd(
+    preset: Annotated[
+        str | None, typer.Option(help="Named shared-parameter setup: shared-conflict (or its -quick version).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML file with a [sim] and a [shared] table instead of a preset.")
+    ] = None,
+    quick: QuickOpt = False,
+    device: DeviceOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Result folder (default runs/sim/<name>).")] = None,
+    progress: ProgressOpt = True,
+    reuse_stale: ReuseStaleOpt = False,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Simulate even if --out holds this result.")] = False,
+    k: Annotated[int, typer.Option(min=1, help="The k of the printed pass@k (exact, from each prompt's Q_pos).")] = 256,
+) -> None:
+    """Run a sweep of the shared-parameter policy (prompts that share a log-linear policy), save it, and print each
+    prompt type's final metrics (mean over its prompts, then over seeds).
+
+    With one-hot prompt features and no bias the sweep is the table simulator's, one run per prompt; with a bias
+    or random features an update on one prompt moves the others.
+    """
+    from tailmiss.options import RunOptions
+    from tailmiss.sim.shared import SHARED_PRESETS, SharedSimConfig, run_shared, shared_preset
+
+    def quick_of(name: str) -> str:
+        return name if name.endswith("-quick") or f"{name}-quick" not in SHARED_PRESETS else f"{name}-quick"
+
+    cfg = pick_config(preset, config, quick, shared_preset, SharedSimConfig.from_toml, quick_of)
+    path = out or Path("runs/sim") / cfg.name
+    options = RunOptions(device=device, progress=progress, reuse_stale=reuse_stale, log=echo_err)
+    result = run_shared(cfg, path, options, rerun=rerun)
+    final = result.by_type(ks=(k,), frame=result.final)
+    start = result.by_type(ks=(k,), frame=result.history[result.history["step"] == 0]).groupby("prompt_type").mean()
+    columns = ["group_size", "gamma", "prompt_type", "q_pos", "retained_mass", "entropy", f"pass@{k}"]
+    rows = [
+        [int(n), float(g), kind, float(start.loc[kind, "q_pos"]), float(q), float(m), float(h), float(pk)]
+        for n, g, kind, q, m, h, pk in final[columns].itertuples(index=False)
+    ]
+    print_table(
+        f"{cfg.name}: step {cfg.sim.steps}, {cfg.num_prompts} prompts ({cfg.minority_prompts} minority), "
+        f"mean of {len(cfg.sim.seeds)} seed(s)",
+        ["N", "gamma", "prompts", "Q_pos start", "Q_pos", "M_ret", "entropy", f"pass@{k}"],
+        rows,
+        False,
+    )
+    typer.echo(f"result in {path} ({result.meta['elapsed_s']} s on {result.meta['device']})")
