@@ -163,13 +163,13 @@ def sim_shared_cmd(
     start = result.by_type(ks=(k,), frame=result.history[result.history["step"] == 0]).groupby("prompt_type").mean()
     columns = ["group_size", "gamma", "prompt_type", "q_pos", "retained_mass", "entropy", f"pass@{k}"]
     rows = [
-        [int(n), float(g), kind, float(start.loc[kind, "q_pos"]), float(q), float(m), float(h), float(pk)]
+        [int(n), float(g), kind, *(round(float(v), 4) for v in (start.loc[kind, "q_pos"], q, m, h, pk))]
         for n, g, kind, q, m, h, pk in final[columns].itertuples(index=False)
     ]
     print_table(
         f"{cfg.name}: step {cfg.sim.steps}, {cfg.num_prompts} prompts ({cfg.minority_prompts} minority), "
         f"mean of {len(cfg.sim.seeds)} seed(s)",
-        ["N", "gamma", "prompts", "Q_pos start", "Q_pos", "M_ret", "entropy", f"pass@{k}"],
+        ["N", "gamma", "prompts", "Q_pos(0)", "Q_pos", "M_ret", "entropy", f"pass@{k}"],
         rows,
         False,
     )
