@@ -99,6 +99,7 @@ class _Sweep:
     log_at: set[int]
     p0: torch.Tensor | None = None  # [prompts, actions]: each prompt's starting correct probabilities, 0 elsewhere
     q0: torch.Tensor | None = None  # [prompts] float64
+    fit_kl: np.ndarray | None = None  # [prompts]: KL of each prompt's fitted start from its intended one
 
 
 def _setup(config: SharedSimConfig, dev: torch.device) -> _Sweep:
@@ -110,7 +111,7 @@ def _setup(config: SharedSimConfig, dev: torch.device) -> _Sweep:
     tile_rows = _tile_rows(v) if dev.type == "cpu" else None
     sampler = CountSampler(sizes, seeds, v, dev, sim.max_draws_per_chunk, tile_rows)
     tile_plan = _tiles(sampler.blocks, tile_rows)
-    theta0, _, _ = starting_point(config)
+    theta0, _, fit_kl = starting_point(config)
     theta = torch.as_tensor(theta0, device=dev).to(dtype).expand(len(runs), *theta0.shape).clone()
     theta.requires_grad_(True)
     types = [PROMPT_TYPES.index(t) for t in config.prompt_types()]
@@ -139,6 +140,7 @@ def _setup(config: SharedSimConfig, dev: torch.device) -> _Sweep:
         grad=torch.zeros((rows, v), dtype=dtype, device=dev),
         counts=torch.empty((max(r1 - r0 for r0, r1, _ in tile_plan), v), dtype=count_dtype, device=dev),
         log_at=set(expected_steps(sim)),
+        fit_kl=fit_kl,
     )
     # each prompt's starting correct probabilities (every run starts alike): the same arithmetic as the loop's
     # first softmax, so that step 0 compares each row with itself exactly
@@ -206,7 +208,6 @@ def simulate_shared(
         if bar is not None:
             bar.close()
     elapsed = time.perf_counter() - started
-    _, _, fit_kl = starting_point(config)
     rows = len(sweep.runs) * config.num_prompts
     meta = {
         "device": str(sweep.dev),
@@ -214,7 +215,7 @@ def simulate_shared(
         "elapsed_s": round(elapsed, 3),
         "action_updates_per_s": rows * config.sim.num_actions * steps / max(elapsed, 1e-9),
         "initial": {
-            "fit_kl_max": float(fit_kl.max()),
+            "fit_kl_max": float(sweep.fit_kl.max()),
             **{f"q_pos_{kind}": float(q) for kind, q in _start_mass(sweep).items()},
         },
     }
