@@ -34,6 +34,13 @@ def package_copy(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "_PACKAGE", pkg)
     yield pkg
     store.code_fingerprint.cache_clear()
+    store.module_fingerprint.cache_clear()
+
+
+def _refingerprint():
+    """Forget the fingerprints a process keeps (the code under the stamps was edited)."""
+    store.code_fingerprint.cache_clear()
+    store.module_fingerprint.cache_clear()
 
 
 def _edit(pkg, rel, old, new):
@@ -187,3 +194,51 @@ def test_a_change_to_the_claims_catalogue_stales_the_ledger(ctx, package_copy):
     assert after["files"]["studies/claims.toml"] != before["files"]["studies/claims.toml"]
     _edit(package_copy, "studies/claims.toml", "Q_pos rises for each N", "Q_pos rises for every N")
     assert section_stamp(LEDGER_HEADING, ctx) == {**before, "made": section_stamp(LEDGER_HEADING, ctx)["made"]}
+
+
+def test_a_trainer_change_declared_equivalent_keeps_the_sections_current(ctx, tmp_path, package_copy, monkeypatch):
+    """Each stamp records the fingerprints of the unit scopes its code reaches; a change inside them stales the
+    sections until the new fingerprints are declared to compute what the recorded ones did (EQUIVALENT), and then
+    keeps them current; a change outside every scope stales as always, and so does an undeclared one. A stamp written
+    before stamps held scopes stays exact until ``record_scopes`` gives it those of the code it is current with."""
+    from tailmiss.report.stamps import record_scopes
+
+    report = tmp_path / "paper_repro.md"
+    write_report(report, ctx)
+    recorded = {h: s["scopes"] for h, s in read_stamps(report)["sections"].items()}
+    small = next(h for h in recorded if h.startswith("## Small transformer"))
+    key = "## Small transformer"  # how _stale names it
+    assert {"llm", "sim"} <= set(recorded[small]) and all(
+        scopes == recorded[small] for h, scopes in recorded.items() if "llm" in scopes
+    )
+    assert check_stamps(report, ctx=ctx) == []
+
+    _edit(package_copy, "llm/optim.py", "lr, decay = group[", "lr, decay = 1.0 * group[")
+    _refingerprint()
+    now = {name: store.code_fingerprint(name) for name in ("llm", "sim")}
+    assert now["llm"] != recorded[small]["llm"] and now["sim"] == recorded[small]["sim"]
+    stale = _stale(report, ctx)
+    assert key in stale and "llm/optim.py" in stale[key] and "## Theory" not in stale
+
+    monkeypatch.setattr(store, "EQUIVALENT", {"llm": {now["llm"]: recorded[small]["llm"]}})
+    assert check_stamps(report, ctx=ctx) == []
+    monkeypatch.setattr(store, "EQUIVALENT", {"llm": {now["llm"]: "0" * 16}})  # declared, but for other code
+    assert key in _stale(report, ctx)
+
+    monkeypatch.setattr(store, "EQUIVALENT", {"llm": {now["llm"]: recorded[small]["llm"]}})
+    _edit(package_copy, "studies/transformer/section.py", "Held-out SFT ", "Held-out SFT: ")  # outside every scope
+    assert key in _stale(report, ctx)
+    _edit(package_copy, "studies/transformer/section.py", "Held-out SFT: ", "Held-out SFT ")
+    assert check_stamps(report, ctx=ctx) == []
+
+    record = read_stamps(report)
+    for stamp in record["sections"].values():
+        del stamp["scopes"]
+    stamps_path(report).write_text(json.dumps(record))
+    assert key in _stale(report, ctx)  # no scopes recorded: exact
+    untouched = {h for h, stamp in record["sections"].items() if "llm/optim.py" not in stamp["files"]}
+    assert small not in untouched and set(record_scopes(report)) == untouched  # only the stamps current by files
+    _edit(package_copy, "llm/optim.py", "lr, decay = 1.0 * group[", "lr, decay = group[")
+    _refingerprint()
+    assert set(record_scopes(report)) == set(record["sections"]) - untouched
+    assert read_stamps(report)["sections"][small]["scopes"] == recorded[small]

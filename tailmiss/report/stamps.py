@@ -7,11 +7,19 @@ version and the date. Each ``##`` section of the report ends with one visible li
 version and date; the whole record sits beside the report in ``<report>.stamps.json`` (the figures' with the SHA-256
 of each written file). :func:`check_stamps` recomputes every stamp from the current code and presets, trains and
 simulates nothing, and lists the stale sections and figures with the files and presets that changed.
+
+A stamp also records the fingerprint of each unit scope its code reaches (the trainer's and the simulator's,
+:data:`tailmiss._fingerprint.SCOPES`, and each :data:`~tailmiss._fingerprint.OWN_SCOPE` task module). A changed file
+inside those scopes does not stale the stamp when every scope holding it is declared to compute what the stamp's
+code did (:data:`tailmiss._fingerprint.EQUIVALENT`, each declaration resting on runs retrained bit for bit): the
+runs the section read are then current too, so its numbers are the ones the new code would write. Any other change,
+or an undeclared one, stales it as before.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import inspect
 import json
@@ -33,6 +41,7 @@ __all__ = [
     "enclosing_heading",
     "known_section",
     "check_stamps",
+    "record_scopes",
     "Stale",
 ]
 
@@ -102,7 +111,61 @@ def _code(roots: list[Path]) -> dict:
     code = source_digest(files)
     if data:
         code = hashlib.sha256((code + "".join(_bytes_digest(p) for p in data)).encode()).hexdigest()[:16]
-    return {"code": code, "files": per_file}
+    return {"code": code, "files": per_file, "scopes": _scopes(per_file)}
+
+
+@functools.cache
+def _scope_members(package: Path) -> dict[str, frozenset[str]]:
+    """``scope name -> its files`` (package paths) of every scope a declaration may name: each of
+    :data:`~tailmiss._fingerprint.SCOPES` less the :data:`~tailmiss._fingerprint.OWN_SCOPE` modules (as its units'
+    fingerprint is taken), and each of those modules with the package modules it imports."""
+    from tailmiss import store
+    from tailmiss._fingerprint import NO_NUMBERS, OWN_SCOPE, SCOPES, import_closure
+
+    def rel(paths) -> frozenset[str]:
+        return frozenset(p.relative_to(package).as_posix() for p in paths)
+
+    members = {name: rel(store._scope_files(name)) for name in SCOPES}
+    for module in OWN_SCOPE:
+        members[module] = rel(import_closure(package, [package / module], [package / p for p in NO_NUMBERS]))
+    return members
+
+
+def _scope_fingerprint(name: str) -> str:
+    from tailmiss import store
+    from tailmiss._fingerprint import OWN_SCOPE
+
+    return store.module_fingerprint(name) if name in OWN_SCOPE else store.code_fingerprint(name)
+
+
+def _scopes(files) -> dict[str, str]:
+    """``scope name -> current fingerprint`` of every unit scope holding one of ``files`` (package paths)."""
+    files = set(files)
+    return {name: _scope_fingerprint(name) for name, members in _scope_members(_package()).items() if members & files}
+
+
+def _fresh_fingerprint(name: str) -> str:
+    """The scope ``name``'s fingerprint from its sources as they are now (not the process's cached one: a check
+    after an edit in the same process reads the edit)."""
+    from tailmiss import store
+    from tailmiss._fingerprint import NO_NUMBERS, OWN_SCOPE, import_closure, source_digest
+
+    package = _package()
+    if name in OWN_SCOPE:
+        return source_digest(import_closure(package, [package / name], [package / p for p in NO_NUMBERS]))
+    return source_digest(store._scope_files(name))
+
+
+def _excused(file: str, scopes: dict) -> bool:
+    """Whether a change of ``file`` keeps a stamp that recorded the scope fingerprints ``scopes``: some scope holds
+    it, and every scope holding it runs code declared to compute what the recorded fingerprint's did
+    (:func:`tailmiss.store.same_code`)."""
+    from tailmiss import store
+
+    holders = [name for name, members in _scope_members(_package()).items() if file in members]
+    return bool(holders) and all(
+        name in scopes and store.same_code(name, scopes[name], current=_fresh_fingerprint(name)) for name in holders
+    )
 
 
 def _bytes_digest(path: Path) -> str:
@@ -261,7 +324,9 @@ class Stale:
 
 
 def _diff(old: dict, new: dict) -> str | None:
-    """Why ``old`` (a stored stamp) no longer matches ``new`` (the current one), or None."""
+    """Why ``old`` (a stored stamp) no longer matches ``new`` (the current one), or None. Changed files that
+    :func:`_excused` keeps (inside unit scopes declared equivalent to the fingerprints ``old`` recorded) do not
+    count."""
     why = []
     if old.get("code") != new["code"]:
         files = sorted(
@@ -269,7 +334,8 @@ def _diff(old: dict, new: dict) -> str | None:
             for f in set(old.get("files", {})) | set(new["files"])
             if old.get("files", {}).get(f) != new["files"].get(f)
         )
-        why.append("code changed in " + (", ".join(files) if files else "(no file listed)"))
+        if not files or not all(_excused(f, old.get("scopes", {})) for f in files):
+            why.append("code changed in " + (", ".join(files) if files else "(no file listed)"))
     presets = sorted(
         n
         for n in set(old.get("presets", {})) | set(new["presets"])
@@ -317,6 +383,46 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
         if why:
             stale.append(Stale("figure", name, why))
     return stale
+
+
+def record_scopes(report: str | Path, figures=None) -> list[str]:
+    """Give every current stamp of ``report`` that records no scope fingerprints (written before stamps held them)
+    the fingerprints of its scopes, and return the names of the stamps given them.
+
+    Only a stamp that is current by its files (its code's digest equals the current code's) is given them, so the
+    fingerprints are those of the code that made it; a stale one is left as it is. Run once on a report whose check
+    passes, before a change that a declaration in :data:`tailmiss._fingerprint.EQUIVALENT` is to cover.
+
+    Parameters
+    ----------
+    report : path
+        The report (``paper_repro.md``); its stamps file is rewritten atomically.
+    figures : mapping, optional
+        Name -> :class:`~tailmiss.studies.figure.FigureSpec` (the registry): the figures whose stamps are given theirs.
+    """
+    report = Path(report)
+    record = read_stamps(report)
+    if not record:
+        raise ValueError(f"{str(report)!r} has no stamps file ({stamps_path(report).name})")
+    ctx = Context(quick=record.get("quick", False))
+    deferred = tuple(record.get("deferred", ()))
+    given = []
+    for heading, stamp in record.get("sections", {}).items():
+        if "scopes" not in stamp and known_section(heading):
+            now = section_stamp(heading, ctx, deferred)
+            if stamp.get("code") == now["code"]:
+                stamp["scopes"] = now["scopes"]
+                given.append(heading)
+    for name, stamp in record.get("figures", {}).items():
+        spec = (figures or {}).get(name)
+        if "scopes" not in stamp and spec is not None:
+            now = figure_stamp(spec, ctx, [])
+            if stamp.get("code") == now["code"]:
+                stamp["scopes"] = now["scopes"]
+                given.append(name)
+    with atomic_write(stamps_path(report)) as fh:
+        fh.write(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return given
 
 
 def _stale_sections(text: str, stored: dict, ctx: Context, deferred: tuple[str, ...]) -> list[Stale]:
