@@ -76,8 +76,7 @@ _PACKAGE = Path(__file__).resolve().parent
 def same_code(scope: str | Scope, stored: str | None, current: str | None = None) -> bool:
     """Whether a unit of ``scope`` (a :class:`Scope`, a name of :data:`SCOPES` or a module of :data:`OWN_SCOPE`)
     whose provenance records the fingerprint ``stored`` was made by the running code, or by code it is declared to
-    replace (:data:`EQUIVALENT`). ``current``: the scope's fingerprint now, when the caller computed it afresh (by
-    default the process's, :func:`code_fingerprint` or :func:`module_fingerprint`)."""
+    replace (:data:`EQUIVALENT`); ``current``: the scope's fingerprint if computed afresh (default: the process's)."""
     if isinstance(scope, str) and scope in OWN_SCOPE:
         name, current = scope, current or module_fingerprint(scope)
     else:

@@ -19,7 +19,6 @@ or an undeclared one, stales it as before.
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import inspect
 import json
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailmiss.io import atomic_write
+from tailmiss.report.stamp_scopes import excused, scopes_of
 from tailmiss.studies.context import Context
 from tailmiss.studies.ledger import LEDGER_HEADING
 
@@ -111,61 +111,7 @@ def _code(roots: list[Path]) -> dict:
     code = source_digest(files)
     if data:
         code = hashlib.sha256((code + "".join(_bytes_digest(p) for p in data)).encode()).hexdigest()[:16]
-    return {"code": code, "files": per_file, "scopes": _scopes(per_file)}
-
-
-@functools.cache
-def _scope_members(package: Path) -> dict[str, frozenset[str]]:
-    """``scope name -> its files`` (package paths) of every scope a declaration may name: each of
-    :data:`~tailmiss._fingerprint.SCOPES` less the :data:`~tailmiss._fingerprint.OWN_SCOPE` modules (as its units'
-    fingerprint is taken), and each of those modules with the package modules it imports."""
-    from tailmiss import store
-    from tailmiss._fingerprint import NO_NUMBERS, OWN_SCOPE, SCOPES, import_closure
-
-    def rel(paths) -> frozenset[str]:
-        return frozenset(p.relative_to(package).as_posix() for p in paths)
-
-    members = {name: rel(store._scope_files(name)) for name in SCOPES}
-    for module in OWN_SCOPE:
-        members[module] = rel(import_closure(package, [package / module], [package / p for p in NO_NUMBERS]))
-    return members
-
-
-def _scope_fingerprint(name: str) -> str:
-    from tailmiss import store
-    from tailmiss._fingerprint import OWN_SCOPE
-
-    return store.module_fingerprint(name) if name in OWN_SCOPE else store.code_fingerprint(name)
-
-
-def _scopes(files) -> dict[str, str]:
-    """``scope name -> current fingerprint`` of every unit scope holding one of ``files`` (package paths)."""
-    files = set(files)
-    return {name: _scope_fingerprint(name) for name, members in _scope_members(_package()).items() if members & files}
-
-
-def _fresh_fingerprint(name: str) -> str:
-    """The scope ``name``'s fingerprint from its sources as they are now (not the process's cached one: a check
-    after an edit in the same process reads the edit)."""
-    from tailmiss import store
-    from tailmiss._fingerprint import NO_NUMBERS, OWN_SCOPE, import_closure, source_digest
-
-    package = _package()
-    if name in OWN_SCOPE:
-        return source_digest(import_closure(package, [package / name], [package / p for p in NO_NUMBERS]))
-    return source_digest(store._scope_files(name))
-
-
-def _excused(file: str, scopes: dict) -> bool:
-    """Whether a change of ``file`` keeps a stamp that recorded the scope fingerprints ``scopes``: some scope holds
-    it, and every scope holding it runs code declared to compute what the recorded fingerprint's did
-    (:func:`tailmiss.store.same_code`)."""
-    from tailmiss import store
-
-    holders = [name for name, members in _scope_members(_package()).items() if file in members]
-    return bool(holders) and all(
-        name in scopes and store.same_code(name, scopes[name], current=_fresh_fingerprint(name)) for name in holders
-    )
+    return {"code": code, "files": per_file, "scopes": scopes_of(per_file)}
 
 
 def _bytes_digest(path: Path) -> str:
@@ -324,9 +270,8 @@ class Stale:
 
 
 def _diff(old: dict, new: dict) -> str | None:
-    """Why ``old`` (a stored stamp) no longer matches ``new`` (the current one), or None. Changed files that
-    :func:`_excused` keeps (inside unit scopes declared equivalent to the fingerprints ``old`` recorded) do not
-    count."""
+    """Why ``old`` (a stored stamp) no longer matches ``new`` (the current one), or None; a changed file that
+    :func:`~tailmiss.report.stamp_scopes.excused` keeps does not count."""
     why = []
     if old.get("code") != new["code"]:
         files = sorted(
@@ -334,7 +279,7 @@ def _diff(old: dict, new: dict) -> str | None:
             for f in set(old.get("files", {})) | set(new["files"])
             if old.get("files", {}).get(f) != new["files"].get(f)
         )
-        if not files or not all(_excused(f, old.get("scopes", {})) for f in files):
+        if not files or not all(excused(f, old.get("scopes", {})) for f in files):
             why.append("code changed in " + (", ".join(files) if files else "(no file listed)"))
     presets = sorted(
         n
