@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tailmiss.io import atomic_write
-from tailmiss.report.stamp_scopes import excused, scopes_of
+from tailmiss.report.stamp_scopes import excused, forget, scopes_of
 from tailmiss.studies.context import Context
 from tailmiss.studies.ledger import LEDGER_HEADING
 
@@ -313,6 +313,7 @@ def check_stamps(report: str | Path, figures=None, expected=None, ctx: Context |
     """
     report = Path(report)
     path = stamps_path(report)
+    forget()  # the scopes' fingerprints as the sources are now, computed once for this check
     if not report.is_file():
         raise ValueError(f"{str(report)!r} does not exist: write the report first (tailmiss repro)")
     if not path.is_file():
