@@ -72,8 +72,8 @@ stales its runs and no others."""
 
 
 EQUIVALENT: dict[str, dict[str, str]] = {
-    "llm": {"69bd297a87793a41": "1b2f56e5f964b4d3"},
-    "llm/tasks/narrowing.py": {"3e04cd9a7cb372c2": "5386c614580a3823"},
+    "llm": {"d1818015221c25f0": "69bd297a87793a41", "69bd297a87793a41": "1b2f56e5f964b4d3"},
+    "llm/tasks/narrowing.py": {"38ec6ea86bd98ef5": "3e04cd9a7cb372c2", "3e04cd9a7cb372c2": "5386c614580a3823"},
 }
 """Code declared to compute what earlier code did, per scope (or :data:`OWN_SCOPE` module): ``{fingerprint of the
 newer code: the fingerprint it replaces}``. A unit made by replaced code (directly or down a chain) is judged as made
@@ -86,7 +86,11 @@ fingerprint no declaration names, so it stales the units as usual (and the decla
   optimiser settings of SFT and RL gathered into one sub-config, three long functions split, the task registry
   naming the narrowing task; no arithmetic moved.
 * ``llm/tasks/narrowing.py`` ``3e04cd9a7cb372c2`` replaces ``5386c614580a3823``: the task draws its prompts from
-  the base task's stream instead of a copy of it, and no longer registers itself."""
+  the base task's stream instead of a copy of it, and no longer registers itself.
+* ``llm`` ``d1818015221c25f0`` replaces ``69bd297a87793a41``, and ``llm/tasks/narrowing.py`` ``38ec6ea86bd98ef5``
+  replaces ``3e04cd9a7cb372c2`` (the narrowing task inherits it): task (a)'s SFT batches are built with array
+  operations (one draw of the batch's uniforms, the digits read off each prompt's cumulative law) instead of one
+  ``Generator.choice`` per prompt; the same uniforms, the same digits, the same batches."""
 
 
 _ROOT = "tailmiss"

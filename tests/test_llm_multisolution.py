@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from tailmiss.io import read_toml, write_toml
 from tailmiss.llm.tasks import BOS, EOS, PAD, SEP, DigitSetPrompt, MultiSolutionTask, make_task
+from tailmiss.llm.tasks.base import Task
+from tailmiss.llm.tasks.multisolution import _DIGIT0
+from tailmiss.llm.tasks.narrowing import NarrowingTask
 
 DIGIT0 = 4  # id of "0": after <pad> <bos> <sep> <eos>
 EMPTY = 14  # id of "_"
@@ -221,6 +224,55 @@ def test_sft_batch_layout():
     assert torch.equal(ids[:, : task.prompt_len], task.encode_prompts(prompts))
     assert not mask[:, : task.prompt_len].any() and mask[:, task.prompt_len :].all()
     assert (ids[:, -1] == EOS).all()
+
+
+def _looped_batch(task, prompts, rng):
+    """The batch the base class builds: one ``sft_answer`` per prompt, in order."""
+    return Task.sft_batch(task, prompts, rng)
+
+
+_BATCH_TASKS = [
+    MultiSolutionTask(),
+    MultiSolutionTask(num_digits=2, min_allowed=1, max_allowed=3),
+    MultiSolutionTask(mu_mean=0.4, difficulty_concentration=0.3, mu_min=2e-4, heldout_fraction=0.2, incorrect="blank"),
+    NarrowingTask(),
+    NarrowingTask(conflict_rule="no-favourite", conflict_strength=1.0),
+    NarrowingTask(conflict_visible=True, conflict_share=0.5),
+    NarrowingTask(incorrect="blank", conflict_strength=0.25),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    which=st.integers(0, len(_BATCH_TASKS) - 1),
+    size=st.integers(0, 70),
+    prompt_seed=st.integers(0, 2**31),
+    draw_seed=st.integers(0, 2**31),
+)
+def test_sft_batch_matches_the_loop_bit_for_bit(which, size, prompt_seed, draw_seed):
+    """The array-built SFT batch is the per-prompt loop's, id for id, and leaves the generator where the loop
+    leaves it (the SFT cache key stays: the same data from the same seeds)."""
+    task = _BATCH_TASKS[which]
+    prompts = task.prompts("train", size, seed=prompt_seed)
+    rng_a, rng_b = np.random.default_rng(draw_seed), np.random.default_rng(draw_seed)
+    ids, mask = task.sft_batch(prompts, rng_a)
+    ids_loop, mask_loop = _looped_batch(task, prompts, rng_b)
+    assert ids.dtype == ids_loop.dtype and mask.dtype == mask_loop.dtype
+    assert torch.equal(ids, ids_loop) and torch.equal(mask, mask_loop)
+    assert rng_a.random() == rng_b.random()
+
+
+def test_sft_batch_digit_frequencies_follow_the_teacher():
+    """Over many draws of one prompt, each position's digit frequencies match the teacher's law (the batch is
+    not just equal to the loop but right: a 5-sigma band per digit)."""
+    task = NarrowingTask(conflict_strength=0.5)
+    (prompt,) = [p for p in task.prompts("train", 200, seed=3) if task.prompt_type(p) == "minority"][:1]
+    ids, _ = task.sft_batch([prompt] * 20_000, np.random.default_rng(0))
+    digits = ids[:, task.prompt_len : task.prompt_len + task.num_digits].numpy() - _DIGIT0
+    law = task.teacher_digit_probs(prompt)
+    for pos in range(task.num_digits):
+        freq = np.bincount(digits[:, pos], minlength=10) / len(digits)
+        assert np.all(np.abs(freq - law) <= 5 * np.sqrt(law * (1 - law) / len(digits)) + 1e-12)
 
 
 # -- verifier --------------------------------------------------------------------------------------------

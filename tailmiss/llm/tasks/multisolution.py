@@ -200,6 +200,45 @@ class MultiSolutionTask(Task):
         picks = rng.choice(11, size=self.num_digits, p=laws / laws.sum())
         return [_DIGIT0 + int(i) if i < 10 else _EMPTY for i in picks] + [EOS]
 
+    @cached_property
+    def _sft_rows(self) -> dict:
+        """Per prompt, on first use: its token ids and the law :meth:`sft_answer` draws each digit from (the ten
+        digits' teacher probabilities, or with ``incorrect = "blank"`` the eleven of digits and blank, normalised
+        exactly as :meth:`sft_answer` normalises them)."""
+        return {}
+
+    def _sft_row(self, prompt: DigitSetPrompt) -> tuple[list[int], np.ndarray]:
+        row = self._sft_rows.get(prompt)
+        if row is None:
+            probs = self.teacher_digit_probs(prompt)
+            if self.incorrect != "digits":
+                laws = np.append(probs, max(0.0, 1.0 - probs.sum()))
+                probs = laws / laws.sum()
+            row = self._sft_rows[prompt] = (self.prompt_tokens(prompt), probs)
+        return row
+
+    def sft_batch(self, prompts, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Teacher-forcing batch (:meth:`Task.sft_batch`), built with array operations.
+
+        The same batch, bit for bit, as the base class's loop of :meth:`sft_answer` over ``prompts``: that loop
+        draws :math:`K` uniforms :math:`u` per prompt from ``rng`` in order (``Generator.choice`` with ``p``) and
+        picks digit :math:`d` when :math:`F(d-1) \le u < F(d)`, :math:`F` the law's cumulative sum divided by its
+        last entry; here one ``rng.random((B, K))`` draws the same uniforms and the digit is the count of
+        :math:`F` values at or below :math:`u`. Every answer has :math:`K` digits and ``<eos>``, so the batch
+        has no padding."""
+        n, c = len(prompts), 10 if self.incorrect == "digits" else 11
+        rows = [self._sft_row(p) for p in prompts]
+        tokens = np.array([r[0] for r in rows], dtype=np.int64).reshape(n, self.prompt_len)
+        cdf = np.cumsum(np.array([r[1] for r in rows], dtype=np.float64).reshape(n, c), axis=1)
+        cdf /= cdf[:, -1:]
+        u = rng.random((n, self.num_digits))
+        picks = (cdf[:, None, :] <= u[:, :, None]).sum(axis=2)
+        answers = np.where(picks < 10, _DIGIT0 + picks, _EMPTY)
+        ids = np.concatenate([tokens, answers, np.full((n, 1), EOS, dtype=np.int64)], axis=1)
+        mask = np.zeros(ids.shape, dtype=bool)
+        mask[:, self.prompt_len :] = True
+        return torch.from_numpy(ids), torch.from_numpy(mask)
+
     # -- prompts and verifier ----------------------------------------------------------------
     def _random_prompt(self, rng: np.random.Generator) -> DigitSetPrompt:
         m = int(rng.integers(self.min_allowed, self.max_allowed + 1))
