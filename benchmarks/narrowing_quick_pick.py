@@ -11,7 +11,9 @@ three times the RL seconds up to the stop, from the runs' ``meta.json``).
     python benchmarks/narrowing_quick_pick.py --sft-steps 1000 --root runs/llm
 
 trains what is missing into ``--root`` (two processes by default) and prints one row per run and stop, then one per
-setting and the pick.
+setting and the pick. ``--amended`` applies the amended rule (same module docstring): SFT models of 250, 500 and
+1000 steps, lr 3e-4 and 1e-3, 40-step runs scored every 10 steps and read at 10, 20, 30 and 40, the fourth condition
+(pass@1 up by at least 0.05) and a cost of the SFT seconds plus four times the RL seconds.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from pathlib import Path
 
 import pandas as pd
 
-STOPS = (40, 60, 80, 100, 140, 200)
 SEEDS = (1, 2)
+GRIDS = {
+    # the first rule: lr 1e-4 and 3e-4, 200-step runs read at six stops, the cost of three RL arms
+    False: dict(name="nq-search", lrs=(None, 3e-4), stops=(40, 60, 80, 100, 140, 200), eval_every=None, arms=3),
+    # the amended rule: below the first grid's corner, the cost of the first look's four arms
+    True: dict(name="nq-amended", lrs=(3e-4, 1e-3), stops=(10, 20, 30, 40), eval_every=10, arms=4),
+}
 
 
-def _sweep(sft_steps: int):
+def _sweep(sft_steps: int, grid: dict):
     from tailmiss.experiments.presets import workload
     from tailmiss.experiments.sweep_config import LLMSweep, Variant
 
@@ -34,12 +41,18 @@ def _sweep(sft_steps: int):
     sft = study.sft
     if sft_steps != sft.steps:
         sft = sft.replace(name=f"narrowing-sft-str0.5-s{sft_steps}", steps=sft_steps)
-    rl = study.rl.replace(name=f"nq-search-s{sft_steps}", steps=max(STOPS), checkpoint_every=100)
-    variants = (Variant("grpo", 0.0, 8), Variant("grpo", 0.0, 8, tag="lr3e-4", overrides={"optim.lr": 3e-4}))
-    return LLMSweep(f"nq-search-s{sft_steps}", sft, rl, variants, seeds=SEEDS)
+    name = f"{grid['name']}-s{sft_steps}"
+    rl = study.rl.replace(name=name, steps=max(grid["stops"]), checkpoint_every=100)
+    if grid["eval_every"]:
+        rl = rl.replace(eval_every=grid["eval_every"])
+    variants = tuple(
+        Variant("grpo", 0.0, 8, tag=f"lr{lr:g}", overrides={"optim.lr": lr}) if lr else Variant("grpo", 0.0, 8)
+        for lr in grid["lrs"]
+    )
+    return LLMSweep(name, sft, rl, variants, seeds=SEEDS)
 
 
-def _rows(sweep, root: Path) -> list[dict]:
+def _rows(sweep, root: Path, grid: dict) -> list[dict]:
     from tailmiss.experiments.sweep import per_prompt_evals
     from tailmiss.studies.narrowing.data import _minority, by_type
 
@@ -50,9 +63,11 @@ def _rows(sweep, root: Path) -> list[dict]:
         rl_s = json.loads((root / cfg.name / "meta.json").read_text())["elapsed_s"]
         run = typed[(typed["label"] == variant.label) & (typed["seed"] == seed)]
         at = {kind: run[run["type"] == kind].set_index("step") for kind in ("all", "minority", "rest")}
-        for stop in STOPS:
+        for stop in grid["stops"]:
             fall = {kind: float(at[kind].loc[0, "pass256"] - at[kind].loc[stop, "pass256"]) for kind in at}
             sft256 = float(at["all"].loc[0, "pass256"])
+            rise = float(at["all"].loc[stop, "mu_pos"] - at["all"].loc[0, "mu_pos"])
+            qualifies = sft256 <= 0.99 and fall["all"] >= 0.05 and fall["minority"] > fall["rest"]
             rows.append(
                 {
                     "sft_steps": sweep.sft.steps,
@@ -64,8 +79,9 @@ def _rows(sweep, root: Path) -> list[dict]:
                     "fall_minority": fall["minority"],
                     "fall_rest": fall["rest"],
                     "pass1": float(at["all"].loc[stop, "mu_pos"]),
-                    "cost_s": sft_s + 3 * rl_s * stop / cfg.steps,
-                    "qualifies": sft256 <= 0.99 and fall["all"] >= 0.05 and fall["minority"] > fall["rest"],
+                    "pass1_rise": rise,
+                    "cost_s": sft_s + grid["arms"] * rl_s * stop / cfg.steps,
+                    "qualifies": qualifies and (rise >= 0.05 if grid is GRIDS[True] else True),
                 }
             )
     return rows
@@ -73,7 +89,8 @@ def _rows(sweep, root: Path) -> list[dict]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sft-steps", type=int, nargs="+", default=[1000, 3000], help="the grid's SFT lengths")
+    parser.add_argument("--sft-steps", type=int, nargs="+", help="SFT lengths (1000 3000; amended 250 500 1000)")
+    parser.add_argument("--amended", action="store_true", help="the amended rule's grid and conditions")
     parser.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
     parser.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
     args = parser.parse_args(argv)
@@ -81,11 +98,12 @@ def main(argv=None) -> None:
     from tailmiss.experiments.sweep import run_sweep
     from tailmiss.options import RunOptions
 
+    grid = GRIDS[args.amended]
     rows = []
-    for steps in args.sft_steps:
-        sweep = _sweep(steps)
+    for steps in args.sft_steps or ((250, 500, 1000) if args.amended else (1000, 3000)):
+        sweep = _sweep(steps, grid)
         run_sweep(sweep, args.root, RunOptions(jobs=args.jobs, progress=False))
-        rows += _rows(sweep, args.root)
+        rows += _rows(sweep, args.root, grid)
     runs = pd.DataFrame(rows)
     settings = (
         runs.groupby(["sft_steps", "lr", "stop"])

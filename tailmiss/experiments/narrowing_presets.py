@@ -37,6 +37,19 @@ seconds up to the last step (the first look trains GRPO, F-GRPO and the low-LR c
 ``meta.json``, per step). With none, the quick preset stays the study's SFT model and 200 steps at lr 1e-4.
 Nothing in the rule reads F-GRPO.
 
+*Amended on 2026-12-02, before the runs it judges.* Every setting of that grid qualified, so the rule took its
+cheapest corner (1000 SFT steps, 40 RL steps) and the grid never reached the cheapest setting that shows the fall.
+The same rule is applied again to a grid that extends below that corner: an SFT model of 250, 500 or 1000 steps; lr
+3e-4 or 1e-3; stopped after 10, 20, 30 or 40 steps (read off 40-step runs scored every 10 steps); RL seeds 1 and 2
+again. A setting qualifies under conditions 1-3 above and
+
+4. GRPO's held-out pass@1 at the last step lies at least 0.05 above the SFT model's (the frontier figure reads pass@1
+   levels between the two).
+
+Its cost counts what the first look trains that depends on the setting: the SFT model's training seconds plus four
+times the RL seconds up to the stop (its four arms; the quick ladder's runs keep their own length). With none, the
+first pick stands. ``benchmarks/narrowing_quick_pick.py --amended`` applies it.
+
 **The frontier to the plateau: runs and rules written before the runs** (``narrowing-plateau``). The study's runs
 stop at 400 steps, and its frontier levels end at the lowest best pass@1 of any run of a pair (0.68-0.70), below
 the plateau (0.71-0.74) where the arms separate. These runs carry the study's frontier arms to their plateau, on
