@@ -46,7 +46,9 @@ def _sweep(sft_steps: int, grid: dict):
     if grid["eval_every"]:
         rl = rl.replace(eval_every=grid["eval_every"])
     variants = tuple(
-        Variant("grpo", 0.0, 8, tag=f"lr{lr:g}", overrides={"optim.lr": lr}) if lr else Variant("grpo", 0.0, 8)
+        Variant("grpo", 0.0, 8, tag=f"lr{lr:.0e}".replace("e-0", "e-"), overrides={"optim.lr": lr})
+        if lr
+        else Variant("grpo", 0.0, 8)
         for lr in grid["lrs"]
     )
     return LLMSweep(name, sft, rl, variants, seeds=SEEDS)

@@ -108,6 +108,7 @@ __all__ = [
     "QUICK_SFT_STEPS",
     "QUICK_LR",
     "QUICK_STEPS",
+    "QUICK_EVAL_EVERY",
     "PLATEAU_STEPS",
     "PLATEAU_SEEDS",
     "SPEED_MATCHED_SCALE",
@@ -161,13 +162,14 @@ def _controls(lr: float) -> tuple[Variant, ...]:
     )
 
 
-QUICK_SFT_STEPS, QUICK_LR, QUICK_STEPS = 1000, 3e-4, 40
-"""What the quick rule (module docstring) picked: a 1000-step SFT model, lr 3e-4, 40 RL steps. Every setting of its
-grid qualified (GRPO N = 8's held-out pass@256 fell by 0.15-0.25 on both selection seeds, the minority's by 0.6-0.9,
-the rest's by at most 0.05); the cheapest was the shortest run from the shorter SFT model, where lr 3e-4 measured
-129.2 s against lr 1e-4's 130.2 s (the same work per step: the rates' costs differ by timing noise, and the rule
-took the cheaper as written). The quick preset scores every 10 steps (the rule read every 20; scoring is exact and
-draws nothing, so it changes no trained number) to draw the frontier with five points per run."""
+QUICK_SFT_STEPS, QUICK_LR, QUICK_STEPS, QUICK_EVAL_EVERY = 250, 1e-3, 10, 5
+"""What the amended quick rule (module docstring) picked: a 250-step SFT model, lr 1e-3, 10 RL steps
+(``python benchmarks/narrowing_quick_pick.py --amended``, 2026-12-02). Every setting of the amended grid qualified
+too: on both selection seeds GRPO N = 8's held-out pass@256 fell by 0.11-0.25, the minority's by 0.43-0.88, the
+rest's by at most 0.08, and pass@1 rose by 0.20-0.42. The cheapest was again the grid's corner, 23.1 s (the SFT
+model's 10.5 s plus four times a quarter of the 40-step runs' 12.4-12.8 s, as the rule prices a stop; the first
+pick, 1000 SFT steps and 40 steps at lr 3e-4, priced 75.9 s on the same runs). The quick preset scores every 5
+steps (three points per run; scoring is exact and draws nothing, so it changes no trained number)."""
 
 
 PLATEAU_STEPS = 1600
@@ -205,7 +207,7 @@ def _quick(study_sft: SFTConfig, base: RLConfig) -> tuple[SFTConfig, RLConfig]:
     rl = base.replace(
         name=f"narrowing-{_PICKED}-quick",
         steps=QUICK_STEPS,
-        eval_every=10,
+        eval_every=QUICK_EVAL_EVERY,
         checkpoint_every=QUICK_STEPS,
         optim=base.optim.replace(lr=QUICK_LR),
     )
@@ -290,7 +292,7 @@ def narrowing_workloads(
     Sweeps: the search (``narrowing-search-str*``), the study (``narrowing``: GRPO N = 2-32 and F-GRPO γ = 0.5, 1 at
     N = 8, 10 seeds), its controls (``narrowing-controls``: γ = 2, CISPO, low-LR, entropy, KL and DS-GRPO at N = 8,
     5 seeds), the task's controls (``narrowing-visible``, ``narrowing-none``: GRPO N = 8, 5 seeds) and
-    ``narrowing-quick`` (GRPO, F-GRPO γ = 0.5 and 1 and low-LR at N = 8 from a 1000-step SFT model, lr 3e-4, 40
+    ``narrowing-quick`` (GRPO, F-GRPO γ = 0.5 and 1 and low-LR at N = 8 from a 250-step SFT model, lr 1e-3, 10
     steps, seed 0: :data:`QUICK_SFT_STEPS`), and ``narrowing-plateau`` (the frontier's arms to their plateau, seeds
     10-14: :data:`PLATEAU_STEPS`). Ladders: ``narrowing-ladder`` and ``narrowing-ladder-quick`` (from the
     quick SFT model, 60 steps, seed 0).
