@@ -275,6 +275,11 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
         checkpoint_every=100,
     )
     adam = tuple(r for r in rungs if r.optimizer == "adamw" and r.lr in (0.1, 0.05, 2e-4))
+    # The quick ladder's length, by a rule written (2026-12-02) before its runs: the shortest of 20, 40 and 60 steps
+    # (read off 60-step runs scored every 20 steps; constant rate, scoring draws nothing) at which RL seed 1 (the
+    # first look shows seed 0, which the pick never sees) shows what the first look reads from the ladder: under
+    # GRPO N = 8 the transformer's minority pass@256 falls by at least 0.05 while the table's and the factorized
+    # policy's change by no less than -0.01. With none, 60. `python benchmarks/first_look_pick.py ladder` applies it.
     quick = base.replace(name="narrowing-ladder-quick", steps=60)
     out = (
         Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
