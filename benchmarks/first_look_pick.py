@@ -1,7 +1,8 @@
-"""The rules that pick the first look's lengths, applied: the quick simulation and the quick group-size sweep.
+"""The rules that pick the first look's lengths, applied: the quick simulation, group-size sweep and narrowing ladder.
 
 Each rule is written beside its preset before the runs it judges (``tailmiss/sim/presets.py`` above
-``fgrpo-fig2-quick``; ``tailmiss/experiments/presets.py`` above ``QUICK_NSWEEP_STEPS``). Both read one long run of
+``fgrpo-fig2-quick``; ``tailmiss/experiments/presets.py`` above ``QUICK_NSWEEP_STEPS``;
+``tailmiss/experiments/narrowing_presets.py`` above ``narrowing-ladder-quick``). Both read one long run of
 a seed the first look never shows (seed 1; the first look shows seed 0) at each candidate length: the rate is
 constant and the draws are counter-based (the simulator) or scoring draws nothing (the transformer), so the first
 steps of a long run are those of a shorter one. ``--verify`` also runs the picked length on its own and prints the
@@ -9,6 +10,7 @@ largest difference from the long run's values at that step (0 when the prefix ar
 
     python benchmarks/first_look_pick.py sim [--verify]
     python benchmarks/first_look_pick.py nsweep --root runs/llm [--verify]
+    python benchmarks/first_look_pick.py ladder --root runs/llm
 
 Each prints one row per candidate length with what its conditions read, then the pick.
 """
@@ -23,6 +25,7 @@ import pandas as pd
 
 SIM_LENGTHS = (250, 500, 750, 1000)
 NSWEEP_LENGTHS = (20, 40, 60)
+LADDER_LENGTHS = (20, 40, 60)
 PICK_SEED = 1
 
 
@@ -91,6 +94,46 @@ def nsweep_rows(histories: dict[tuple[float, int], pd.DataFrame], lengths=NSWEEP
     return rows
 
 
+def ladder_rows(typed: dict[str, pd.DataFrame], lengths=LADDER_LENGTHS) -> list[dict]:
+    """The quick ladder rule's reading at each length; ``typed[rung kind]`` is the rung's runs by prompt type."""
+    rows = []
+    for steps in lengths:
+        change = {}
+        for kind, frame in typed.items():
+            part = frame[(frame["label"] == "GRPO N=8") & (frame["type"] == "minority")].set_index("step")
+            change[kind] = float(part.loc[steps, "pass256"] - part.loc[0, "pass256"])
+        keep = all(change[k] >= -0.01 for k in ("table", "factorized"))
+        rows.append(
+            {
+                "steps": steps,
+                **{f"minority {k}": v for k, v in change.items()},
+                "qualifies": change["transformer"] <= -0.05 and keep,
+            }
+        )
+    return rows
+
+
+def _run_ladder(root: Path, jobs: int) -> None:
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.presets import ladder_preset
+    from tailmiss.experiments.sweep import per_prompt_evals
+    from tailmiss.options import RunOptions
+    from tailmiss.studies.narrowing.data import _minority, by_type
+
+    lad = ladder_preset("narrowing-ladder-quick")
+    lad = lad.replace(
+        name="first-look-pick-narrowing-ladder",
+        rl=lad.rl.replace(name=f"first-look-pick-{lad.rl.name}", steps=max(LADDER_LENGTHS)),
+        seeds=(PICK_SEED,),
+    )
+    result = run_ladder(lad, root, RunOptions(jobs=jobs, progress=False))
+    typed = {
+        rung.split("-")[0]: by_type(per_prompt_evals(r.config, root), _minority(r.config))
+        for rung, r in result.sweeps.items()
+    }
+    _print(ladder_rows(typed), max(LADDER_LENGTHS))
+
+
 def _print(rows: list[dict], default: int) -> int:
     frame = pd.DataFrame(rows)
     with pd.option_context("display.width", 200):
@@ -151,9 +194,14 @@ def main(argv=None) -> None:
     nsw.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
     nsw.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
     nsw.add_argument("--verify", action="store_true")
+    lad = sub.add_parser("ladder", help="narrowing-ladder-quick's length")
+    lad.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
+    lad.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
     args = parser.parse_args(argv)
     if args.what == "sim":
         _run_sim(args.verify)
+    elif args.what == "ladder":
+        _run_ladder(args.root, args.jobs)
     else:
         _run_nsweep(args.root, args.jobs, args.verify)
 
