@@ -1,7 +1,7 @@
 """The rules that pick the first look's lengths, applied: the quick simulation, group-size sweep and narrowing ladder.
 
 Each rule is written beside its preset before the runs it judges (``tailmiss/sim/presets.py`` above
-``fgrpo-fig2-quick``; ``tailmiss/experiments/presets.py`` above ``QUICK_NSWEEP_STEPS``;
+``fgrpo-fig2-quick``; ``tailmiss/experiments/presets.py`` above ``_N_SWEEP``;
 ``tailmiss/experiments/narrowing_presets.py`` above ``narrowing-ladder-quick``). Both read one long run of
 a seed the first look never shows (seed 1; the first look shows seed 0) at each candidate length: the rate is
 constant and the draws are counter-based (the simulator) or scoring draws nothing (the transformer), so the first
