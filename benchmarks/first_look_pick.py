@@ -187,16 +187,15 @@ def _run_nsweep(root: Path, jobs: int, verify: bool) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    runs = argparse.ArgumentParser(add_help=False)
+    runs.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
+    runs.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
     sub = parser.add_subparsers(dest="what", required=True)
     sim = sub.add_parser("sim", help="fgrpo-fig2-quick's length")
     sim.add_argument("--verify", action="store_true")
-    nsw = sub.add_parser("nsweep", help="multisolution-nsweep-quick's length")
-    nsw.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
-    nsw.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
+    nsw = sub.add_parser("nsweep", parents=[runs], help="multisolution-nsweep-quick's length")
     nsw.add_argument("--verify", action="store_true")
-    lad = sub.add_parser("ladder", help="narrowing-ladder-quick's length")
-    lad.add_argument("--root", type=Path, default=Path("runs/llm"), help="where the runs are (or go)")
-    lad.add_argument("--jobs", type=int, default=2, help="processes that train side by side")
+    sub.add_parser("ladder", parents=[runs], help="narrowing-ladder-quick's length")
     args = parser.parse_args(argv)
     if args.what == "sim":
         _run_sim(args.verify)

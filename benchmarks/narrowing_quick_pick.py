@@ -27,9 +27,11 @@ import pandas as pd
 SEEDS = (1, 2)
 GRIDS = {
     # the first rule: lr 1e-4 and 3e-4, 200-step runs read at six stops, the cost of three RL arms
-    False: dict(name="nq-search", lrs=(None, 3e-4), stops=(40, 60, 80, 100, 140, 200), eval_every=None, arms=3),
-    # the amended rule: below the first grid's corner, the cost of the first look's four arms
-    True: dict(name="nq-amended", lrs=(3e-4, 1e-3), stops=(10, 20, 30, 40), eval_every=10, arms=4),
+    "first": dict(
+        name="nq-search", lrs=(None, 3e-4), stops=(40, 60, 80, 100, 140, 200), eval_every=None, arms=3, min_rise=None
+    ),
+    # the amended rule: below the first grid's corner, the cost of the first look's four arms, pass@1 up by 0.05
+    "amended": dict(name="nq-amended", lrs=(3e-4, 1e-3), stops=(10, 20, 30, 40), eval_every=10, arms=4, min_rise=0.05),
 }
 
 
@@ -70,6 +72,8 @@ def _rows(sweep, root: Path, grid: dict) -> list[dict]:
             sft256 = float(at["all"].loc[0, "pass256"])
             rise = float(at["all"].loc[stop, "mu_pos"] - at["all"].loc[0, "mu_pos"])
             qualifies = sft256 <= 0.99 and fall["all"] >= 0.05 and fall["minority"] > fall["rest"]
+            if grid["min_rise"] is not None:
+                qualifies = qualifies and rise >= grid["min_rise"]
             rows.append(
                 {
                     "sft_steps": sweep.sft.steps,
@@ -83,7 +87,7 @@ def _rows(sweep, root: Path, grid: dict) -> list[dict]:
                     "pass1": float(at["all"].loc[stop, "mu_pos"]),
                     "pass1_rise": rise,
                     "cost_s": sft_s + grid["arms"] * rl_s * stop / cfg.steps,
-                    "qualifies": qualifies and (rise >= 0.05 if grid is GRIDS[True] else True),
+                    "qualifies": qualifies,
                 }
             )
     return rows
@@ -100,7 +104,7 @@ def main(argv=None) -> None:
     from tailmiss.experiments.sweep import run_sweep
     from tailmiss.options import RunOptions
 
-    grid = GRIDS[args.amended]
+    grid = GRIDS["amended" if args.amended else "first"]
     rows = []
     for steps in args.sft_steps or ((250, 500, 1000) if args.amended else (1000, 3000)):
         sweep = _sweep(steps, grid)
