@@ -72,7 +72,11 @@ stales its runs and no others."""
 
 
 EQUIVALENT: dict[str, dict[str, str]] = {
-    "llm": {"d1818015221c25f0": "69bd297a87793a41", "69bd297a87793a41": "1b2f56e5f964b4d3"},
+    "llm": {
+        "f341c04fe1964577": "d1818015221c25f0",
+        "d1818015221c25f0": "69bd297a87793a41",
+        "69bd297a87793a41": "1b2f56e5f964b4d3",
+    },
     "llm/tasks/narrowing.py": {"38ec6ea86bd98ef5": "3e04cd9a7cb372c2", "3e04cd9a7cb372c2": "5386c614580a3823"},
 }
 """Code declared to compute what earlier code did, per scope (or :data:`OWN_SCOPE` module): ``{fingerprint of the
@@ -90,7 +94,10 @@ fingerprint no declaration names, so it stales the units as usual (and the decla
 * ``llm`` ``d1818015221c25f0`` replaces ``69bd297a87793a41``, and ``llm/tasks/narrowing.py`` ``38ec6ea86bd98ef5``
   replaces ``3e04cd9a7cb372c2`` (the narrowing task inherits it): task (a)'s SFT batches are built with array
   operations (one draw of the batch's uniforms, the digits read off each prompt's cumulative law) instead of one
-  ``Generator.choice`` per prompt; the same uniforms, the same digits, the same batches."""
+  ``Generator.choice`` per prompt; the same uniforms, the same digits, the same batches.
+* ``llm`` ``f341c04fe1964577`` replaces ``d1818015221c25f0``: a third network-free policy (``shared``, a log-linear
+  term shared across prompts) beside the table and factorized ones; the table reads its logits through one method
+  (``action_logits``) that the shared policy overrides; no existing policy's arithmetic moved."""
 
 
 _ROOT = "tailmiss"

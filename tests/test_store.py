@@ -253,8 +253,8 @@ def test_every_declared_equivalence_rests_on_identical_retrained_runs():
     records = [json.loads(path.read_text()) for path in sorted(root.glob("*.json"))]
     for scope, new, old in declared:
         if scope in store.OWN_SCOPE:  # a task module: a record that retrained its runs names it
-            (record,) = [r for r in records if r["modules"].get(scope, {}).get("fingerprint") == new]
-            assert record["modules"][scope]["replaces"] == [old]
+            entry = {"fingerprint": new, "replaces": [old]}  # the record that retrained runs of the replaced module
+            (record,) = [r for r in records if r["modules"].get(scope) == entry]
             module = importlib.import_module("tailmiss." + scope.removesuffix(".py").replace("/", "."))
             (task,) = [
                 c.__name__

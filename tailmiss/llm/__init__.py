@@ -13,8 +13,8 @@
   (advantages, updates, statistics) and :mod:`~tailmiss.llm.rl_eval` (evaluation);
 * :mod:`tailmiss.llm.evaluate`: sampled unbiased pass@k and exact metrics
   (:math:`\\mu_{pos}`, retained mass, rare-correct mass, ΔNLL_rare, exact pass@k);
-* :mod:`tailmiss.llm.tabular`: the table and factorized policies (free per-answer
-  logits, per-position softmaxes) that run in the same RL loop;
+* :mod:`tailmiss.llm.tabular`: the table, factorized and shared policies (free per-answer
+  logits, per-position softmaxes, a log-linear term shared across prompts) that run in the same RL loop;
 * :mod:`tailmiss.llm.checkpoint`: run folders, loading a run, scoring a saved run.
 
 This package is the trainer only. Presets, sweeps, ladders, the process pool

@@ -41,7 +41,7 @@ def _positive_int(name: str, value) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
-MODEL_KINDS = ("transformer", "table", "factorized")
+MODEL_KINDS = ("transformer", "table", "factorized", "shared")
 """The policies :attr:`ModelConfig.kind` names: the transformer (:class:`GPT`) or a network-free policy of
 :mod:`tailmiss.llm.tabular` (:data:`tailmiss.llm.tabular.TABULAR_KINDS`)."""
 
@@ -52,7 +52,7 @@ class ModelConfig:
 
     ``kind`` is ``"transformer"`` (this module's :class:`GPT`) or one of the
     network-free policies of :mod:`tailmiss.llm.tabular` (``"table"``,
-    ``"factorized"``), which are built from a trained transformer's answer
+    ``"factorized"``, ``"shared"``), which are built from a trained transformer's answer
     distribution rather than trained by SFT; the shape fields do not apply to them.
     """
 

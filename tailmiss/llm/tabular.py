@@ -1,7 +1,6 @@
-r"""Policies without a network, for the simulator-to-transformer ladder: ``table`` and ``factorized``.
+r"""Policies without a network, for the simulator-to-transformer ladder: ``table``, ``factorized`` and ``shared``.
 
-Both keep one set of free parameters per prompt (looked up by the prompt's
-tokens) and speak the transformer's interface (``forward(idx, cache, start)``
+Each looks up its prompts by their tokens and speaks the transformer's interface (``forward(idx, cache, start)``
 returning next-token logits, ``new_cache``), so the RL loop, the sampler and
 the exact evaluation of :mod:`tailmiss.llm` run them unchanged.
 
@@ -17,8 +16,19 @@ the exact evaluation of :mod:`tailmiss.llm` run them unchanged.
     One softmax per answer position (positions independent given the prompt):
     :math:`p(a) = \prod_t q_{x,t}(a_t)`. Parameters are shared across answers
     that share a token at a position, but not across prompts.
+``shared``
+    The table's law with a frozen per-prompt offset and one log-linear term
+    shared by every prompt, :math:`z(x, a) = c(x, a) + \phi(x)^\top W \psi(a)`:
+    :math:`\phi(x)` a constant and the indicator of each token in the prompt
+    (the narrowing task's listed digits), :math:`\psi(a)` the one-hot token at
+    each answer position. Only :math:`W` is trained, so an update on one prompt
+    moves every prompt that shares a token with it; the table and this policy
+    differ in one ingredient, whether the trained parameters are the prompt's
+    own or shared. :math:`W` starts at 0 and :math:`c` is the table's start, so
+    the policy starts at the transformer's exact law (a fit of
+    :math:`\phi^\top W \psi` alone would start elsewhere).
 
-Both start from a transformer's exact answer distribution: the table copies
+The table and factorized policies start from a transformer's exact answer distribution: the table copies
 its log-masses; the factorized policy takes the product of its per-position
 marginals (the factorized law closest to it in :math:`KL(\pi\,\|\,q)`), with
 the off-format mass as an early ``<eos>``.
@@ -33,11 +43,19 @@ from tailmiss._checks import check_choice
 from tailmiss.llm.model import KVCache, _check_siblings
 from tailmiss.llm.tasks import EOS, PAD, Task
 
-__all__ = ["TABULAR_KINDS", "TablePolicy", "FactorizedPolicy", "tabular_from_distribution", "tabular_from_state"]
+__all__ = [
+    "TABULAR_KINDS",
+    "TablePolicy",
+    "FactorizedPolicy",
+    "SharedPolicy",
+    "tabular_from_distribution",
+    "tabular_from_state",
+]
 
-TABULAR_KINDS = ("table", "factorized")
-"""The network-free policies of the ladder: ``table`` (:class:`TablePolicy`, the simulator's categorical policy)
-and ``factorized`` (:class:`FactorizedPolicy`, one softmax per answer position)."""
+TABULAR_KINDS = ("table", "factorized", "shared")
+"""The network-free policies of the ladder: ``table`` (:class:`TablePolicy`, the simulator's categorical policy),
+``factorized`` (:class:`FactorizedPolicy`, one softmax per answer position) and ``shared`` (:class:`SharedPolicy`,
+a log-linear term shared across prompts)."""
 _NEG = -1e9  # log-mass of an impossible token: finite, so masked products never give NaN
 
 
@@ -195,9 +213,13 @@ class TablePolicy(_LookupPolicy):
         self.register_buffer("_child", child.to(self.answers.device), persistent=False)
         self._n_nodes = n_nodes
 
+    def action_logits(self) -> torch.Tensor:
+        """:math:`z_x` per prompt, (R, M + 1)."""
+        return self.logits
+
     def _prepare(self) -> torch.Tensor:
         """Log-mass of every prefix-tree node per prompt, (R, nodes)."""
-        probs = self.logits.softmax(-1)  # (R, M+1)
+        probs = self.action_logits().softmax(-1)  # (R, M+1)
         mass = torch.zeros(probs.shape[0], self._n_nodes, dtype=probs.dtype, device=probs.device)
         mass[:, 0] = probs.sum(1)
         for d in range(self._depth_node.shape[1]):
@@ -222,7 +244,66 @@ class TablePolicy(_LookupPolicy):
 
     def action_probs(self) -> torch.Tensor:
         """:math:`p = \\mathrm{softmax}(z_x)` per prompt, (R, M + 1), rows in ``prompt_keys`` order."""
-        return self.logits.detach().softmax(-1)
+        return self.action_logits().detach().softmax(-1)
+
+
+class SharedPolicy(TablePolicy):
+    r"""The table's law with a frozen per-prompt offset and a trained log-linear term shared by every prompt.
+
+    .. math:: z(x, a) = c(x, a) + \phi(x)^\top W \psi(a), \qquad p(\cdot \mid x) = \mathrm{softmax}(z(x, \cdot))
+
+    The categorical policy of F-GRPO App. J (BroRL §4.1) with its free logits replaced by features shared across
+    prompts: one update on a prompt moves :math:`W`, hence every prompt whose features overlap its own.
+
+    Parameters
+    ----------
+    prompt_keys : LongTensor (R, P)
+    answers : LongTensor (M + 1, L)
+        As :class:`TablePolicy`'s (the last row is the off-format action).
+    offset : Tensor (R, M + 1)
+        :math:`c`, frozen (a buffer).
+    vocab_size : int
+    weight : Tensor (F, G), optional
+        Initial :math:`W` (default zeros, so that :math:`z = c`).
+    prompt_features : Tensor (R, F), optional
+        :math:`\phi`; default a constant 1 and, per vocabulary token, whether it occurs in the prompt (F = V + 1).
+    answer_features : Tensor (M + 1, G), optional
+        :math:`\psi`; default the one-hot token at each answer position (G = L V).
+    """
+
+    kind = "shared"
+
+    def __init__(self, prompt_keys, answers, offset, vocab_size: int, weight=None, prompt_features=None,
+                 answer_features=None):  # fmt: skip
+        _LookupPolicy.__init__(self, prompt_keys, vocab_size, answers.shape[1])
+        R, A = prompt_keys.shape[0], answers.shape[0]
+        if offset.shape != (R, A):
+            raise ValueError(f"offset must be (prompts, actions) = ({R}, {A}), got {tuple(offset.shape)}")
+        keys, answers = prompt_keys.long(), answers.long()
+        if prompt_features is None:
+            present = torch.zeros(R, vocab_size, dtype=torch.float32).scatter_(1, keys, 1.0)
+            prompt_features = torch.cat([torch.ones(R, 1), present], dim=1)
+        if answer_features is None:
+            answer_features = nn.functional.one_hot(answers, vocab_size).flatten(1).float()
+        phi, psi = prompt_features.float(), answer_features.float()
+        if phi.dim() != 2 or phi.shape[0] != R or psi.dim() != 2 or psi.shape[0] != A:
+            raise ValueError(
+                f"features must be (prompts, F) and (actions, G), got {tuple(phi.shape)}, {tuple(psi.shape)}"
+            )
+        if weight is None:
+            weight = torch.zeros(phi.shape[1], psi.shape[1])
+        if weight.shape != (phi.shape[1], psi.shape[1]):
+            raise ValueError(f"weight must be (F, G) = {(phi.shape[1], psi.shape[1])}, got {tuple(weight.shape)}")
+        self.register_buffer("answers", answers.clone())
+        self.register_buffer("offset", offset.detach().clone().float())
+        self.register_buffer("prompt_features", phi.clone())
+        self.register_buffer("answer_features", psi.clone())
+        self.weight = nn.Parameter(weight.detach().clone().float())
+        self._build_trie()
+
+    def action_logits(self) -> torch.Tensor:
+        """:math:`z = c + \\phi W \\psi^\\top`, (R, M + 1)."""
+        return self.offset + (self.prompt_features @ self.weight) @ self.answer_features.T
 
 
 class FactorizedPolicy(_LookupPolicy):
@@ -262,11 +343,11 @@ def _action_sequences(task: Task, prompt) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def tabular_from_distribution(kind: str, task: Task, prompts, logp: torch.Tensor, off_format: torch.Tensor):
-    """A ``table`` or ``factorized`` policy over ``prompts`` starting from an exact answer distribution.
+    """A ``table``, ``factorized`` or ``shared`` policy over ``prompts`` starting from an exact answer distribution.
 
     Parameters
     ----------
-    kind : {"table", "factorized"}
+    kind : {"table", "factorized", "shared"}
     task : Task
         An enumerable task whose answer list is the same for every prompt.
     prompts : sequence
@@ -287,8 +368,9 @@ def tabular_from_distribution(kind: str, task: Task, prompts, logp: torch.Tensor
     keys = task.encode_prompts(prompts)
     logp = logp.double()
     off = off_format.double().clamp(min=1e-30)
-    if kind == "table":
-        return TablePolicy(keys, seqs, torch.cat([logp, off.log()[:, None]], dim=1), len(task.vocab))
+    if kind in ("table", "shared"):
+        cls = TablePolicy if kind == "table" else SharedPolicy
+        return cls(keys, seqs, torch.cat([logp, off.log()[:, None]], dim=1), len(task.vocab))
     well = seqs[:-1]  # (M, L): per-position marginals of the well-formed answers, off-format as an early <eos>
     probs = logp.exp()
     probs = probs / probs.sum(1, keepdim=True)
@@ -309,8 +391,13 @@ def tabular_from_distribution(kind: str, task: Task, prompts, logp: torch.Tensor
 
 def tabular_from_state(kind: str, weights: dict, vocab_size: int) -> _LookupPolicy:
     """Rebuild a policy from its ``state_dict`` (checkpoints) and the task's vocabulary size."""
-    if check_choice("kind", kind, TABULAR_KINDS) == "table":
+    kind = check_choice("kind", kind, TABULAR_KINDS)
+    if kind == "table":
         model = TablePolicy(weights["prompt_keys"], weights["answers"], weights["logits"], vocab_size)
+    elif kind == "shared":
+        names = ("weight", "prompt_features", "answer_features")
+        model = SharedPolicy(weights["prompt_keys"], weights["answers"], weights["offset"], vocab_size,
+                             *(weights[n] for n in names))  # fmt: skip
     else:
         model = FactorizedPolicy(weights["prompt_keys"], weights["logits"])
     model.load_state_dict(weights)
