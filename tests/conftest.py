@@ -135,12 +135,13 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
         ),
         seeds=seeds,
     )
+    shared = ladder.replace(name="narrowing-ladder-shared-tiny", rungs=ladder_preset("narrowing-ladder-shared").rungs)
     if not full:  # as the presets do, every family stands for the quick sweep in quick mode
         quick = shrink("narrowing-quick", (*main, low))
         families = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1", "narrowing")
         families += ("narrowing-controls", "narrowing-visible", "narrowing-none")
-        return {**dict.fromkeys(families, quick), "narrowing-ladder": ladder}
-    out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder}
+        return {**dict.fromkeys(families, quick), "narrowing-ladder": ladder, "narrowing-ladder-shared": shared}
+    out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder, "narrowing-ladder-shared": shared}
     for name in ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1"):
         out[name] = shrink(name)
     out["narrowing-controls"] = shrink("narrowing-controls").replace(sft=out["narrowing"].sft, rl=out["narrowing"].rl)

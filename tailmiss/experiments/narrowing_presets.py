@@ -256,7 +256,9 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     the factorized policy and the transformer, each with Adam at the ladder's calibrated rate, from the study's SFT
     model, on a fixed pool of 64 training prompts (16 per step, one on-policy update, 200 steps) that is also the
     evaluation set (scored exactly per prompt: a table policy never moves a prompt it does not train on). GRPO and
-    F-GRPO (γ = 1) at N = 8, five seeds; the quick ladder from the first look's SFT model, 20 steps, seed 0."""
+    F-GRPO (γ = 1) at N = 8, five seeds; the quick ladder from the first look's SFT model, 20 steps, seed 0. The
+    shared ladders (``narrowing-ladder-shared`` and its quick version) train the shared rung on the same pool, arms
+    and seeds."""
     study_sft = sft.replace(name=f"narrowing-sft-{_PICKED}", task=_task())
     base = rl.replace(
         name="narrowing-ladder",
@@ -283,9 +285,20 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     # it picked 20 (2026-12-02: at 20 steps seed 1's transformer minority pass@256 has fallen by 0.369, the table's
     # has moved +0.0004 and the factorized policy's +0.0016; the shortest length qualifies, as for narrowing-quick).
     quick = base.replace(name="narrowing-ladder-quick", steps=20)
+    # The shared rung (the log-linear policy shared across prompts, `tailmiss.llm.tabular.SharedPolicy`) in a ladder
+    # of its own, so that the ladder above keeps its runs. Its rate by the calibration rule every rung's follows
+    # (above `_LADDER_RL` in presets.py: one run per candidate on the learning ladder, N = 8, γ = 0, seed 0; final
+    # pool Q_pos in [0.85, 0.95], closest to 0.9), written before its runs (2026-12-03);
+    # `python benchmarks/shared_rung_lr.py` applies it: lr 0.003, 0.01, 0.03, 0.1 end at 0.658, 0.814, 0.947, 0.974
+    # from 0.592; the pick is 0.03. Nothing from the narrowing task chose it.
+    shared = (Rung("shared", "adamw", 0.03),)
     out = (
         Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
         Ladder("narrowing-ladder-quick", _quick_sft(study_sft), quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
+        Ladder("narrowing-ladder-shared", study_sft, base, shared, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
+        Ladder(
+            "narrowing-ladder-shared-quick", _quick_sft(study_sft), quick, shared, (8,), gammas=(0.0, 1.0), seeds=(0,)
+        ),
     )
     return {lad.name: lad for lad in out}
 
@@ -302,6 +315,7 @@ def narrowing_workloads(
     ``narrowing-quick`` (GRPO, F-GRPO γ = 0.5 and 1 and low-LR at N = 8 from a 250-step SFT model, lr 1e-3, 10
     steps, seed 0: :data:`QUICK_SFT_STEPS`), and ``narrowing-plateau`` (the frontier's arms to their plateau, seeds
     10-14: :data:`PLATEAU_STEPS`). Ladders: ``narrowing-ladder`` and ``narrowing-ladder-quick`` (from the
-    quick SFT model, 60 steps, seed 0).
+    quick SFT model, 20 steps, seed 0), and the same with the shared rung alone (``narrowing-ladder-shared``,
+    ``narrowing-ladder-shared-quick``).
     """
     return _sweeps(sft, rl), _ladders(sft, rl, rungs)

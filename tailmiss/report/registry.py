@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from tailmiss.studies import controls, ladder, narrowing, protocol, simulation, theory, transformer
+from tailmiss.studies import controls, ladder, narrowing, protocol, sharing, simulation, theory, transformer
 from tailmiss.studies.context import Context
 from tailmiss.studies.figure import FigureSpec, render
 from tailmiss.studies.record import Study
@@ -26,6 +26,7 @@ STUDIES: tuple[Study, ...] = (
     protocol.STUDY,
     controls.STUDY,
     narrowing.STUDY,
+    sharing.STUDY,
 )
 """The report's ``##`` studies, in its order (each one's ``###`` parts are in its ``parts``)."""
 

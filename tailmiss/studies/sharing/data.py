@@ -1,0 +1,67 @@
+"""The shared rung's data: every rung of the narrowing ladder and the shared rung, split by prompt type.
+
+The shared rung trains in a ladder of its own (``narrowing-ladder-shared``: the same SFT model, pool, arms and seeds
+as ``narrowing-ladder``), so that adding it left the narrowing ladder's runs as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailmiss.studies.context import Context
+from tailmiss.studies.narrowing.data import by_type
+from tailmiss.studies.runs import ladder_result
+
+__all__ = ["SHARED_LADDER", "SharedRungData", "shared_rung_data"]
+
+SHARED_LADDER = "narrowing-ladder-shared"
+"""The shared rung's ladder preset (its quick version: ``narrowing-ladder-shared-quick``)."""
+
+
+@dataclass(frozen=True)
+class SharedRungData:
+    """Every rung's held-out (here: the pool's) evaluations by prompt type.
+
+    Attributes
+    ----------
+    ladder : dict
+        Rung name (``shared-adamw-lr0.03``, ...) → :func:`tailmiss.studies.narrowing.data.by_type` of its runs:
+        one row per run label, seed, evaluation step and prompt type (``mu_pos``, ``pass256``, ...).
+    names : tuple of str
+        The two ladder presets read (the narrowing ladder's, the shared rung's).
+    quick : bool
+    """
+
+    ladder: dict
+    names: tuple[str, str]
+    quick: bool
+
+
+def _minority_of(sweep):
+    """Which of the prompts every run of ``sweep`` is scored on (its fixed evaluation set) are the minority's."""
+    run = sweep.runs()[0][2]
+    task = sweep.sft.task
+    scored = task.prompts(run.eval_split, run.eval_prompts, seed=run.eval_prompt_seed, distinct=True)
+    return task.minority_mask(scored)
+
+
+def _shared_ladder(ctx: Context):
+    from tailmiss.experiments.presets import ladder_preset, quick_name
+
+    if ctx.llm_sweeps is not None and SHARED_LADDER in ctx.llm_sweeps:
+        return ctx.llm_sweeps[SHARED_LADDER]
+    return ladder_preset(quick_name(SHARED_LADDER) if ctx.quick else SHARED_LADDER)
+
+
+def shared_rung_data(ctx: Context) -> SharedRungData:
+    """Run (or load) the narrowing ladder and the shared rung's ladder, and split every run's evaluations by type."""
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.sweep import per_prompt_evals
+
+    base = ladder_result(ctx, "narrowing-ladder")
+    shared = run_ladder(_shared_ladder(ctx), ctx.llm_cache, ctx.options)
+    results = {**base.sweeps, **shared.sweeps}
+    ladder = {
+        rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config)) for rung, r in results.items()
+    }
+    return SharedRungData(ladder=ladder, names=(base.ladder.name, shared.ladder.name), quick=ctx.quick)

@@ -1,0 +1,118 @@
+"""The report's shared-rung section: does a policy that shares parameters across prompts, and nothing more, narrow?
+
+Its text states the policy and the rules (:data:`ABOUT`, :data:`RULES`); the numbers come from
+:func:`tailmiss.studies.narrowing.sharing.sharing_claims` over the four rungs' runs
+(:func:`tailmiss.studies.sharing.data.shared_rung_data`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tailmiss.studies.context import Context
+from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing_claims
+from tailmiss.studies.narrowing.sharing import describe as describe_difference
+from tailmiss.studies.rule import Outcome
+from tailmiss.studies.sharing.data import SharedRungData, shared_rung_data
+from tailmiss.studies.text import Section, blocks, table
+
+__all__ = ["HEADING", "DEFERRED_WHY", "MODELS", "ABOUT", "RULES", "shared_rung_section", "write"]
+
+HEADING = "## Sharing across prompts: the shared rung on the narrowing task"
+"""The start of the section's heading line."""
+DEFERRED_WHY = "The shared rung trains its own ladder on the narrowing task's SFT model."
+"""Why the report may leave this study out, in its deferral note."""
+MODELS = {**RUNG_NAMES, "shared": "shared (log-linear across prompts)"}
+"""The rungs' models, in the ladder's order, the shared rung between the factorized policy and the transformer."""
+_ORDER = ("table", "factorized", "shared", "transformer")
+ABOUT = (
+    "The shared rung (`tailmiss.llm.tabular.SharedPolicy`) has logits z(x, a) = c(x, a) + φ(x)ᵀ W ψ(a): c holds the "
+    "SFT model's exact log-probabilities (frozen, so the rung starts at the SFT model's law exactly: the fit's KL is "
+    "0), W is trained from zero, φ(x) marks which digits the prompt lists (and a constant), ψ(a) the answer's digit "
+    "at each position. An update on one prompt moves every prompt that lists the same digits: the interference "
+    "between prompts the narrowing task's conflict works through. The table (one softmax per prompt) has none."
+)
+"""What the shared rung is, in the report's words."""
+RULES = (
+    "**Rules** (the narrowing ladder's, `tailmiss.studies.narrowing.sharing`, written with that ladder before the "
+    "shared rung existed; the shared rung's rate came from the learning ladder's calibration rule, not from this "
+    "task): a rung *narrows* a prompt type when the type's final pass@256 lies below the SFT model's by more than two "
+    "seed sds (one seed: not judged); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's "
+    "final pass@256, paired by seed (the report's noise rule). *Sharing of this kind is enough to narrow* when the "
+    "shared rung narrows the minority under GRPO and the table does not. The focal weight *acts on the shared rung as "
+    "on the transformer* when both effects on the minority are *higher* (direction only: the sizes are not compared); "
+    "this last reading was written after the shared rung's runs were seen."
+)
+"""The section's rules, in the report's words."""
+
+
+def _ms(mean: float, sd: float) -> str:
+    return f"{mean:.3f}" if not np.isfinite(sd) else f"{mean:.3f}±{sd:.3f}"
+
+
+def _kind(rung: str) -> str:
+    return rung.split("-")[0]
+
+
+def _row(r) -> list[str]:
+    """A table row: the policy, the run and prompt type, pass@1 and pass@256 from the SFT model to the end (seed
+    mean ± sd), the change of pass@256, whether it narrows, the seeds."""
+    pass1 = f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}"
+    pass256 = f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}"
+    return [MODELS.get(_kind(r.rung), r.rung), r.label, r.type, pass1, pass256, f"{r.change256:+.3f}"] + [
+        narrows_word(r.narrows),
+        str(r.seeds),
+    ]
+
+
+def _answers(c) -> tuple[str, str]:
+    """The two answers ("enough to narrow?", "the focal weight as on the transformer?") in words."""
+    minority = c.table[(c.table["type"] == "minority") & (c.table["label"] == "GRPO N=8")]
+    flags = {_kind(r.rung): r.narrows for r in minority.itertuples()}
+    if any(flags.get(k) is None for k in ("shared", "table")):
+        narrow = "cannot tell (a rung is missing, or one seed: no spread to judge a fall against)"
+    elif flags["shared"] and not flags["table"]:
+        narrow = "**yes**: the shared rung narrows the minority under GRPO and the table does not"
+    else:
+        narrow = "**no**: " + ("the table narrows too" if flags["table"] else "the shared rung does not narrow it")
+    focal = {_kind(rung): d for (rung, kind), d in c.focal.items() if kind == "minority"}
+    if not {"shared", "transformer"} <= set(focal):
+        same = "cannot tell (a rung's focal comparison is missing)"
+    elif all(focal[k].outcome == Outcome.HIGHER for k in ("shared", "transformer")):
+        same = "**yes, in direction**: F-GRPO raises the minority's pass@256 on both (sizes not compared)"
+    else:
+        same = f"**no**: shared {focal['shared'].outcome}, transformer {focal['transformer'].outcome}"
+    return narrow, same
+
+
+def shared_rung_section(data: SharedRungData) -> str:
+    """The section's markdown from :func:`tailmiss.studies.sharing.data.shared_rung_data`."""
+    ladder = dict(sorted(data.ladder.items(), key=lambda kv: _ORDER.index(_kind(kv[0]))))
+    c = sharing_claims(ladder)
+    rows = [_row(r) for r in c.table[c.table["type"] != "all"].itertuples()]
+    focal = [
+        f"- {MODELS.get(_kind(rung), rung)}, {kind}: {describe_difference(d)}" for (rung, kind), d in c.focal.items()
+    ]
+    narrow, same = _answers(c)
+    return blocks(
+        HEADING,
+        ABOUT,
+        RULES,
+        f"Every rung from the {'first look' if data.quick else 'study'}'s SFT model (exact per-prompt distributions), "
+        f"{c.steps} steps on a fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at "
+        f"N = 8 (presets `{data.names[0]}` and `{data.names[1]}`; the rungs' rates: the learning ladder's rule). The "
+        "table, factorized and transformer rows are this section's own runs of the narrowing ladder: CPU float results "
+        "depend on the host and the thread count, down to the SFT model itself, so they need not match the narrowing "
+        "section's table of the same preset digit for digit; every row here starts from one SFT model.",
+        table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
+        f"Is sharing of this simple kind enough to narrow? {narrow}.",
+        f"Does the focal weight act on the shared rung as on the transformer? {same}. F-GRPO − GRPO, final pass@256:",
+        focal,
+        "Not testable here: the transformer's N shape and its frontier answer (the ladders run N = 8 alone), and "
+        "whether the shared simulator started from the SFT model predicts the transformer's minority loss by prompt "
+        "type (no bridge of the shared policy yet: `tailmiss.sim.shared` runs synthetic conflicts, not this task).",
+    )
+
+
+def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
+    """The section (it judges no ledger claim)."""
+    return Section(shared_rung_section(shared_rung_data(ctx)), [])
