@@ -65,8 +65,10 @@ def test_one_seed_cannot_tell():
         "table-adamw-lr0.1": _typed({"minority": 0.97, "rest": 1.0}, seeds=(0,)),
         "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0}, seeds=(0,)),
     }
+    ladder["transformer-adamw-lr0.0002"] = _typed({"minority": 0.5, "rest": 1.0}, seeds=(0,), focal_gain=0.1)
     text = shared_rung_section(SharedRungData(ladder, ("a", "b"), quick=True))
     assert "enough to narrow? cannot tell" in text
+    assert "as on the transformer? cannot tell (too few seeds" in text
 
 
 def test_section_on_tiny_runs(quick_ctx):

@@ -77,6 +77,8 @@ def _answers(c) -> tuple[str, str]:
     focal = {_kind(rung): d for (rung, kind), d in c.focal.items() if kind == "minority"}
     if not {"shared", "transformer"} <= set(focal):
         same = "cannot tell (a rung's focal comparison is missing)"
+    elif any(focal[k].outcome == Outcome.CANNOT_TELL for k in ("shared", "transformer")):
+        same = "cannot tell (too few seeds for the rule)"
     elif all(focal[k].outcome == Outcome.HIGHER for k in ("shared", "transformer")):
         same = "**yes, in direction**: F-GRPO raises the minority's pass@256 on both (sizes not compared)"
     else:
