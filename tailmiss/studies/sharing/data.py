@@ -12,10 +12,17 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.data import by_type
 from tailmiss.studies.runs import ladder_result
 
-__all__ = ["SHARED_LADDER", "SharedRungData", "shared_rung_data"]
+__all__ = ["SHARED_LADDER", "RUNG_ORDER", "rung_kind", "SharedRungData", "shared_rung_data"]
 
 SHARED_LADDER = "narrowing-ladder-shared"
 """The shared rung's ladder preset (its quick version: ``narrowing-ladder-shared-quick``)."""
+RUNG_ORDER = ("table", "factorized", "shared", "transformer")
+"""The rungs' models in the ladder's order: the shared rung between the factorized policy and the transformer."""
+
+
+def rung_kind(rung: str) -> str:
+    """The model of rung ``rung`` (``"shared-adamw-lr0.03"`` → ``"shared"``)."""
+    return rung.split("-")[0]
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,8 @@ class SharedRungData:
     ----------
     ladder : dict
         Rung name (``shared-adamw-lr0.03``, ...) → :func:`tailmiss.studies.narrowing.data.by_type` of its runs:
-        one row per run label, seed, evaluation step and prompt type (``mu_pos``, ``pass256``, ...).
+        one row per run label, seed, evaluation step and prompt type (``mu_pos``, ``pass256``, ...); in
+        :data:`RUNG_ORDER`.
     names : tuple of str
         The two ladder presets read (the narrowing ladder's, the shared rung's).
     quick : bool
@@ -60,8 +68,6 @@ def shared_rung_data(ctx: Context) -> SharedRungData:
 
     base = ladder_result(ctx, "narrowing-ladder")
     shared = run_ladder(_shared_ladder(ctx), ctx.llm_cache, ctx.options)
-    results = {**base.sweeps, **shared.sweeps}
-    ladder = {
-        rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config)) for rung, r in results.items()
-    }
+    results = sorted({**base.sweeps, **shared.sweeps}.items(), key=lambda kv: RUNG_ORDER.index(rung_kind(kv[0])))
+    ladder = {rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config)) for rung, r in results}
     return SharedRungData(ladder=ladder, names=(base.ladder.name, shared.ladder.name), quick=ctx.quick)

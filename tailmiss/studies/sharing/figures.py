@@ -6,7 +6,7 @@ Data: :func:`tailmiss.studies.sharing.data.shared_rung_data`. Bands are seed sds
 from __future__ import annotations
 
 from tailmiss.studies.figure import FigureSpec
-from tailmiss.studies.sharing.data import SharedRungData, shared_rung_data
+from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
 from tailmiss.studies.style import honest_panels
 
 __all__ = ["FIGURES", "RUNG_COLORS"]
@@ -22,9 +22,8 @@ def _rungs_plot(data: SharedRungData):
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), sharey=True)
     for ax, (label, title) in zip(axes, _ARMS):
         sft = None
-        order = list(RUNG_COLORS)  # the ladder's order, the shared rung before the transformer
-        for rung, typed in sorted(data.ladder.items(), key=lambda kv: order.index(kv[0].split("-")[0])):
-            kind = rung.split("-")[0]
+        for rung, typed in data.ladder.items():
+            kind = rung_kind(rung)
             part = typed[(typed["type"] == "minority") & (typed["label"] == label)]
             if part.empty:
                 continue

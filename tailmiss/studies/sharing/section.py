@@ -12,7 +12,7 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing_claims
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
 from tailmiss.studies.rule import Outcome
-from tailmiss.studies.sharing.data import SharedRungData, shared_rung_data
+from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
 from tailmiss.studies.text import Section, blocks, table
 
 __all__ = ["HEADING", "DEFERRED_WHY", "MODELS", "ABOUT", "RULES", "shared_rung_section", "write"]
@@ -22,8 +22,7 @@ HEADING = "## Sharing across prompts: the shared rung on the narrowing task"
 DEFERRED_WHY = "The shared rung trains its own ladder on the narrowing task's SFT model."
 """Why the report may leave this study out, in its deferral note."""
 MODELS = {**RUNG_NAMES, "shared": "shared (log-linear across prompts)"}
-"""The rungs' models, in the ladder's order, the shared rung between the factorized policy and the transformer."""
-_ORDER = ("table", "factorized", "shared", "transformer")
+"""The rungs' models in the report's words."""
 ABOUT = (
     "The shared rung (`tailmiss.llm.tabular.SharedPolicy`) has logits z(x, a) = c(x, a) + φ(x)ᵀ W ψ(a): c holds the "
     "SFT model's exact log-probabilities (frozen, so the rung starts at the SFT model's law exactly: the fit's KL is "
@@ -49,32 +48,26 @@ def _ms(mean: float, sd: float) -> str:
     return f"{mean:.3f}" if not np.isfinite(sd) else f"{mean:.3f}±{sd:.3f}"
 
 
-def _kind(rung: str) -> str:
-    return rung.split("-")[0]
-
-
 def _row(r) -> list[str]:
     """A table row: the policy, the run and prompt type, pass@1 and pass@256 from the SFT model to the end (seed
     mean ± sd), the change of pass@256, whether it narrows, the seeds."""
     pass1 = f"{r.sft_pass1:.3f} → {r.final_pass1:.3f}"
     pass256 = f"{r.sft_pass256:.3f} → {_ms(r.final_pass256, r.final_pass256_sd)}"
-    return [MODELS.get(_kind(r.rung), r.rung), r.label, r.type, pass1, pass256, f"{r.change256:+.3f}"] + [
-        narrows_word(r.narrows),
-        str(r.seeds),
-    ]
+    model = MODELS.get(rung_kind(r.rung), r.rung)
+    return [model, r.label, r.type, pass1, pass256, f"{r.change256:+.3f}", narrows_word(r.narrows), str(r.seeds)]
 
 
 def _answers(c) -> tuple[str, str]:
     """The two answers ("enough to narrow?", "the focal weight as on the transformer?") in words."""
     minority = c.table[(c.table["type"] == "minority") & (c.table["label"] == "GRPO N=8")]
-    flags = {_kind(r.rung): r.narrows for r in minority.itertuples()}
+    flags = {rung_kind(r.rung): r.narrows for r in minority.itertuples()}
     if any(flags.get(k) is None for k in ("shared", "table")):
         narrow = "cannot tell (a rung is missing, or one seed: no spread to judge a fall against)"
     elif flags["shared"] and not flags["table"]:
         narrow = "**yes**: the shared rung narrows the minority under GRPO and the table does not"
     else:
         narrow = "**no**: " + ("the table narrows too" if flags["table"] else "the shared rung does not narrow it")
-    focal = {_kind(rung): d for (rung, kind), d in c.focal.items() if kind == "minority"}
+    focal = {rung_kind(rung): d for (rung, kind), d in c.focal.items() if kind == "minority"}
     if not {"shared", "transformer"} <= set(focal):
         same = "cannot tell (a rung's focal comparison is missing)"
     elif any(focal[k].outcome == Outcome.CANNOT_TELL for k in ("shared", "transformer")):
@@ -88,11 +81,11 @@ def _answers(c) -> tuple[str, str]:
 
 def shared_rung_section(data: SharedRungData) -> str:
     """The section's markdown from :func:`tailmiss.studies.sharing.data.shared_rung_data`."""
-    ladder = dict(sorted(data.ladder.items(), key=lambda kv: _ORDER.index(_kind(kv[0]))))
-    c = sharing_claims(ladder)
+    c = sharing_claims(data.ladder)
     rows = [_row(r) for r in c.table[c.table["type"] != "all"].itertuples()]
     focal = [
-        f"- {MODELS.get(_kind(rung), rung)}, {kind}: {describe_difference(d)}" for (rung, kind), d in c.focal.items()
+        f"- {MODELS.get(rung_kind(rung), rung)}, {kind}: {describe_difference(d)}"
+        for (rung, kind), d in c.focal.items()
     ]
     narrow, same = _answers(c)
     return blocks(
