@@ -15,18 +15,28 @@ advantages, focal weight, surrogates, optimizers) is the table simulator's, row 
 >>> result = simulate_shared(shared_preset("shared-conflict-quick"))  # doctest: +SKIP
 >>> final = result.by_type(frame=result.final)  # doctest: +SKIP
 >>> final[["group_size", "gamma", "prompt_type", "q_pos", "retained_mass"]]  # doctest: +SKIP
+
+Any law of this form (an offset, prompt and answer features, each prompt's correct set) runs the same loop:
+:class:`SharedLaw` and :func:`simulate_law`; the small transformer's shared rung is one
+(:mod:`tailmiss.experiments.shared_bridge`).
 """
 
 from tailmiss.sim.shared.config import PROMPT_FEATURES, PROMPT_TYPES, SharedSimConfig, prompt_features
-from tailmiss.sim.shared.engine import row_seed, simulate_shared, starting_point
+from tailmiss.sim.shared.engine import row_seed
+from tailmiss.sim.shared.law import SharedLaw, conflict_law, starting_point
 from tailmiss.sim.shared.presets import SHARED_PRESETS, shared_preset
-from tailmiss.sim.shared.result import SHARED_METRICS, SHARED_UNIT, SharedSimResult
+from tailmiss.sim.shared.result import SHARED_METRICS, SHARED_UNIT, LawSimResult, SharedSimResult
 from tailmiss.sim.shared.runner import run_shared
+from tailmiss.sim.shared.simulate import simulate_law, simulate_shared
 
 __all__ = [
     "SharedSimConfig",
     "SharedSimResult",
     "simulate_shared",
+    "SharedLaw",
+    "simulate_law",
+    "LawSimResult",
+    "conflict_law",
     "run_shared",
     "shared_preset",
     "SHARED_PRESETS",

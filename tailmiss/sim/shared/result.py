@@ -11,11 +11,13 @@ import pandas as pd
 import torch
 
 from tailmiss.analytic import pass_at_k_from_mass
+from tailmiss.sim.config import SimConfig
 from tailmiss.sim.metrics import expected_steps
 from tailmiss.sim.shared.config import SharedSimConfig
+from tailmiss.sim.shared.law import SharedLaw
 from tailmiss.store import CorruptUnit, UnitKind, open_unit, read_meta, save_tables
 
-__all__ = ["SharedSimResult", "SHARED_UNIT", "SHARED_METRICS", "tidy_history"]
+__all__ = ["SharedSimResult", "LawSimResult", "SHARED_UNIT", "SHARED_METRICS", "tidy_history", "by_type"]
 
 SHARED_METRICS = ("q_pos", "retained_mass", "entropy", "mu_hat")
 """Columns logged per run, prompt and step: the prompt's correct mass :math:`Q_{pos}`, its retained mass (F-GRPO
@@ -34,14 +36,15 @@ _DTYPES = {
 }
 
 
-def tidy_history(config: SharedSimConfig, log_steps: list[int], logged: list[dict[str, torch.Tensor]]) -> pd.DataFrame:
-    """One row per run, prompt and logged step from the logged rows (each ``name -> [runs · prompts]``)."""
-    runs, p = config.sim.runs(), config.num_prompts
+def tidy_history(runs, prompt_types, log_steps: list[int], logged: list[dict[str, torch.Tensor]]) -> pd.DataFrame:
+    """One row per run, prompt and logged step from the logged rows (each ``name -> [runs · prompts]``); ``runs``
+    the sweep's ``(N, gamma, seed)`` and ``prompt_types`` a label per prompt."""
+    p = len(prompt_types)
     rows = len(runs) * p
     cols = {name: torch.stack([row[name] for row in logged]).cpu().numpy().reshape(-1) for name in SHARED_METRICS}
     t = len(logged)
     run = np.repeat(np.arange(len(runs)), p)
-    types = np.asarray(config.prompt_types())
+    types = np.asarray(prompt_types)
     frame = pd.DataFrame(
         {
             "run": np.tile(run, t),
@@ -55,6 +58,19 @@ def tidy_history(config: SharedSimConfig, log_steps: list[int], logged: list[dic
         }
     )
     return frame.sort_values(["run", "prompt", "step"], kind="stable").reset_index(drop=True)
+
+
+def by_type(frame: pd.DataFrame, ks=(1, 256)) -> pd.DataFrame:
+    r"""Each prompt type's mean over its prompts, then over seeds, per ``(group_size, gamma, prompt_type, step)``:
+    :data:`SHARED_METRICS` and ``pass@k`` for each ``k`` of ``ks``, where a prompt's pass@k is
+    :math:`1 - (1 - Q_{pos})^k` (BroRL §3; :func:`tailmiss.analytic.pass_at_k_from_mass`), so it is exact, not
+    sampled. ``frame``: history rows (``run, seed, group_size, gamma, prompt, prompt_type, step`` and the metrics)."""
+    frame = frame.copy()
+    for k in ks:
+        frame[f"pass@{k}"] = pass_at_k_from_mass(frame["q_pos"].clip(0.0, 1.0).to_numpy(), k)
+    keys = ["group_size", "gamma", "prompt_type", "step"]
+    per_run = frame.drop(columns=["prompt"]).groupby(["run", "seed", *keys], as_index=False).mean()
+    return per_run.drop(columns=["run", "seed"]).groupby(keys, as_index=False).mean()
 
 
 @dataclass
@@ -84,16 +100,9 @@ class SharedSimResult:
         return self.history[self.history["step"] == self.config.sim.steps].reset_index(drop=True)
 
     def by_type(self, ks=(1, 256), frame: pd.DataFrame | None = None) -> pd.DataFrame:
-        r"""Each prompt type's mean over its prompts, then over seeds, per ``(group_size, gamma, prompt_type, step)``:
-        :data:`SHARED_METRICS` and ``pass@k`` for each ``k`` of ``ks``, where a prompt's pass@k is
-        :math:`1 - (1 - Q_{pos})^k` (BroRL §3; :func:`tailmiss.analytic.pass_at_k_from_mass`), so it is exact, not
-        sampled. ``frame`` defaults to the history (give :attr:`final` for the last step alone)."""
-        frame = (self.history if frame is None else frame).copy()
-        for k in ks:
-            frame[f"pass@{k}"] = pass_at_k_from_mass(frame["q_pos"].clip(0.0, 1.0).to_numpy(), k)
-        keys = ["group_size", "gamma", "prompt_type", "step"]
-        per_run = frame.drop(columns=["prompt"]).groupby(["run", "seed", *keys], as_index=False).mean()
-        return per_run.drop(columns=["run", "seed"]).groupby(keys, as_index=False).mean()
+        """Each prompt type's mean over its prompts, then over seeds (:func:`by_type`); ``frame`` defaults to the
+        history (give :attr:`final` for the last step alone)."""
+        return by_type(self.history if frame is None else frame, ks)
 
     def save(self, path: str | Path) -> Path:
         """Write ``path/`` with ``config.toml``, ``history.csv`` and ``meta.json`` atomically, sealed by the result
@@ -138,3 +147,38 @@ def _check_complete(path: Path, config: SharedSimConfig, history: pd.DataFrame) 
             f"{path / 'history.csv'} is incomplete: it has {len(history)} rows, not one per run, prompt and logged "
             f"step ({want})"
         )
+
+
+@dataclass
+class LawSimResult:
+    """Output of :func:`tailmiss.sim.shared.simulate_law`: a law's simulation, kept in memory (a law comes from
+    data, such as a model's exact answer distributions, not from a config the store could key it by).
+
+    Attributes
+    ----------
+    sim : SimConfig
+        The update rule, sweep and steps it ran.
+    law : SharedLaw
+        The prompts and their policy at the start.
+    history : pandas.DataFrame
+        As :attr:`SharedSimResult.history`, ``prompt_type`` the law's labels.
+    meta : dict
+        Device, torch version, wall time, throughput, each type's starting correct mass.
+    final_probs : ndarray or None
+        Final policy of every run on every prompt (``keep_final=True`` only).
+    """
+
+    sim: SimConfig
+    law: SharedLaw = field(repr=False)
+    history: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    final_probs: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def final(self) -> pd.DataFrame:
+        """History rows at the last step, one per run and prompt."""
+        return self.history[self.history["step"] == self.sim.steps].reset_index(drop=True)
+
+    def by_type(self, ks=(1, 256), frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        """As :meth:`SharedSimResult.by_type`."""
+        return by_type(self.history if frame is None else frame, ks)

@@ -8,8 +8,8 @@ from pathlib import Path
 from tailmiss.io import check_result_dest
 from tailmiss.options import RunOptions
 from tailmiss.sim.shared.config import SharedSimConfig
-from tailmiss.sim.shared.engine import simulate_shared
 from tailmiss.sim.shared.result import SHARED_UNIT, SharedSimResult
+from tailmiss.sim.shared.simulate import simulate_shared
 from tailmiss.store import lookup
 
 __all__ = ["run_shared"]
