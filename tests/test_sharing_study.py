@@ -76,3 +76,52 @@ def test_section_on_tiny_runs(quick_ctx):
     assert section.text.startswith(HEADING) and section.rows == []
     table_rows = [t for t in section.text.split("\n") if t.startswith("| shared")]
     assert table_rows and all(np.isfinite(float(t.split("|")[6].strip())) for t in table_rows)
+
+
+# ---- the shared simulator beside the rungs ---------------------------------------------------------------------
+
+
+def _with_simulator(sim_minority: float, transformer_minority: float, seeds=range(5), sim_seeds=range(5)):
+    ladder = {
+        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0}, seeds=seeds),
+        "transformer-adamw-lr0.0002": _typed({"minority": transformer_minority, "rest": 1.0}, seeds=seeds),
+    }
+    simulator = _typed({"minority": sim_minority, "rest": 1.0}, seeds=sim_seeds)
+    return SharedRungData(ladder, ("a", "b"), quick=False, simulator=simulator, simulator_shape=(64, 1001))
+
+
+@pytest.mark.parametrize(
+    ("sim_minority", "transformer_minority", "answer"),
+    [
+        (0.6, 0.5, "**yes**: it narrows the minority under GRPO"),
+        (0.97, 0.5, "**no**: the simulator does not narrow the minority, the transformer narrows"),
+        (0.6, 0.97, "**no**: the simulator narrows the minority, the transformer does not narrow"),
+    ],
+)
+def test_the_simulator_predicts_the_minority_loss_when_both_narrow_it(sim_minority, transformer_minority, answer):
+    text = shared_rung_section(_with_simulator(sim_minority, transformer_minority))
+    line = next(t for t in text.split("\n") if t.startswith("Does the shared simulator predict"))
+    assert answer in line
+    assert "rest: the simulator does not narrow it, the transformer does not narrow it (agree)" in line
+
+
+def test_the_simulators_sizes_are_welch_against_each_rung():
+    text = shared_rung_section(_with_simulator(0.6, 0.5))
+    vs_transformer = next(
+        t for t in text.split("\n") if t.startswith("- shared simulator − transformer, GRPO N=8, min")
+    )
+    assert "+0.1000 (Welch t" in vs_transformer and vs_transformer.endswith("→ higher")
+    vs_shared = next(t for t in text.split("\n") if t.startswith("- shared simulator − shared (log-linear"))
+    assert "(Welch t" in vs_shared and "→ tie" in vs_shared
+
+
+def test_one_transformer_seed_leaves_the_prediction_untold():
+    text = shared_rung_section(_with_simulator(0.6, 0.5, seeds=(0,)))
+    assert "predict the transformer's minority loss? cannot tell" in text
+
+
+def test_the_section_on_tiny_runs_holds_the_simulator(quick_ctx):
+    text = write(quick_ctx).text
+    assert "### The shared simulator beside the transformer" in text
+    rows = [t for t in text.split("\n") if t.startswith("| shared simulator")]
+    assert len(rows) == 4 and all(t.split("|")[-2].strip() == "20" for t in rows)  # two arms × two types, 20 seeds

@@ -22,7 +22,7 @@ Any law of this form (an offset, prompt and answer features, each prompt's corre
 """
 
 from tailmiss.sim.shared.config import PROMPT_FEATURES, PROMPT_TYPES, SharedSimConfig, prompt_features
-from tailmiss.sim.shared.engine import row_seed
+from tailmiss.sim.shared.engine import row_seed, trained_prompts
 from tailmiss.sim.shared.law import SharedLaw, conflict_law, starting_point
 from tailmiss.sim.shared.presets import SHARED_PRESETS, shared_preset
 from tailmiss.sim.shared.result import SHARED_METRICS, SHARED_UNIT, LawSimResult, SharedSimResult
@@ -47,4 +47,5 @@ __all__ = [
     "prompt_features",
     "starting_point",
     "row_seed",
+    "trained_prompts",
 ]

@@ -33,7 +33,7 @@ from tailmiss.sim.metrics import expected_steps
 from tailmiss.sim.sampler import CountSampler, NonFiniteProbabilities
 from tailmiss.sim.shared.law import SharedLaw
 
-__all__ = ["row_seed"]
+__all__ = ["row_seed", "trained_prompts"]
 
 _SEED_STRIDE = 0x9E3779B9  # an odd constant: prompts of one run get distinct streams, prompt 0 the run's own
 
@@ -192,16 +192,19 @@ def _theta_grad(sweep: _Sweep) -> torch.Tensor:
     return torch.matmul(sweep.phi.T, gz)  # [F, P] @ [R, P, G] -> [R, F, G]
 
 
+def trained_prompts(seed: int, step: int, num_prompts: int, per_step: int) -> np.ndarray:
+    """The prompts (sorted indices) that step ``step`` of a run of seed ``seed`` trains on, ``per_step`` of
+    ``num_prompts`` drawn uniformly without replacement (:attr:`~tailmiss.sim.shared.SharedLaw.prompts_per_step`);
+    the focal exponents and group sizes of one seed share them."""
+    return np.sort(np.random.default_rng([int(seed), int(step), _SELECT]).permutation(num_prompts)[:per_step])
+
+
 def _active(sweep: _Sweep, step: int) -> torch.Tensor | None:
-    """``[rows]`` bool: the prompts step ``step`` trains on, per run (None: every prompt); a uniform draw of
-    ``prompts_per_step`` without replacement from the run's seed and the step, so runs of one seed share it."""
+    """``[rows]`` bool: the prompts step ``step`` trains on, per run (None: every prompt)."""
     b, p = sweep.law.prompts_per_step, sweep.law.num_prompts
     if b is None or b == p:
         return None
-    chosen = {}
-    for _, _, s in sweep.runs:
-        if s not in chosen:
-            chosen[s] = np.random.default_rng([int(s), step, _SELECT]).permutation(p)[:b]
+    chosen = {s: trained_prompts(s, step, p, b) for s in {s for _, _, s in sweep.runs}}
     active = np.zeros((len(sweep.runs), p), dtype=bool)
     for r, (_, _, s) in enumerate(sweep.runs):
         active[r, chosen[s]] = True

@@ -7,6 +7,9 @@ as ``narrowing-ladder``), so that adding it left the narrowing ladder's runs as 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
 
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.data import by_type
@@ -43,6 +46,17 @@ class SharedRungData:
     ladder: dict
     names: tuple[str, str]
     quick: bool
+    simulator: pd.DataFrame | None = None
+    """The shared simulator from the shared rung's start (:func:`tailmiss.studies.sharing.simulator.simulator_typed`
+    of :func:`tailmiss.experiments.shared_bridge.simulate_rung`), in the rungs' form."""
+    sim_meta: dict | None = None
+    """The simulation's meta (device, wall seconds, throughput)."""
+    simulator_shape: tuple[int, int] = (0, 0)
+    """The simulated law's prompts and actions."""
+    grad_norm_max: float = float("nan")
+    """The largest gradient norm of any step of the trainer's shared rung, before its clip."""
+    grad_clip: float = float("nan")
+    """The trainer's clip of the gradient norm (``optim.grad_clip``)."""
 
 
 def _minority_of(sweep):
@@ -62,12 +76,32 @@ def _shared_ladder(ctx: Context):
 
 
 def shared_rung_data(ctx: Context) -> SharedRungData:
-    """Run (or load) the narrowing ladder and the shared rung's ladder, and split every run's evaluations by type."""
+    """Run (or load) the narrowing ladder and the shared rung's ladder, split every run's evaluations by type, and
+    run the shared simulator from the shared rung's start (seconds: it is not stored)."""
     from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
     from tailmiss.experiments.sweep import per_prompt_evals
+    from tailmiss.studies.sharing.simulator import simulator_typed
 
     base = ladder_result(ctx, "narrowing-ladder")
     shared = run_ladder(_shared_ladder(ctx), ctx.llm_cache, ctx.options)
     results = sorted({**base.sweeps, **shared.sweeps}.items(), key=lambda kv: RUNG_ORDER.index(rung_kind(kv[0])))
     ladder = {rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config)) for rung, r in results}
-    return SharedRungData(ladder=ladder, names=(base.ladder.name, shared.ladder.name), quick=ctx.quick)
+    sim = simulate_rung(shared.ladder, ctx.llm_cache, seeds=SIM_SEEDS)
+    ((_, sweep),) = shared.sweeps.items()
+    norms = [_grad_norm_max(Path(ctx.llm_cache) / cfg.name) for _, _, cfg in sweep.config.runs()]
+    return SharedRungData(
+        ladder=ladder,
+        names=(base.ladder.name, shared.ladder.name),
+        quick=ctx.quick,
+        simulator=simulator_typed(sim),
+        sim_meta=sim.meta,
+        simulator_shape=(sim.law.num_prompts, sim.law.num_actions),
+        grad_norm_max=max(norms),
+        grad_clip=float(shared.ladder.rl.optim.grad_clip),
+    )
+
+
+def _grad_norm_max(run: Path) -> float:
+    """The largest gradient norm (before the clip) in the history of the run folder ``run``."""
+    return float(pd.read_csv(run / "history.csv")["grad_norm"].max())

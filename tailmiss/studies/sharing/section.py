@@ -13,6 +13,8 @@ from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
 from tailmiss.studies.rule import Outcome
 from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
+from tailmiss.studies.sharing.simulator import RULES as SIMULATOR_RULES
+from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_bridge
 from tailmiss.studies.text import Section, blocks, table
 
 __all__ = ["HEADING", "DEFERRED_WHY", "MODELS", "ABOUT", "RULES", "shared_rung_section", "write"]
@@ -102,10 +104,64 @@ def shared_rung_section(data: SharedRungData) -> str:
         f"Is sharing of this simple kind enough to narrow? {narrow}.",
         f"Does the focal weight act on the shared rung as on the transformer? {same}. F-GRPO − GRPO, final pass@256:",
         focal,
-        "Not testable here: the transformer's N shape and its frontier answer (the ladders run N = 8 alone), and "
-        "whether the shared simulator started from the SFT model predicts the transformer's minority loss by prompt "
-        "type (no bridge of the shared policy yet: `tailmiss.sim.shared` runs synthetic conflicts, not this task).",
+        *_simulator_part(data),
+        "Not testable here: the transformer's N shape and its frontier answer (the ladders run N = 8 alone).",
     )
+
+
+_TYPES_WORDS = {True: "narrows", False: "does not narrow", None: "not judged"}
+
+
+def _word(flag) -> str:
+    return _TYPES_WORDS[None if flag is None or flag != flag else bool(flag)]
+
+
+def _agreement(mine, theirs) -> str:
+    if any(w is None or w != w for w in (mine, theirs)):
+        return "cannot tell"
+    return "agree" if bool(mine) == bool(theirs) else "disagree"
+
+
+def _simulator_part(data: SharedRungData) -> list:
+    """The shared simulator beside the rungs: its rules, its run, its rows, the comparisons and the answers."""
+    if data.simulator is None:
+        return []
+    b = simulator_bridge(data.simulator, data.ladder)
+    meta = data.sim_meta or {}
+    runs = b.claims.table.groupby("label", sort=False)["seeds"].max()
+    rows = [_row(r) for r in b.claims.table[b.claims.table["type"] != "all"].itertuples()]
+    versus = [
+        f"- {SIMULATOR} − {MODELS.get(against, against)}, {label}, {kind}: {describe_difference(d)}"
+        for (against, label, kind), d in b.versus.items()
+    ]
+    focal = [f"- {SIMULATOR}, {kind}: {describe_difference(d)}" for (_, kind), d in b.claims.focal.items()]
+    if b.predicts_minority is None:
+        predicts = "cannot tell (one seed on a side: no spread to judge a fall against)"
+    elif b.predicts_minority:
+        predicts = "**yes**: it narrows the minority under GRPO, as the transformer does"
+    else:
+        predicts = f"**no**: the simulator {_word(b.words['minority'][0])} the minority, the transformer " + _word(
+            b.words["minority"][1]
+        )
+    agree = "; ".join(
+        f"{kind}: the simulator {_word(mine)} it, the transformer {_word(theirs)} it ({_agreement(mine, theirs)})"
+        for kind, (mine, theirs) in b.words.items()
+    )
+    return [
+        "### The shared simulator beside the transformer",
+        SIMULATOR_RULES,
+        f"The simulator (`tailmiss.experiments.shared_bridge.simulate_rung`) ran {int(runs.sum())} runs "
+        f"({', '.join(f'{label}: {n} seeds' for label, n in runs.items())}) of {data.simulator_shape[0]} prompts × "
+        f"{data.simulator_shape[1]:,} actions in {meta.get('elapsed_s', float('nan')):.1f} s on "
+        f"{meta.get('device', '?')}. The trainer's gradient norm peaked at {data.grad_norm_max:.3f} over the shared "
+        f"rung's runs, below its clip of {data.grad_clip:g}, so the clip never acted.",
+        table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
+        f"Does the shared simulator predict the transformer's minority loss? {predicts}. By type under GRPO: {agree}.",
+        "Simulator − rung, final pass@256 (Welch):",
+        versus,
+        "The focal weight in the simulator, F-GRPO − GRPO, final pass@256:",
+        focal,
+    ]
 
 
 def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:

@@ -92,7 +92,7 @@ def simulator_bridge(sim: pd.DataFrame, ladder: dict) -> SimulatorBridge:
     for against in AGAINST:
         if against not in rungs:
             continue
-        for label in sorted(set(sim["label"]) & set(rungs[against]["label"])):
+        for label in [x for x in dict.fromkeys(sim["label"]) if x in set(rungs[against]["label"])]:
             for kind in ("minority", "rest"):
                 a, b = _finals(sim, label, kind), _finals(rungs[against], label, kind)
                 if a.size and b.size:
