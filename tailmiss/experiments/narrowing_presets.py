@@ -109,6 +109,7 @@ __all__ = [
     "QUICK_LR",
     "QUICK_STEPS",
     "QUICK_EVAL_EVERY",
+    "N_SHAPE_SIZES",
     "PLATEAU_STEPS",
     "PLATEAU_SEEDS",
     "SPEED_MATCHED_SCALE",
@@ -172,6 +173,8 @@ pick, 1000 SFT steps and 40 steps at lr 3e-4, priced 75.9 s on the same runs). T
 steps (three points per run; scoring is exact and draws nothing, so it changes no trained number)."""
 
 
+N_SHAPE_SIZES = (2, 4, 8, 16, 32)
+"""The group sizes of ``narrowing-ladder-shared-n`` (the narrowing study's own N sweep)."""
 PLATEAU_STEPS = 1600
 """Steps of the plateau runs (module docstring)."""
 PLATEAU_SEEDS = tuple(range(10, 15))
@@ -292,12 +295,24 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     # `python benchmarks/shared_rung_lr.py` applies it: lr 0.003, 0.01, 0.03, 0.1 end at 0.658, 0.814, 0.947, 0.974
     # from 0.592; the pick is 0.03. Nothing from the narrowing task chose it.
     shared = (Rung("shared", "adamw", 0.03),)
+    # The N shape of the shared rung and the transformer (GRPO at N = 2 ... 32 on the same pool, seeds 0-4), its rule
+    # written before its runs (2026-12-03) in `tailmiss.studies.sharing.nshape`. Not in the first look.
+    transformer = tuple(r for r in adam if r.model == "transformer")
     out = (
         Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
         Ladder("narrowing-ladder-quick", _quick_sft(study_sft), quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
         Ladder("narrowing-ladder-shared", study_sft, base, shared, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
         Ladder(
             "narrowing-ladder-shared-quick", _quick_sft(study_sft), quick, shared, (8,), gammas=(0.0, 1.0), seeds=(0,)
+        ),
+        Ladder(
+            "narrowing-ladder-shared-n",
+            study_sft,
+            base,
+            shared + transformer,
+            N_SHAPE_SIZES,
+            gammas=(0.0,),
+            seeds=tuple(range(5)),
         ),
     )
     return {lad.name: lad for lad in out}
