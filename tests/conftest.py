@@ -136,12 +136,19 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
         seeds=seeds,
     )
     shared = ladder.replace(name="narrowing-ladder-shared-tiny", rungs=ladder_preset("narrowing-ladder-shared").rungs)
+    n_ladder = ladder.replace(
+        name="narrowing-ladder-shared-n-tiny",
+        rungs=ladder_preset("narrowing-ladder-shared-n").rungs,
+        group_sizes=(2, 8),
+        gammas=(0.0,),
+    )
+    shared_ladders = {"narrowing-ladder-shared": shared, "narrowing-ladder-shared-n": n_ladder}
     if not full:  # as the presets do, every family stands for the quick sweep in quick mode
         quick = shrink("narrowing-quick", (*main, low))
         families = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1", "narrowing")
         families += ("narrowing-controls", "narrowing-visible", "narrowing-none")
-        return {**dict.fromkeys(families, quick), "narrowing-ladder": ladder, "narrowing-ladder-shared": shared}
-    out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder, "narrowing-ladder-shared": shared}
+        return {**dict.fromkeys(families, quick), "narrowing-ladder": ladder, **shared_ladders}
+    out = {"narrowing": shrink("narrowing", main), "narrowing-ladder": ladder, **shared_ladders}
     for name in ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1"):
         out[name] = shrink(name)
     out["narrowing-controls"] = shrink("narrowing-controls").replace(sft=out["narrowing"].sft, rl=out["narrowing"].rl)

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from tailmiss.experiments.presets import ladder_preset
+from tailmiss.studies.rule import Verdict
 from tailmiss.studies.sharing.data import SharedRungData
-from tailmiss.studies.sharing.section import HEADING, shared_rung_section, write
+from tailmiss.studies.sharing.section import HEADING, shared_rung_section, write, zones_row
 
 
 def test_the_shared_ladder_trains_what_the_narrowing_ladder_trains():
@@ -73,7 +74,9 @@ def test_one_seed_cannot_tell():
 
 def test_section_on_tiny_runs(quick_ctx):
     section = write(quick_ctx)
-    assert section.text.startswith(HEADING) and section.rows == []
+    assert section.text.startswith(HEADING)
+    ((key, ours, verdict),) = section.rows  # the §5.1 caveat in the narrowing regime
+    assert key == "fig2-zones-narrowing" and verdict == Verdict.CAVEAT and "minority" in ours
     table_rows = [t for t in section.text.split("\n") if t.startswith("| shared")]
     assert table_rows and all(np.isfinite(float(t.split("|")[6].strip())) for t in table_rows)
 
@@ -123,5 +126,79 @@ def test_one_transformer_seed_leaves_the_prediction_untold():
 def test_the_section_on_tiny_runs_holds_the_simulator(quick_ctx):
     text = write(quick_ctx).text
     assert "### The shared simulator beside the transformer" in text
-    rows = [t for t in text.split("\n") if t.startswith("| shared simulator")]
+    rows = [t for t in text.split("\n") if t.startswith("| shared simulator |") and "N=8 |" in t]
     assert len(rows) == 4 and all(t.split("|")[-2].strip() == "20" for t in rows)  # two arms × two types, 20 seeds
+    # the tiny N ladder (N = 2 and 8) of the test's own sweeps runs even at the quick size
+    n_rows = [
+        t for t in text.split("\n") if t.startswith(("| transformer | ", "| shared simulator | ")) and "N=" not in t
+    ]
+    assert "### The N shape" in text and "reproduce the transformer's N shape?" in text
+    assert {t.split("|")[2].strip() for t in n_rows} >= {"minority", "rest"}
+
+
+# ---- the N shape ------------------------------------------------------------------------------------------------
+
+
+def _n_typed(minority_by_n: dict, seeds=range(5)) -> pd.DataFrame:
+    """GRPO runs at each N of ``minority_by_n``: the minority ends at the given pass@256 (plus a seed's wobble), the
+    rest at 1.0."""
+    rows = []
+    for n, end in minority_by_n.items():
+        for seed in seeds:
+            for kind, value in (("minority", end + 0.004 * (seed - 2)), ("rest", 1.0)):
+                for step, v in ((0, 0.97 if kind == "minority" else 1.0), (10, value)):
+                    rows.append(dict(label=f"GRPO N={n}", seed=seed, step=step, type=kind, mu_pos=0.5, pass256=v))
+    return pd.DataFrame(rows)
+
+
+def _n_data(shared: dict, transformer: dict, simulator: dict, seeds=range(5)) -> SharedRungData:
+    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}
+    n_shape = {
+        "shared": _n_typed(shared, seeds),
+        "transformer": _n_typed(transformer, seeds),
+        "shared simulator": _n_typed(simulator),
+    }
+    return SharedRungData(ladder, ("a", "b"), quick=False, n_shape=n_shape)
+
+
+FALLING = {2: 0.8, 4: 0.7, 8: 0.6, 16: 0.5, 32: 0.4}
+DIP = {2: 0.8, 4: 0.5, 8: 0.4, 16: 0.5, 32: 0.7}
+
+
+@pytest.mark.parametrize(
+    ("shared", "simulator", "answers"),
+    [
+        (FALLING, FALLING, ("minority: **yes**", "minority: **yes**")),
+        (DIP, FALLING, ("minority: **no**", "minority: **yes**")),  # the same direction, but a dip
+        ({n: 0.6 for n in FALLING}, {n: 0.9 - 0.1 * i for i, n in enumerate(FALLING)}, ("**no**", "**yes**")),
+    ],
+)
+def test_the_n_shape_is_reproduced_by_direction_and_dip(shared, simulator, answers):
+    text = shared_rung_section(_n_data(shared, FALLING, simulator))
+    lines = [t for t in text.split("\n") if "reproduce the transformer's N shape?" in t]
+    assert len(lines) == 2
+    for line, answer in zip(lines, answers):
+        assert answer in line.split("?")[1].split(";")[0]
+    # the rest does not move with N anywhere: the transformer's N effect is a tie, so nothing can reproduce it
+    assert all("rest: cannot tell" in line for line in lines)
+
+
+def test_the_n_shape_table_reads_every_n_and_the_dip():
+    text = shared_rung_section(_n_data(DIP, FALLING, FALLING))
+    row = next(t for t in text.split("\n") if t.startswith("| shared (log-linear across prompts) | minority"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:7] == ["0.800±0.006", "0.500±0.006", "0.400±0.006", "0.500±0.006", "0.700±0.006"]
+    assert cells[7].endswith("→ lower") and cells[8:] == ["8", "yes", "5"]
+
+
+def test_the_first_look_leaves_the_n_shape_out():
+    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}, ("a", "b"), quick=True)
+    assert "Not at the first look's size" in shared_rung_section(data)
+
+
+def test_the_ledger_row_says_where_the_simulator_agrees_with_the_transformer():
+    ((key, ours, verdict),) = zones_row(_with_simulator(0.6, 0.5))
+    assert key == "fig2-zones-narrowing" and verdict == Verdict.CAVEAT
+    assert "minority narrows / narrows (agree)" in ours and "rest does not narrow / does not narrow (agree)" in ours
+    assert "simulator − transformer: +0.100 (higher)" in ours
+    assert zones_row(SharedRungData({}, ("a", "b"), quick=True)) == []

@@ -1,5 +1,7 @@
 """The shared rung: a log-linear policy that shares parameters across prompts, on the narrowing task beside the
-ladder's table, factorized and transformer rungs (is sharing of this simple kind enough to narrow?)."""
+ladder's table, factorized and transformer rungs (is sharing of this simple kind enough to narrow?), and the shared
+simulator from its start beside the transformer (does it predict the transformer's minority loss, and its N
+shape?)."""
 
 from __future__ import annotations
 
@@ -11,5 +13,6 @@ __all__ = ["STUDY"]
 
 STUDY = Study.of(section, figures, ledger.NARROWING, families=("narrowing-ladder",))
 """The shared rung's record (:class:`~tailmiss.studies.record.Study`): its section and figure; it reads the narrowing
-ladder (a registered family) and the shared ladder (``narrowing-ladder-shared``, trained when first asked for). It
-judges no ledger claim."""
+ladder (a registered family) and the shared ladders (``narrowing-ladder-shared`` and ``narrowing-ladder-shared-n``,
+trained when first asked for). It judges one ledger claim, F-GRPO §5.1's caveat in the narrowing regime
+(``fig2-zones-narrowing``), under the narrowing regime's name."""

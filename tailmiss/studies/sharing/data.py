@@ -15,10 +15,12 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.data import by_type
 from tailmiss.studies.runs import ladder_result
 
-__all__ = ["SHARED_LADDER", "RUNG_ORDER", "rung_kind", "SharedRungData", "shared_rung_data"]
+__all__ = ["SHARED_LADDER", "N_LADDER", "RUNG_ORDER", "rung_kind", "SharedRungData", "shared_rung_data"]
 
 SHARED_LADDER = "narrowing-ladder-shared"
 """The shared rung's ladder preset (its quick version: ``narrowing-ladder-shared-quick``)."""
+N_LADDER = "narrowing-ladder-shared-n"
+"""The N shape's ladder preset (the shared rung and the transformer, GRPO at N = 2 … 32); not in the first look."""
 RUNG_ORDER = ("table", "factorized", "shared", "transformer")
 """The rungs' models in the ladder's order: the shared rung between the factorized policy and the transformer."""
 
@@ -57,6 +59,9 @@ class SharedRungData:
     """The largest gradient norm of any step of the trainer's shared rung, before its clip."""
     grad_clip: float = float("nan")
     """The trainer's clip of the gradient norm (``optim.grad_clip``)."""
+    n_shape: dict | None = None
+    """The N shape's policies (``shared``, ``transformer``, ``shared simulator``) → by-type frames of their GRPO runs
+    at every N; None when not run (the first look)."""
 
 
 def _minority_of(sweep):
@@ -67,12 +72,35 @@ def _minority_of(sweep):
     return task.minority_mask(scored)
 
 
-def _shared_ladder(ctx: Context):
+def _shared_ladder(ctx: Context, name: str = SHARED_LADDER):
+    """The ladder ``name`` of ``ctx``: its own (``ctx.llm_sweeps``), else the preset, quick in quick mode (None when
+    the preset has no quick version)."""
     from tailmiss.experiments.presets import ladder_preset, quick_name
 
-    if ctx.llm_sweeps is not None and SHARED_LADDER in ctx.llm_sweeps:
-        return ctx.llm_sweeps[SHARED_LADDER]
-    return ladder_preset(quick_name(SHARED_LADDER) if ctx.quick else SHARED_LADDER)
+    if ctx.llm_sweeps is not None and name in ctx.llm_sweeps:
+        return ctx.llm_sweeps[name]
+    if not ctx.quick:
+        return ladder_preset(name)
+    return ladder_preset(quick_name(name)) if quick_name(name) != name else None
+
+
+def _n_shape(ctx: Context) -> dict | None:
+    """The N ladder's runs by type per rung model, and the shared simulator at the same N (None without it)."""
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
+    from tailmiss.experiments.sweep import per_prompt_evals
+    from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
+
+    ladder = _shared_ladder(ctx, N_LADDER)
+    if ladder is None:
+        return None
+    result = run_ladder(ladder, ctx.llm_cache, ctx.options)
+    out = {
+        rung_kind(rung): by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config))
+        for rung, r in result.sweeps.items()
+    }
+    out[SIMULATOR] = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
+    return out
 
 
 def shared_rung_data(ctx: Context) -> SharedRungData:
@@ -99,6 +127,7 @@ def shared_rung_data(ctx: Context) -> SharedRungData:
         simulator_shape=(sim.law.num_prompts, sim.law.num_actions),
         grad_norm_max=max(norms),
         grad_clip=float(shared.ladder.rl.optim.grad_clip),
+        n_shape=_n_shape(ctx),
     )
 
 

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing_claims
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
-from tailmiss.studies.rule import Outcome
+from tailmiss.studies.rule import Outcome, Verdict
 from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
+from tailmiss.studies.sharing.nshape import RULES as N_RULES
+from tailmiss.studies.sharing.nshape import n_shape_rows, reproduces
 from tailmiss.studies.sharing.simulator import RULES as SIMULATOR_RULES
 from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_bridge
 from tailmiss.studies.text import Section, blocks, table
 
-__all__ = ["HEADING", "DEFERRED_WHY", "MODELS", "ABOUT", "RULES", "shared_rung_section", "write"]
+__all__ = ["HEADING", "DEFERRED_WHY", "MODELS", "ABOUT", "RULES", "shared_rung_section", "zones_row", "write"]
 
 HEADING = "## Sharing across prompts: the shared rung on the narrowing task"
 """The start of the section's heading line."""
@@ -105,8 +108,56 @@ def shared_rung_section(data: SharedRungData) -> str:
         f"Does the focal weight act on the shared rung as on the transformer? {same}. F-GRPO − GRPO, final pass@256:",
         focal,
         *_simulator_part(data),
-        "Not testable here: the transformer's N shape and its frontier answer (the ladders run N = 8 alone).",
+        *_n_shape_part(data),
+        "Not tested here: the frontier answer on the shared rung (its ladders hold no low-rate or speed-matched arm, "
+        "against which the narrowing study reads the frontier).",
     )
+
+
+def _n_shape_part(data: SharedRungData) -> list:
+    """The N shape of the shared rung, its simulator and the transformer: the rules, the table, the answers."""
+    if data.n_shape is None:
+        return [
+            "### The N shape",
+            "Not at the first look's size: `narrowing-ladder-shared-n` (the shared rung and the transformer, GRPO at "
+            "N = 2 … 32, five seeds) runs with the full report.",
+        ]
+    rows = n_shape_rows(data.n_shape)
+    ns = max((r.ns for r in rows), key=len, default=())
+    body = [
+        [
+            MODELS.get(r.policy, r.policy),
+            r.type,
+            *(_ms(m, sd) for m, sd in zip(r.means, r.sds)),
+            describe_difference(r.effect) if r.effect is not None else "—",
+            str(r.worst_n),
+            "yes" if r.dip else "no",
+            str(r.seeds),
+        ]
+        for r in rows
+    ]
+    header = ["policy", "prompts", *(f"N={n}" for n in ns), f"N={ns[-1]} − N={ns[0]}" if ns else "", "worst N"]
+    header += ["dip", "seeds"]
+    theirs = {r.type: r for r in rows if r.policy == "transformer"}
+    answers = []
+    for policy in ("shared", SIMULATOR):
+        words = []
+        for r in (r for r in rows if r.policy == policy and r.type in theirs):
+            flag = reproduces(r, theirs[r.type])
+            if flag is None:
+                why = theirs[r.type].effect.outcome if theirs[r.type].effect is not None else "one N"
+                words.append(f"{r.type}: cannot tell (the transformer's N effect: {why})")
+            else:
+                words.append(f"{r.type}: " + ("**yes**" if flag else "**no**"))
+        name = {"shared": "shared rung"}.get(policy, policy)
+        answers.append(f"Does the {name} reproduce the transformer's N shape? {'; '.join(words) or 'cannot tell'}.")
+    return [
+        "### The N shape",
+        N_RULES,
+        "Final pass@256 on the pool under GRPO (seed mean ± sd):",
+        table(header, body),
+        *answers,
+    ]
 
 
 _TYPES_WORDS = {True: "narrows", False: "does not narrow", None: "not judged"}
@@ -164,6 +215,28 @@ def _simulator_part(data: SharedRungData) -> list:
     ]
 
 
+def zones_row(data: SharedRungData) -> list:
+    """The ledger's row on F-GRPO §5.1's caveat in the narrowing regime (``fig2-zones-narrowing``): whether the
+    shared simulator from the SFT model's law predicts the transformer's narrowing, by prompt type (none without the
+    simulator)."""
+    if data.simulator is None:
+        return []
+    b = simulator_bridge(data.simulator, data.ladder)
+    words = ", ".join(
+        f"{kind} {_word(mine)} / {_word(theirs)} ({_agreement(mine, theirs)})"
+        for kind, (mine, theirs) in b.words.items()
+    )
+    size = b.versus.get(("transformer", "GRPO N=8", "minority"))
+    gap = f"; the minority's final pass@256, simulator − transformer: {size.mean:+.3f} ({size.outcome})" if size else ""
+    ours = (
+        "section “Sharing across prompts”: the shared simulator from the shared rung's start (the SFT model's law; "
+        "prompts interfere through shared "
+        f"parameters) against the transformer under GRPO, simulator / transformer: {words}{gap}"
+    )
+    return ledger.row("fig2-zones-narrowing", ours, Verdict.CAVEAT)
+
+
 def write(ctx: Context, deferred: tuple[str, ...] = ()) -> Section:
-    """The section (it judges no ledger claim)."""
-    return Section(shared_rung_section(shared_rung_data(ctx)), [])
+    """The section, and its ledger row on F-GRPO §5.1's caveat in the narrowing regime (:func:`zones_row`)."""
+    data = shared_rung_data(ctx)
+    return Section(shared_rung_section(data), zones_row(data))
