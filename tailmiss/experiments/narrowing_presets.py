@@ -298,6 +298,13 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
     # The N shape of the shared rung and the transformer (GRPO at N = 2 ... 32 on the same pool, seeds 0-4), its rule
     # written before its runs (2026-12-03) in `tailmiss.studies.sharing.nshape`. Not in the first look.
     transformer = tuple(r for r in adam if r.model == "transformer")
+    # The frontier on the ladder's pool: the shared rung and the transformer carried to their plateau (1,600 steps,
+    # seeds 10-14 as the plateau runs), GRPO and F-GRPO γ = 1 at their rates and GRPO at lr × m_1 (F-GRPO App. N's
+    # scale for γ = 1, 0.5) in a ladder of its own (a ladder's rungs fix their rates). Its rule written before its
+    # runs (2026-12-03) in `tailmiss.studies.sharing.frontier`. Not in the first look.
+    far = base.replace(name="narrowing-ladder-frontier", steps=PLATEAU_STEPS, checkpoint_every=200)
+    pair = shared + transformer
+    low = tuple(Rung(r.model, r.optimizer, r.lr * lr_matched_scale(1.0)) for r in pair)
     out = (
         Ladder("narrowing-ladder", study_sft, base, adam, (8,), gammas=(0.0, 1.0), seeds=tuple(range(5))),
         Ladder("narrowing-ladder-quick", _quick_sft(study_sft), quick, adam, (8,), gammas=(0.0, 1.0), seeds=(0,)),
@@ -313,6 +320,16 @@ def _ladders(sft: SFTConfig, rl: RLConfig, rungs: tuple[Rung, ...]) -> dict[str,
             N_SHAPE_SIZES,
             gammas=(0.0,),
             seeds=tuple(range(5)),
+        ),
+        Ladder("narrowing-ladder-frontier", study_sft, far, pair, (8,), gammas=(0.0, 1.0), seeds=PLATEAU_SEEDS),
+        Ladder(
+            "narrowing-ladder-frontier-low",
+            study_sft,
+            far.replace(name="narrowing-ladder-frontier-low"),
+            low,
+            (8,),
+            gammas=(0.0,),
+            seeds=PLATEAU_SEEDS,
         ),
     )
     return {lad.name: lad for lad in out}
