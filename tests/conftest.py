@@ -143,6 +143,9 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
         gammas=(0.0,),
     )
     shared_ladders = {"narrowing-ladder-shared": shared, "narrowing-ladder-shared-n": n_ladder}
+    for name in ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low"):
+        full_size = ladder_preset(name)
+        shared_ladders[name] = ladder.replace(name=f"{name}-tiny", rungs=full_size.rungs, gammas=full_size.gammas)
     if not full:  # as the presets do, every family stands for the quick sweep in quick mode
         quick = shrink("narrowing-quick", (*main, low))
         families = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1", "narrowing")

@@ -77,7 +77,7 @@ def test_section_on_tiny_runs(quick_ctx):
     assert section.text.startswith(HEADING)
     ((key, ours, verdict),) = section.rows  # the §5.1 caveat in the narrowing regime
     assert key == "fig2-zones-narrowing" and verdict == Verdict.CAVEAT and "minority" in ours
-    table_rows = [t for t in section.text.split("\n") if t.startswith("| shared")]
+    table_rows = [t for t in section.text.split("\n") if t.startswith("| shared") and t.count("|") == 9]  # 8 columns
     assert table_rows and all(np.isfinite(float(t.split("|")[6].strip())) for t in table_rows)
 
 
@@ -126,7 +126,7 @@ def test_one_transformer_seed_leaves_the_prediction_untold():
 def test_the_section_on_tiny_runs_holds_the_simulator(quick_ctx):
     text = write(quick_ctx).text
     assert "### The shared simulator beside the transformer" in text
-    rows = [t for t in text.split("\n") if t.startswith("| shared simulator |") and "N=8 |" in t]
+    rows = [t for t in text.split("\n") if t.startswith("| shared simulator |") and "N=8 |" in t and t.count("|") == 9]
     assert len(rows) == 4 and all(t.split("|")[-2].strip() == "20" for t in rows)  # two arms × two types, 20 seeds
     # the tiny N ladder (N = 2 and 8) of the test's own sweeps runs even at the quick size
     n_rows = [
@@ -134,6 +134,9 @@ def test_the_section_on_tiny_runs_holds_the_simulator(quick_ctx):
     ]
     assert "### The N shape" in text and "reproduce the transformer's N shape?" in text
     assert {t.split("|")[2].strip() for t in n_rows} >= {"minority", "rest"}
+    # and so do the tiny frontier ladders: every policy compares F-GRPO with GRPO and with GRPO at half the rate
+    pairs = [t for t in text.split("\n") if " against GRPO N=8" in t and t.startswith("| ")]
+    assert len(pairs) == 6 and "reproduce the transformer's frontier answer?" in text
 
 
 # ---- the N shape ------------------------------------------------------------------------------------------------
@@ -202,3 +205,56 @@ def test_the_ledger_row_says_where_the_simulator_agrees_with_the_transformer():
     assert "minority narrows / narrows (agree)" in ours and "rest does not narrow / does not narrow (agree)" in ours
     assert "simulator − transformer: +0.100 (higher)" in ours
     assert zones_row(SharedRungData({}, ("a", "b"), quick=True)) == []
+
+
+# ---- the frontier -----------------------------------------------------------------------------------------------
+
+
+def _arms(lift: float, seeds=range(5), seed: int = 0) -> pd.DataFrame:
+    """The three frontier arms over all prompts: pass@1 rises to a plateau at 0.7 (GRPO at half the rate more slowly),
+    pass@256 falls along one path, F-GRPO ``lift`` above it; a little noise on pass@256 per arm, seed and step."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for label, rate, up in (("GRPO N=8", 1.0, 0.0), ("GRPO N=8 low-LR", 0.8, 0.0), ("F-GRPO γ=1 N=8", 1.0, lift)):
+        for s in seeds:
+            for step in range(0, 1601, 100):
+                p1 = 0.3 + 0.4 * (1 - np.exp(-rate * step / 100)) + 0.001 * s + rng.normal(0, 0.0005)
+                p256 = 1 - 0.5 * (p1 - 0.3) + (up if step else 0.0) + rng.normal(0, 0.002)
+                rows.append(dict(label=label, seed=s, step=step, type="all", mu_pos=p1, pass256=p256))
+    return pd.DataFrame(rows)
+
+
+def _frontier_data(shared_lift: float, simulator_lift: float, transformer_lift: float = 0.05) -> SharedRungData:
+    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}
+    frontier = {
+        "shared": _arms(shared_lift, seed=1),
+        "transformer": _arms(transformer_lift, seed=2),
+        "shared simulator": _arms(simulator_lift, range(20), seed=3),
+    }
+    return SharedRungData(ladder, ("a", "b"), quick=False, frontier=frontier)
+
+
+def test_the_frontier_answer_is_reproduced_when_both_words_are_the_transformers():
+    text = shared_rung_section(_frontier_data(0.05, 0.0))
+    rung = next(
+        t for t in text.split("\n") if t.startswith("Does the shared rung reproduce the transformer's frontier")
+    )
+    sim = next(t for t in text.split("\n") if t.startswith("Does the shared simulator reproduce the transformer's fr"))
+    assert "against GRPO N=8: **yes**" in rung and "against GRPO N=8 low-LR: **yes**" in rung
+    assert "against GRPO N=8: **no** (on, same point)" in sim
+    row = next(t for t in text.split("\n") if t.startswith("| transformer | F-GRPO γ=1 N=8 against GRPO N=8 |"))
+    assert "above (" in row and "dominates:" in row and "plateaued (pass@1" in row
+
+
+def test_an_unresolved_transformer_leaves_the_frontier_answer_untold():
+    text = shared_rung_section(_frontier_data(0.05, 0.05, transformer_lift=0.0))
+    lines = [t for t in text.split("\n") if "reproduce the transformer's frontier answer?" in t]
+    assert len(lines) == 2 and all(
+        line.count("cannot tell (the transformer's answer is not resolved)") == 2 for line in lines
+    )
+
+
+def test_the_first_look_leaves_the_frontier_out():
+    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}, ("a", "b"), quick=True)
+    text = shared_rung_section(data)
+    assert "### The frontier" in text and "`narrowing-ladder-frontier`" in text

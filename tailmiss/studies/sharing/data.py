@@ -15,12 +15,22 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.data import by_type
 from tailmiss.studies.runs import ladder_result
 
-__all__ = ["SHARED_LADDER", "N_LADDER", "RUNG_ORDER", "rung_kind", "SharedRungData", "shared_rung_data"]
+__all__ = [
+    "SHARED_LADDER",
+    "N_LADDER",
+    "FRONTIER_LADDERS",
+    "RUNG_ORDER",
+    "rung_kind",
+    "SharedRungData",
+    "shared_rung_data",
+]
 
 SHARED_LADDER = "narrowing-ladder-shared"
 """The shared rung's ladder preset (its quick version: ``narrowing-ladder-shared-quick``)."""
 N_LADDER = "narrowing-ladder-shared-n"
 """The N shape's ladder preset (the shared rung and the transformer, GRPO at N = 2 … 32); not in the first look."""
+FRONTIER_LADDERS = ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low")
+"""The frontier's ladder presets (the arms at the rungs' rates, and GRPO at half of them); not in the first look."""
 RUNG_ORDER = ("table", "factorized", "shared", "transformer")
 """The rungs' models in the ladder's order: the shared rung between the factorized policy and the transformer."""
 
@@ -62,6 +72,9 @@ class SharedRungData:
     n_shape: dict | None = None
     """The N shape's policies (``shared``, ``transformer``, ``shared simulator``) → by-type frames of their GRPO runs
     at every N; None when not run (the first look)."""
+    frontier: dict | None = None
+    """The frontier's policies (the same names) → by-type frames of their three arms (GRPO at half the rate labelled
+    ``GRPO N=8 low-LR``); None when not run (the first look)."""
 
 
 def _minority_of(sweep):
@@ -82,6 +95,30 @@ def _shared_ladder(ctx: Context, name: str = SHARED_LADDER):
     if not ctx.quick:
         return ladder_preset(name)
     return ladder_preset(quick_name(name)) if quick_name(name) != name else None
+
+
+def _frontier(ctx: Context) -> dict | None:
+    """The frontier ladders' runs by type per rung model, GRPO at half the rate relabelled, and the shared simulator
+    of both ladders (None without them)."""
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
+    from tailmiss.experiments.sweep import per_prompt_evals
+    from tailmiss.studies.sharing.frontier import GRPO, LOW
+    from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
+
+    ladders = [_shared_ladder(ctx, name) for name in FRONTIER_LADDERS]
+    if any(lad is None for lad in ladders):
+        return None
+    out: dict[str, list] = {}
+    for i, ladder in enumerate(ladders):
+        rename = {GRPO: LOW} if i else {}
+        result = run_ladder(ladder, ctx.llm_cache, ctx.options)
+        for rung, r in result.sweeps.items():
+            typed = by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config))
+            out.setdefault(rung_kind(rung), []).append(typed.replace({"label": rename}))
+        sim = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
+        out.setdefault(SIMULATOR, []).append(sim.replace({"label": rename}))
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in out.items()}
 
 
 def _n_shape(ctx: Context) -> dict | None:
@@ -128,6 +165,7 @@ def shared_rung_data(ctx: Context) -> SharedRungData:
         grad_norm_max=max(norms),
         grad_clip=float(shared.ladder.rl.optim.grad_clip),
         n_shape=_n_shape(ctx),
+        frontier=_frontier(ctx),
     )
 
 

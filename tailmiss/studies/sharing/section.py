@@ -14,6 +14,9 @@ from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
 from tailmiss.studies.rule import Outcome, Verdict
 from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
+from tailmiss.studies.sharing.frontier import RULES as FRONTIER_RULES
+from tailmiss.studies.sharing.frontier import frontier_rows, plateau_history
+from tailmiss.studies.sharing.frontier import reproduces as reproduces_frontier
 from tailmiss.studies.sharing.nshape import RULES as N_RULES
 from tailmiss.studies.sharing.nshape import n_shape_rows, reproduces
 from tailmiss.studies.sharing.simulator import RULES as SIMULATOR_RULES
@@ -109,9 +112,53 @@ def shared_rung_section(data: SharedRungData) -> str:
         focal,
         *_simulator_part(data),
         *_n_shape_part(data),
-        "Not tested here: the frontier answer on the shared rung (its ladders hold no low-rate or speed-matched arm, "
-        "against which the narrowing study reads the frontier).",
+        *_frontier_part(data),
     )
+
+
+_POLICY = {"shared": "shared rung"}
+
+
+def _frontier_part(data: SharedRungData) -> list:
+    """The frontier of the shared rung, its simulator and the transformer: the rules, the table, the answers."""
+    if data.frontier is None:
+        return [
+            "### The frontier",
+            "Not at the first look's size: `narrowing-ladder-frontier` and `narrowing-ladder-frontier-low` (1,600 "
+            "steps, five seeds) run with the full report.",
+        ]
+    rows = frontier_rows({name: plateau_history(typed) for name, typed in data.frontier.items()})
+    body = [
+        [
+            MODELS.get(r.policy, r.policy),
+            f"{r.a} against {r.b}",
+            "; ".join(f"{c.label}: {c.describe()}" for c in r.plateau),
+            r.frontier.describe(),
+            r.end.describe() if r.end is not None else r.end_word,
+        ]
+        for r in rows
+    ]
+    theirs = {(r.a, r.b): r for r in rows if r.policy == "transformer"}
+    answers = []
+    for policy in ("shared", SIMULATOR):
+        words = []
+        for r in (r for r in rows if r.policy == policy and (r.a, r.b) in theirs):
+            flag = reproduces_frontier(r, theirs[(r.a, r.b)])
+            word = "cannot tell (the transformer's answer is not resolved)" if flag is None else (
+                "**yes**" if flag else f"**no** ({r.frontier.word}, {r.end_word})"
+            )  # fmt: skip
+            words.append(f"against {r.b}: {word}")
+        answers.append(
+            f"Does the {_POLICY.get(policy, policy)} reproduce the transformer's frontier answer? "
+            f"{'; '.join(words) or 'cannot tell'}."
+        )
+    return [
+        "### The frontier",
+        FRONTIER_RULES,
+        "All 64 prompts of the pool, F-GRPO (γ = 1) against GRPO and against GRPO at half the rate, N = 8:",
+        table(["policy", "pair", "plateau", "frontier", "end point"], body),
+        *answers,
+    ]
 
 
 def _n_shape_part(data: SharedRungData) -> list:
@@ -149,7 +196,7 @@ def _n_shape_part(data: SharedRungData) -> list:
                 words.append(f"{r.type}: cannot tell (the transformer's N effect: {why})")
             else:
                 words.append(f"{r.type}: " + ("**yes**" if flag else "**no**"))
-        name = {"shared": "shared rung"}.get(policy, policy)
+        name = _POLICY.get(policy, policy)
         answers.append(f"Does the {name} reproduce the transformer's N shape? {'; '.join(words) or 'cannot tell'}.")
     return [
         "### The N shape",
