@@ -104,9 +104,10 @@ def simulate_law(
     r"""Run every ``(group_size, gamma, seed)`` of ``sim`` over the prompts of ``law``, together as one tensor.
 
     Each step, every run draws ``N`` actions on each of its prompts from :math:`\mathrm{softmax}(z(x, \cdot))`
-    (counter-based, prompt :math:`x` of seed :math:`s` from :func:`row_seed`), scores them against the prompt's
-    correct set, and ascends the group objectives of the step's prompts (all, or ``law.prompts_per_step`` of them)
-    summed, through :math:`\nabla_W = \Phi^\top \nabla_z \Psi`; the offset stays.
+    (counter-based, prompt :math:`x` of seed :math:`s` from :func:`~tailmiss.sim.shared.row_seed`), scores them
+    against the prompt's correct set, and ascends the group objectives of the step's prompts (all, or
+    ``law.prompts_per_step`` of them) summed, through :math:`\nabla_W = \Phi^\top \nabla_z \Psi`; the offset
+    stays.
 
     Parameters
     ----------
