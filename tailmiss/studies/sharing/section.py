@@ -214,6 +214,12 @@ def _word(flag) -> str:
     return _TYPES_WORDS[None if flag is None or flag != flag else bool(flag)]
 
 
+def _verb(flag) -> str:
+    """``narrows it``, ``does not narrow it`` or ``is not judged on it`` (one seed)."""
+    word = _word(flag)
+    return "is not judged on it" if word == "not judged" else f"{word} it"
+
+
 def _agreement(mine, theirs) -> str:
     if any(w is None or w != w for w in (mine, theirs)):
         return "cannot tell"
@@ -242,7 +248,7 @@ def _simulator_part(data: SharedRungData) -> list:
             b.words["minority"][1]
         )
     agree = "; ".join(
-        f"{kind}: the simulator {_word(mine)} it, the transformer {_word(theirs)} it ({_agreement(mine, theirs)})"
+        f"{kind}: the simulator {_verb(mine)}, the transformer {_verb(theirs)} ({_agreement(mine, theirs)})"
         for kind, (mine, theirs) in b.words.items()
     )
     return [
