@@ -85,6 +85,14 @@ def _minority_of(sweep):
     return task.minority_mask(scored)
 
 
+def _typed(result, ctx: Context):
+    """A rung's sweep ``result`` split by prompt type (:func:`tailmiss.studies.narrowing.data.by_type` of its
+    per-prompt evaluations)."""
+    from tailmiss.experiments.sweep import per_prompt_evals
+
+    return by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority_of(result.config))
+
+
 def _shared_ladder(ctx: Context, name: str = SHARED_LADDER):
     """The ladder ``name`` of ``ctx``: its own (``ctx.llm_sweeps``), else the preset, quick in quick mode (None when
     the preset has no quick version)."""
@@ -102,7 +110,6 @@ def _frontier(ctx: Context) -> dict | None:
     of both ladders (None without them)."""
     from tailmiss.experiments.ladder import run_ladder
     from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
-    from tailmiss.experiments.sweep import per_prompt_evals
     from tailmiss.studies.sharing.frontier import GRPO, LOW
     from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
 
@@ -114,8 +121,7 @@ def _frontier(ctx: Context) -> dict | None:
         rename = {GRPO: LOW} if i else {}
         result = run_ladder(ladder, ctx.llm_cache, ctx.options)
         for rung, r in result.sweeps.items():
-            typed = by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config))
-            out.setdefault(rung_kind(rung), []).append(typed.replace({"label": rename}))
+            out.setdefault(rung_kind(rung), []).append(_typed(r, ctx).replace({"label": rename}))
         sim = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
         out.setdefault(SIMULATOR, []).append(sim.replace({"label": rename}))
     return {name: pd.concat(parts, ignore_index=True) for name, parts in out.items()}
@@ -125,17 +131,13 @@ def _n_shape(ctx: Context) -> dict | None:
     """The N ladder's runs by type per rung model, and the shared simulator at the same N (None without it)."""
     from tailmiss.experiments.ladder import run_ladder
     from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
-    from tailmiss.experiments.sweep import per_prompt_evals
     from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
 
     ladder = _shared_ladder(ctx, N_LADDER)
     if ladder is None:
         return None
     result = run_ladder(ladder, ctx.llm_cache, ctx.options)
-    out = {
-        rung_kind(rung): by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config))
-        for rung, r in result.sweeps.items()
-    }
+    out = {rung_kind(rung): _typed(r, ctx) for rung, r in result.sweeps.items()}
     out[SIMULATOR] = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
     return out
 
@@ -145,13 +147,12 @@ def shared_rung_data(ctx: Context) -> SharedRungData:
     run the shared simulator from the shared rung's start (seconds: it is not stored)."""
     from tailmiss.experiments.ladder import run_ladder
     from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
-    from tailmiss.experiments.sweep import per_prompt_evals
     from tailmiss.studies.sharing.simulator import simulator_typed
 
     base = ladder_result(ctx, "narrowing-ladder")
     shared = run_ladder(_shared_ladder(ctx), ctx.llm_cache, ctx.options)
     results = sorted({**base.sweeps, **shared.sweeps}.items(), key=lambda kv: RUNG_ORDER.index(rung_kind(kv[0])))
-    ladder = {rung: by_type(per_prompt_evals(r.config, ctx.llm_cache), _minority_of(r.config)) for rung, r in results}
+    ladder = {rung: _typed(r, ctx) for rung, r in results}
     sim = simulate_rung(shared.ladder, ctx.llm_cache, seeds=SIM_SEEDS)
     ((_, sweep),) = shared.sweeps.items()
     norms = [_grad_norm_max(Path(ctx.llm_cache) / cfg.name) for _, _, cfg in sweep.config.runs()]
