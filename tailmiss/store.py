@@ -29,15 +29,18 @@ replaces (:data:`EQUIVALENT`), on the record of runs retrained bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import enum
 import functools
 import hashlib
 import json
+import os
 import platform
 import subprocess
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from tailmiss._checks import check_choice
@@ -56,6 +59,8 @@ __all__ = [
     "same_code",
     "code_fingerprint",
     "git_revision",
+    "host",
+    "unit_clock",
     "provenance",
     "file_sha256",
     "save_unit",
@@ -165,8 +170,53 @@ def git_revision() -> dict | None:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
+@functools.cache
+def _cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def host() -> dict:
+    """The machine a unit is computed on, as far as it can move a number: the processor's model, its logical cores,
+    the torch threads of this process, the torch build and the vector instructions its CPU kernels use (the same
+    code gives other floating-point results on another processor or with another thread count)."""
+    import torch
+
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu_capability": capability() if capability is not None else None,
+    }
+
+
+_CLOCKS: list[float] = []
+
+
+@contextlib.contextmanager
+def unit_clock() -> Iterator[None]:
+    """Count the CPU seconds (user + system, every thread of this process) of the work inside: a unit sealed inside
+    (:func:`provenance`) records those spent since the clock started as ``cpu_s``. The pools start one per job, so
+    each run, simulation or comparison records what it cost; clocks nest, the innermost counts."""
+    _CLOCKS.append(time.process_time())
+    try:
+        yield
+    finally:
+        _CLOCKS.pop()
+
+
 def provenance(scope: str | Scope, device=None, **extra) -> dict:
-    """Versions, device, time, git revision and the code fingerprint of ``scope``."""
+    """Versions, device, time, git revision and the code fingerprint of ``scope``; the host (:func:`host`) and, inside
+    a :func:`unit_clock`, the CPU seconds spent so far (``cpu_s``)."""
     import numpy
     import torch
 
@@ -186,7 +236,10 @@ def provenance(scope: str | Scope, device=None, **extra) -> dict:
             "fingerprint": code_fingerprint(scope),
             "modules": {m: module_fingerprint(m) for m in OWN_SCOPE},
         },
+        "host": host(),
     }
+    if _CLOCKS:
+        out["cpu_s"] = round(time.process_time() - _CLOCKS[-1], 3)
     out.update(extra)
     return out
 

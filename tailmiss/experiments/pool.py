@@ -33,7 +33,7 @@ import torch
 
 from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
-from tailmiss.store import UnitState
+from tailmiss.store import UnitState, unit_clock
 
 __all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
 
@@ -53,7 +53,7 @@ def _init_worker(threads: int) -> None:
 def _timed(fn, args, options: RunOptions, label: str):
     started, lines = time.perf_counter(), []
     # one bar over the jobs, drawn by the main process; the log lines travel back with the result
-    with phase("job", label=label, worker=True, node=socket.gethostname()):
+    with phase("job", label=label, worker=True, node=socket.gethostname()), unit_clock():
         value = fn(*args, options=options.replace(progress=False, log=lines.append))
     return value, time.perf_counter() - started, lines
 
@@ -119,7 +119,8 @@ def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, descriptio
             while queue.pending:
                 for job in queue.ready(1):  # job_order refused cycles: while jobs wait, one is ready
                     with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
-                        value = job.fn(*job.args, options=options)
+                        with unit_clock():
+                            value = job.fn(*job.args, options=options)
                     queue.finish(job, value)
             return queue.results
         _run_pool(queue.pending, workers, options, queue.ready, queue.finish)

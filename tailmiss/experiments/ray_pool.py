@@ -34,7 +34,7 @@ import torch
 
 from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, phase, usable_cores
 from tailmiss.options import RunOptions
-from tailmiss.store import UnitState
+from tailmiss.store import UnitState, unit_clock
 
 __all__ = ["RETRIES", "run_on_ray"]
 
@@ -101,7 +101,7 @@ def _task(fn, args, state, options: RunOptions, label: str, doing: str, threads:
         os.environ[TIMINGS_ENV] = where["timings"]
     started = time.perf_counter()
     try:
-        with phase("job", label=label, worker=True, node=node, executor="ray"):
+        with phase("job", label=label, worker=True, node=node, executor="ray"), unit_clock():
             value = fn(*args, options=options.replace(progress=False, log=lines.append))
     finally:
         os.environ.pop(TIMINGS_ENV, None)
