@@ -14,6 +14,8 @@ Subpackages, from the bottom up (an arrow never runs back up):
   context, run families, noise rule, ledger catalogue and text and figure helpers beside them.
 - ``report``: the studies listed once (the figure registry with them), ``paper_repro.md`` assembled from their
   sections, and its stamps; assembly only.
+- ``evidence``: the units the report reads held against the evidence archive; the report made, re-derived from the
+  archive and checked against it; a long regeneration in parts.
 - ``cli``: the ``tailmiss`` command, one module per sub-app.
 
 Modules at the package root, each small and imported by several layers (which is why none sits in a subpackage):
@@ -24,6 +26,10 @@ Modules at the package root, each small and imported by several layers (which is
 - ``_hash.py``: the counter-based hash that makes every random draw of the simulator and trainer reproducible.
 - ``io.py``: atomic files and folders and strict TOML, so nothing half-written lands on disk in any layer.
 - ``store.py``: the one result store (checksums, provenance, the code fingerprint that keys every cache).
+- ``archive.py``: the evidence archive in the repository, which the store reads as a read-only tier of its cache.
+- ``_units.py``: the words of every reuse decision (a unit's state, a lookup's outcome, a kind of unit), shared by the
+  store and the archive.
+- ``_provenance.py``: what a unit records of where it was made besides its code (host, git revision, CPU seconds).
 - ``_fingerprint.py``: what that fingerprint reads: a unit's import closure and a digest of what its code does.
 - ``options.py``: RunOptions, how work runs (device, processes, threads, progress, log, cache reuse), one value
   passed to every runner, and the one progress bar of every long loop.

@@ -53,15 +53,19 @@ or moving them keeps every unit."""
 NO_NUMBERS: tuple[str, ...] = (
     "io.py",
     "store.py",
+    "archive.py",
+    "_units.py",
+    "_provenance.py",
     "_fingerprint.py",
     "_checks.py",
     "options.py",
     "sim/presets.py",
     "sim/memory.py",
 )
-"""Modules in the closures that cannot change a unit's numbers: atomic files, this store, argument checks (they only
-refuse), progress bars, run options (how work runs; threads and device are recorded beside the fingerprint), the
-simulator's presets (a unit's config is part of its key, so a preset names other units) and its memory estimate."""
+"""Modules in the closures that cannot change a unit's numbers: atomic files, this store, the evidence archive it
+reads, the words of its decisions and what it records of a unit's host, argument checks (they only refuse), progress
+bars, run options (how work runs; threads and device are recorded beside the fingerprint), the simulator's presets (a
+unit's config is part of its key, so a preset names other units) and its memory estimate."""
 
 
 OWN_SCOPE: tuple[str, ...] = ("llm/tasks/narrowing.py",)

@@ -29,22 +29,20 @@ replaces (:data:`EQUIVALENT`), on the record of runs retrained bit for bit.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import datetime
-import enum
 import functools
 import hashlib
 import json
-import os
 import platform
-import subprocess
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tailmiss._checks import check_choice
 from tailmiss._fingerprint import EQUIVALENT, NO_NUMBERS, OWN_SCOPE, SCOPES, Scope, import_closure, source_digest
+from tailmiss._provenance import cpu_seconds, git_revision, host, unit_clock
+from tailmiss._units import COMPUTE_NOTHING_ENV, Lookup, MissingEvidence, UnitKind, UnitState, check_may_compute
+from tailmiss.archive import archived_without
+from tailmiss.archive import consult as consult_archive
 from tailmiss.io import ConfigError, recover, result_dir
 
 __all__ = [
@@ -55,6 +53,9 @@ __all__ = [
     "own_scope_of",
     "module_fingerprint",
     "CorruptUnit",
+    "MissingEvidence",
+    "COMPUTE_NOTHING_ENV",
+    "check_may_compute",
     "EQUIVALENT",
     "same_code",
     "code_fingerprint",
@@ -72,6 +73,8 @@ __all__ = [
     "UnitKind",
     "Lookup",
     "judge",
+    "consult_archive",
+    "archived_without",
     "lookup",
 ]
 
@@ -153,67 +156,6 @@ def code_fingerprint(scope: str | Scope) -> str:
     return source_digest(_scope_files(scope))
 
 
-@functools.cache
-def git_revision() -> dict | None:
-    """``{"commit": sha, "dirty": bool}`` of the checkout holding the package, or None outside git."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(_PACKAGE), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        if head.returncode != 0:
-            return None
-        status = subprocess.run(
-            ["git", "-C", str(_PACKAGE), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-@functools.cache
-def _cpu_model() -> str:
-    """The processor's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def host() -> dict:
-    """The machine a unit is computed on, as far as it can move a number: the processor's model, its logical cores,
-    the torch threads of this process, the torch build and the vector instructions its CPU kernels use (the same
-    code gives other floating-point results on another processor or with another thread count)."""
-    import torch
-
-    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
-    return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "cpu_capability": capability() if capability is not None else None,
-    }
-
-
-_CLOCKS: list[float] = []
-
-
-@contextlib.contextmanager
-def unit_clock() -> Iterator[None]:
-    """Count the CPU seconds (user + system, every thread of this process) of the work inside: a unit sealed inside
-    (:func:`provenance`) records those spent since the clock started as ``cpu_s``. The pools start one per job, so
-    each run, simulation or comparison records what it cost; clocks nest, the innermost counts."""
-    _CLOCKS.append(time.process_time())
-    try:
-        yield
-    finally:
-        _CLOCKS.pop()
-
-
 def provenance(scope: str | Scope, device=None, **extra) -> dict:
     """Versions, device, time, git revision and the code fingerprint of ``scope``; the host (:func:`host`) and, inside
     a :func:`unit_clock`, the CPU seconds spent so far (``cpu_s``)."""
@@ -238,8 +180,9 @@ def provenance(scope: str | Scope, device=None, **extra) -> dict:
         },
         "host": host(),
     }
-    if _CLOCKS:
-        out["cpu_s"] = round(time.process_time() - _CLOCKS[-1], 3)
+    spent = cpu_seconds()
+    if spent is not None:
+        out["cpu_s"] = spent
     out.update(extra)
     return out
 
@@ -320,8 +263,9 @@ def open_unit(path: str | Path, files: Iterable[str], what: str) -> dict:
     sums = meta.get("checksums")
     if not isinstance(sums, dict):
         raise CorruptUnit(f"{str(path)!r} is not a sealed {what}: meta.json has no checksums")
+    dropped = archived_without(meta)
     for name in files:
-        if name == "meta.json":
+        if name == "meta.json" or name in dropped:
             continue
         file = path / name
         if not file.is_file():
@@ -357,68 +301,13 @@ def stale_reason(meta: dict, scope: str | Scope, modules: Iterable[str] = ()) ->
     return f"made by {made_by}, not by the running {running}"
 
 
-class UnitState(str, enum.Enum):
-    """What a folder holds for the work asked of it: the one vocabulary of every reuse decision (units of the store
-    and run folders alike), and of the pools' log lines."""
-
-    MISSING = "missing"
-    """Nothing there."""
-    FRESH = "fresh"
-    """A finished unit of the requested config made by the running code: used as it is."""
-    REUSED_STALE = "reused-stale"
-    """A finished unit of the requested config made by other code, reused because ``reuse_stale`` says so."""
-    STALE = "stale"
-    """A finished unit of the requested config made by other code: redone."""
-    PARTIAL = "partial"
-    """A run stopped part-way by the running code: resumed from its checkpoint."""
-    CORRUPT = "corrupt"
-    """Damaged, incomplete or unreadable: redone."""
-    OTHER = "other"
-    """Another config (or another start): redone."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Lookup:
-    """Outcome of :func:`judge` and :func:`lookup`: the :class:`UnitState`, the loaded value when it may be used, and
-    why it may not (or why a stale one is reused)."""
-
-    state: UnitState
-    value: object = None
-    reason: str | None = None
-
-    @property
-    def usable(self) -> bool:
-        return self.value is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class UnitKind:
-    """One kind of unit, declared once beside the type it stores.
-
-    Attributes
-    ----------
-    files : tuple of str
-        The unit's files, ``meta.json`` included (what :func:`open_unit` verifies).
-    what : str
-        Its name in messages (``"SimResult"``, ``"sweep result"``, ...).
-    scope : str or Scope
-        The code that makes its numbers (:func:`stale_reason`).
-    load : callable
-        ``load(path)``: the unit's value, read from a verified folder.
-    """
-
-    files: tuple[str, ...]
-    what: str
-    scope: str | Scope
-    load: Callable[[Path], object]
-
-
 def judge(
     path: str | Path,
     kind: UnitKind,
     matches: Callable[[object], bool | str],
     reuse_stale: bool = False,
     modules: Iterable[str] = (),
+    archive: bool = True,
 ) -> Lookup:
     """The one decision whether the unit of ``kind`` at ``path`` may stand in for new work.
 
@@ -428,8 +317,17 @@ def judge(
     the :data:`OWN_SCOPE` ``modules`` the unit uses), else it is stale, or reused when ``reuse_stale``. Only a
     damaged unit (:class:`CorruptUnit`) or a config file this code refuses (:class:`tailmiss.io.ConfigError`) reads
     as corrupt: any other error of ``kind.load`` is a bug of the loader and is raised.
+
+    With ``archive`` (the default), the evidence archive's unit of the same name is then judged the same way and
+    stands in when it is better (:func:`consult_archive`).
     """
     path = Path(path)
+
+    def here(folder: Path) -> Lookup:
+        return judge(folder, kind, matches, reuse_stale, modules, archive=False)
+
+    if archive:
+        return consult_archive(path, here(path), here)
     if not path.exists():
         return Lookup(UnitState.MISSING)
     try:
@@ -470,4 +368,8 @@ def lookup(
         say(f"warning: reusing the stale {kind.what} {path} (--reuse-stale): {found.reason}")
     elif found.state is UnitState.STALE:
         say(f"{path}: stale, {found.reason}; redoing it (--reuse-stale would reuse it)")
+    elif found.reason:  # restored from the archive, or an archived unit that could not stand in
+        say(f"{path}: {found.reason}")
+    if not found.usable:
+        check_may_compute(path, kind.what, found.reason)
     return found

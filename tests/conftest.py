@@ -19,6 +19,15 @@ settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True)
+def _no_evidence_archive(monkeypatch):
+    """Tests read no evidence archive unless they make one: the checkout's ``evidence/`` holds the full report's
+    units, which a test's tiny units must neither find nor stand in for."""
+    from tailmiss.archive import ARCHIVE_ENV
+
+    monkeypatch.setenv(ARCHIVE_ENV, "")
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny tensors: one intra-op thread is several times faster than two on a busy 2-core machine."""
@@ -225,6 +234,35 @@ def tiny_ladders() -> dict:
         "ladder-budget": shrink("ladder-budget-quick", (table, trans)),
         "ladder-hard": shrink("ladder-hard-quick", (table, trans)),
     }
+
+
+@pytest.fixture
+def evidence_root(tmp_path, monkeypatch):
+    """An empty evidence archive in the test's folder, the one this process and its workers read."""
+    from tailmiss.archive import ARCHIVE_ENV
+
+    root = tmp_path / "evidence"
+    root.mkdir()
+    monkeypatch.setenv(ARCHIVE_ENV, str(root))
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained_narrowing(tmp_path_factory, one_torch_thread):
+    """The tiny narrowing sweep (:func:`tiny_narrowing_sweeps`) trained once per module, on one thread, in a cache
+    of its own with no evidence archive: ``(its cache root, its result)``."""
+    from tailmiss.archive import ARCHIVE_ENV
+    from tailmiss.experiments.sweep import run_sweep
+    from tailmiss.options import RunOptions
+
+    root = tmp_path_factory.mktemp("trained") / "llm"
+    mp = pytest.MonkeyPatch()
+    mp.setenv(ARCHIVE_ENV, "")
+    try:
+        result = run_sweep(tiny_narrowing_sweeps()["narrowing"], root, RunOptions(progress=False))
+    finally:
+        mp.undo()
+    return root, result
 
 
 def one_error_line(result, *needles: str, code: int = 2) -> str:

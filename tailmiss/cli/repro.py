@@ -19,6 +19,8 @@ from tailmiss.cli._common import (
     executor_settings,
     single_process,
 )
+from tailmiss.cli.evidence import archive_written, run_budget, run_prune, run_spot_check, run_verify, show_plan
+from tailmiss.evidence.regenerate import parse_duration
 
 
 @app.command("repro")
@@ -51,6 +53,48 @@ def repro_cmd(
             "presets, list what is stale and why, exit 1 if anything is."
         ),
     ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            help="Train nothing: list what the full report reads that the evidence archive lacks or holds stale "
+            "(unit, preset, section, why, the CPU seconds its recorded runs took), with totals per section."
+        ),
+    ] = False,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            help="Compute the most-needed units the archive lacks that fit in this much time (2h, 90m, 1h30m), "
+            "archiving each as it completes: a long regeneration in parts, committed between calls.",
+        ),
+    ] = None,
+    spot_check: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Train this many archived runs again, picked at random, and say whether each came out the same bit "
+            "for bit (or how far its numbers moved, on which hosts).",
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="With --spot-check: the seed that picks the runs.")] = None,
+    prune: Annotated[bool, typer.Option(help="Remove the archived units that no section reads.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            help="Re-derive the report and its figures from the evidence archive alone in a temporary folder "
+            "(computing nothing) and compare them with the committed ones; exit 1 on any difference or missing unit.",
+        ),
+    ] = False,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            help="With --verify: re-derive only the sections whose units the archive holds, listing what the others "
+            "lack, instead of failing on them."
+        ),
+    ] = False,
+    evidence: Annotated[
+        Path | None,
+        typer.Option(help="The evidence archive to read and add to (default: evidence/ in this checkout)."),
+    ] = None,
     jobs: JobsOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
@@ -62,31 +106,94 @@ def repro_cmd(
     regime at a small size that still shows its finding; the other sections are added one at a time with --quick
     --only NAME. A whole report ends with a summary of what it found (--json: as JSON on stdout, the written files
     then listed on stderr).
+
+    The full report's runs live in the evidence archive (evidence/): a fresh clone re-derives the report from it
+    without training; a full report adds the units it computed to it. --plan, --budget, --spot-check, --prune and
+    --verify work on the archive.
     """
     from tailmiss._checks import check_choice
+    from tailmiss.evidence.make import make
     from tailmiss.options import RunOptions
     from tailmiss.report import SECTIONS
     from tailmiss.studies.context import Context
 
     if only is not None:
         check_choice("--only", only, SECTIONS)
-    if as_json and (only is not None or check):
-        raise ValueError("--json prints a whole report's summary: it does not go with --only or --check")
+    mode = _mode(
+        check=check, plan=plan, budget=budget is not None, spot_check=spot_check is not None, prune=prune, verify=verify
+    )
+    if as_json and (only is not None or mode not in (None, "plan", "spot_check")):
+        raise ValueError("--json prints a whole report's summary, a plan or a spot check")
+    if mode not in (None, "check", "verify") and quick:
+        raise ValueError(f"--{mode.replace('_', '-')} works on the full report's evidence: it does not go with --quick")
+    if partial and mode != "verify":
+        raise ValueError("--partial goes with --verify")
+    if seed is not None and mode != "spot_check":
+        raise ValueError("--seed goes with --spot-check")
     where = executor_settings(executor, ray_address, jobs)
-    if check:
+    seconds = parse_duration(budget) if budget is not None else None
+    _use_evidence(evidence)
+    if mode == "check":
         _check(_report_path(out, quick))
+        return
+    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
+    if mode is not None:
+        _evidence_mode(
+            mode, Context(cache_dir=cache, options=options), out, as_json, seconds, spot_check, seed, partial
+        )
         return
     deferred = _deferred_sections(quick, only, every_section)
     single_process("repro")
-    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
     ctx = Context(quick=quick, cache_dir=cache, options=options)
     out = _checked_out(_report_path(out, quick), figures, cache, only)
-    _run_jobs(ctx, only, deferred)
-    _write_report(out, ctx, only, deferred)
-    written = _write_figures(out, ctx, only, deferred, as_json) if figures else []
+    written = make(out, ctx, only, deferred, figures)
+    for path in written:
+        typer.echo(f"wrote {path}", err=as_json)
     typer.echo(f"wrote {out}", err=as_json)
+    if not quick:
+        archive_written(ctx, only, echo_err)
     if only is None:
         _summary(out, ctx, written, deferred, as_json)
+
+
+def _mode(**given: bool) -> str | None:
+    """The one evidence mode (or --check) asked for, else None; two at once are refused."""
+    chosen = [name for name, on in given.items() if on]
+    if len(chosen) > 1:
+        raise ValueError(" and ".join(f"--{n.replace('_', '-')}" for n in chosen) + " do not go together")
+    return chosen[0] if chosen else None
+
+
+def _use_evidence(evidence: Path | None) -> None:
+    """``--evidence``: the archive this process and its workers read (and a full report adds to)."""
+    import os
+
+    from tailmiss.archive import ARCHIVE_ENV
+
+    if evidence is None:
+        return
+    if evidence.exists() and not evidence.is_dir():
+        raise ValueError(f"--evidence {str(evidence)!r} is a file, not a folder")
+    os.environ[ARCHIVE_ENV] = str(evidence.resolve())
+
+
+def _evidence_mode(mode: str, ctx, out, as_json: bool, seconds, count, seed, partial: bool) -> None:
+    """--plan, --budget, --spot-check, --prune or --verify."""
+    from tailmiss.evidence.plan import plan
+    from tailmiss.experiments.pool import default_jobs
+
+    jobs = ctx.options.jobs or default_jobs(ctx.options.device, 2)
+    if mode == "plan":
+        show_plan(plan(ctx, cache=ctx.llm_cache), as_json, jobs)
+    elif mode == "budget":
+        single_process("repro --budget")
+        run_budget(seconds, ctx, jobs)
+    elif mode == "spot_check":
+        run_spot_check(count, seed, as_json)
+    elif mode == "prune":
+        run_prune(plan(ctx))
+    else:
+        run_verify(_report_path(out, False), partial, ctx.options.replace(log=None), None)
 
 
 def _summary(out: Path, ctx, written: list, deferred, as_json: bool) -> None:
@@ -129,52 +236,6 @@ def _checked_out(out: Path, figures: bool, cache: Path, only: str | None) -> Pat
     if only is not None and not out.is_file():
         raise ValueError(f"--only needs an existing report at {str(out)!r}: run without --only first")
     return out
-
-
-def _run_jobs(ctx, only: str | None, deferred) -> None:
-    """Every LLM run, simulation and bridge comparison the report needs, side by side, before the figures."""
-    from tailmiss.experiments.pool import phase
-    from tailmiss.report import llm_families
-    from tailmiss.studies.bridge.data import bridge_jobs
-    from tailmiss.studies.narrowing import data as narrowing
-    from tailmiss.studies.runs import train_llm
-    from tailmiss.studies.simulation.data import simulation_jobs
-
-    extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
-    if only == "narrowing" or (only is None and "narrowing" not in deferred):
-        extra += narrowing.bridge_jobs(ctx)
-    with phase("llm pool"):
-        train_llm(llm_families(only, deferred), ctx, extra)
-
-
-def _write_report(out: Path, ctx, only: str | None, deferred) -> None:
-    """The report itself, before the figures."""
-    from tailmiss.experiments.pool import phase
-    from tailmiss.report import write_report
-
-    # the report first: its closed forms' large temporaries (BroRL's coupling over 128,000 actions) then meet a
-    # process that has not yet kept the memory of Fig. 5's sampler (a peak of about 0.95 GB instead of 1.3 GB)
-    with phase("report"):
-        write_report(out, ctx, only=only, deferred=deferred)
-
-
-def _write_figures(out: Path, ctx, only: str | None, deferred, quiet: bool = False) -> list[Path]:
-    """The report's figures beside it, their stamps in it, and one ``wrote`` line per file (on stderr when
-    ``quiet``); the files written."""
-    from tailmiss.experiments.pool import phase
-    from tailmiss.report import report_figures
-    from tailmiss.report.registry import FIGURES, make
-    from tailmiss.report.stamps import figure_stamp, write_stamps
-
-    fig_dir = out.parent / "figures"
-    names = list(report_figures(only, deferred))
-    with phase("figures"):
-        written = make(names, fig_dir, ctx)
-    stamps = {n: figure_stamp(FIGURES[n], ctx, [p for p in written if p.stem == n]) for n in names}
-    write_stamps(out, {}, figures=stamps)
-    for path in written:
-        typer.echo(f"wrote {path}", err=quiet)
-    return written
 
 
 def _check(report: Path) -> None:

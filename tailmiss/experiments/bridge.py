@@ -46,7 +46,7 @@ from tailmiss.llm.evaluate import AnswerDistribution, _rare_sets, answer_distrib
 from tailmiss.options import RunOptions
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
-from tailmiss.store import Scope, UnitKind, lookup, open_unit, own_scope_of, read_meta, save_tables
+from tailmiss.store import Scope, UnitKind, lookup, open_unit, own_scope_of, read_meta, save_tables, unit_clock
 
 __all__ = [
     "BRIDGE_GAMMAS",
@@ -55,6 +55,7 @@ __all__ = [
     "BridgeResult",
     "BRIDGE_UNIT",
     "prompt_policies",
+    "bridge_name",
     "run_bridge",
 ]
 
@@ -250,6 +251,12 @@ def _summarise(prompts: pd.DataFrame) -> pd.DataFrame:
     return g.mean().join(g.std(ddof=ddof).add_suffix("_sd")).reset_index()
 
 
+def bridge_name(sweep: LLMSweep, sim_lr: float = DEFAULT_SIM_LR) -> str:
+    """The folder of the bridge of ``sweep`` at ``sim_lr`` under the cache: ``<sweep>-bridge`` at the default rate,
+    ``<sweep>-bridge-lr<sim_lr>`` at another."""
+    return f"{sweep.name}-bridge" if sim_lr == DEFAULT_SIM_LR else f"{sweep.name}-bridge-lr{sim_lr:g}"
+
+
 def run_bridge(
     sweep_result: SweepResult,
     root: str | Path,
@@ -278,7 +285,7 @@ def run_bridge(
     if not (isinstance(sim_lr, (int, float)) and np.isfinite(sim_lr) and sim_lr > 0):
         raise ValueError(f"sim_lr must be a positive number, got {sim_lr!r}")
     sweep, root = sweep_result.config, Path(root)
-    out_dir = root / (f"{sweep.name}-bridge" if sim_lr == DEFAULT_SIM_LR else f"{sweep.name}-bridge-lr{sim_lr:g}")
+    out_dir = root / bridge_name(sweep, sim_lr)
     found = lookup(
         out_dir,
         BRIDGE_UNIT,
@@ -289,10 +296,10 @@ def run_bridge(
     )
     if found.usable:
         return found.value
-    frame = _compare(sweep, root, float(sim_lr), options.progress)
-    result = BridgeResult(frame, _summarise(frame), sweep, float(sim_lr))
-    result.save(out_dir)
-    return result
+    with unit_clock():  # the CPU seconds of the comparison, recorded in the result
+        frame = _compare(sweep, root, float(sim_lr), options.progress)
+        BridgeResult(frame, _summarise(frame), sweep, float(sim_lr)).save(out_dir)
+    return BridgeResult.load(out_dir)  # as saved: the numbers a later reuse reads, to the last digit
 
 
 def _compare(sweep: LLMSweep, root: Path, sim_lr: float, progress: bool) -> pd.DataFrame:

@@ -27,7 +27,9 @@ from tailmiss.store import (
     Lookup,
     UnitKind,
     UnitState,
+    check_may_compute,
     code_fingerprint,
+    consult_archive,
     file_sha256,
     judge,
     own_scope_of,
@@ -54,6 +56,16 @@ for more holds those too: ``_describe`` adds them)."""
 
 
 def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
+    """What the folder ``path`` holds for ``cfg`` started from ``init``, or the evidence archive's run of that name
+    when it is better (:func:`tailmiss.store.consult_archive`, which restores it into ``path``)."""
+
+    def here(folder: Path) -> Lookup:
+        return _describe_folder(folder, cfg, init, reuse_stale)
+
+    return consult_archive(path, here(path), here)
+
+
+def _describe_folder(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
     """What the folder ``path`` holds for ``cfg`` started from ``init``: a finished run is judged as every unit of the
     store is (:func:`tailmiss.store.judge`); a run stopped part-way resumes only from a checkpoint of this code."""
     if not path.exists():
@@ -68,7 +80,7 @@ def _describe(path: Path, cfg, init, reuse_stale: bool) -> Lookup:
             return Lookup(UnitState.CORRUPT, reason="meta.json does not say the run is complete")
         kept = OPTIONAL_RUN_FILES & set(meta.get("checksums") or {})
         kind = dataclasses.replace(RUN_UNIT, files=tuple(sorted(_RUN_FILES | kept)))
-        return judge(path, kind, lambda found: _same_run(found, cfg, meta, init), reuse_stale, modules)
+        return judge(path, kind, lambda found: _same_run(found, cfg, meta, init), reuse_stale, modules, archive=False)
     if not (path / "config.toml").is_file():
         return Lookup(UnitState.OTHER, reason="no config.toml")
     try:
@@ -136,10 +148,13 @@ def _run(cfg, path: Path, init: Path | None, train, options: RunOptions) -> Path
     found = _describe(path, cfg, init, options.reuse_stale)
     say = options.say
     if found.state is UnitState.FRESH:
+        if found.reason:  # restored from the evidence archive
+            say(f"{path}: {found.reason}")
         return path
     if found.state is UnitState.REUSED_STALE:
         say(f"warning: reusing the stale run {path} (--reuse-stale): {found.reason}")
         return path
+    check_may_compute(path, "run", found.reason)
     if found.state in (UnitState.STALE, UnitState.CORRUPT, UnitState.OTHER):
         names = {p.name for p in path.iterdir() if not p.name.startswith(".")} if path.is_dir() else None
         if names is None or names - _RUN_FILES - OPTIONAL_RUN_FILES:

@@ -44,7 +44,7 @@ from tailmiss.llm.optim import OPTIMIZERS
 from tailmiss.llm.rollouts import training_pool
 from tailmiss.llm.tabular import TABULAR_KINDS, tabular_from_distribution
 from tailmiss.options import RunOptions
-from tailmiss.store import UnitState, file_sha256, read_meta
+from tailmiss.store import UnitState, check_may_compute, file_sha256, read_meta, unit_clock
 
 if TYPE_CHECKING:  # pandas and the sweep runner load when a ladder runs, not with the presets
     import pandas as pd
@@ -238,15 +238,17 @@ def derive_policy(cfg: SFTConfig, source: str | Path, prompts, out: str | Path, 
     current, src_sha, prompts_sha = _current_policy(cfg, source, prompts, out)
     if current:
         return out
+    check_may_compute(out, "derived policy")
     if out.exists():
         if log is not None:
             log(f"{out}: rebuilding the {cfg.model.kind} policy")
         shutil.rmtree(out)
-    src = LoadedRun(source)
-    dist = answer_distribution(src.model, src.task, prompts)
-    model = tabular_from_distribution(cfg.model.kind, src.task, prompts, dist.logp, dist.off_format)
-    extra = {"derived_from": str(source), "source_checkpoint": src_sha, "prompts_sha": prompts_sha}
-    return write_policy_run(model, src.task, cfg, out, extra)
+    with unit_clock():  # the CPU seconds of the derivation, recorded in the policy's provenance
+        src = LoadedRun(source)
+        dist = answer_distribution(src.model, src.task, prompts)
+        model = tabular_from_distribution(cfg.model.kind, src.task, prompts, dist.logp, dist.off_format)
+        extra = {"derived_from": str(source), "source_checkpoint": src_sha, "prompts_sha": prompts_sha}
+        return write_policy_run(model, src.task, cfg, out, extra)
 
 
 def write_policy_run(model, task, cfg: SFTConfig, out: str | Path, meta: dict | None = None) -> Path:

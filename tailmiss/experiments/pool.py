@@ -26,8 +26,9 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 
 import torch
 
@@ -35,7 +36,17 @@ from tailmiss.experiments.jobs import STATE_WORDS, TIMINGS_ENV, Job, job_order, 
 from tailmiss.options import RunOptions
 from tailmiss.store import UnitState, unit_clock
 
-__all__ = ["Job", "STATE_WORDS", "TIMINGS_ENV", "phase", "run_jobs", "train_all", "usable_cores", "default_jobs"]
+__all__ = [
+    "Job",
+    "Schedule",
+    "STATE_WORDS",
+    "TIMINGS_ENV",
+    "phase",
+    "run_jobs",
+    "train_all",
+    "usable_cores",
+    "default_jobs",
+]
 
 
 def default_jobs(device, pending: int) -> int:
@@ -58,8 +69,39 @@ def _timed(fn, args, options: RunOptions, label: str):
     return value, time.perf_counter() - started, lines
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """When a pool stops starting jobs, and what it does as each ends (:func:`run_jobs`).
+
+    Attributes
+    ----------
+    until : float or None
+        A :func:`time.monotonic` time: a job is started only if it is expected to end by then (the jobs running at
+        that time finish; the others are left, and :func:`run_jobs` returns without them).
+    cost : callable or None
+        ``cost(job)``: the seconds it is expected to take (None or absent: unknown, counted as 0).
+    on_finish : callable or None
+        ``on_finish(job, value)`` in this process as each job ends or is found done (e.g. to archive its unit).
+    """
+
+    until: float | None = None
+    cost: Callable[[Job], float | None] | None = None
+    on_finish: Callable[[Job, object], None] | None = None
+
+    def allows(self, job: Job) -> bool:
+        """Whether ``job`` may start now."""
+        if self.until is None:
+            return True
+        seconds = (self.cost(job) if self.cost is not None else None) or 0.0
+        return time.monotonic() + seconds <= self.until
+
+
 def run_jobs(
-    jobs: Sequence[Job], workers: int = 1, options: RunOptions = RunOptions(), description: str = "runs"
+    jobs: Sequence[Job],
+    workers: int = 1,
+    options: RunOptions = RunOptions(),
+    description: str = "runs",
+    schedule: Schedule | None = None,
 ) -> dict:
     """Run ``jobs`` respecting their ``needs``; return ``{key: fn's return value}`` (``None`` for skipped ones).
 
@@ -75,14 +117,20 @@ def run_jobs(
     (:func:`tailmiss.experiments.ray_pool.run_on_ray`; ``workers``: the CPUs of the Ray started for it when no
     cluster is named). Unless ``options.stack`` is 1, RL runs that can train together do, as stacks
     (:func:`tailmiss.experiments.stacking.stacked_jobs`); their values come back under each run's key.
+
+    A ``schedule`` (:class:`Schedule`; local pools only) stops starting jobs at a time and calls back as each ends;
+    the jobs it left are absent from the result.
     """
     job_order(jobs)  # distinct keys, known needs, no cycle: checked before any job starts
+    schedule = schedule or Schedule()
+    if options.executor == "ray" and schedule != Schedule():
+        raise ValueError("a time budget runs on this machine's pool: use --executor local")
     members: dict = {}
     if options.stack != 1 and (options.stack is not None or _accelerated(options.device)):
         from tailmiss.experiments.stacking import stacked_jobs
 
         jobs, members = stacked_jobs(jobs, workers, options.stack)
-    return _unstacked(_run_jobs(jobs, workers, options, description), members)
+    return _unstacked(_run_jobs(jobs, workers, options, description, schedule), members)
 
 
 def _accelerated(device) -> bool:
@@ -101,7 +149,7 @@ def _unstacked(results: dict, members: dict) -> dict:
     return results
 
 
-def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, description: str) -> dict:
+def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, description: str, schedule: Schedule) -> dict:
     if options.executor == "ray":
         from tailmiss.experiments.ray_pool import run_on_ray
 
@@ -111,13 +159,16 @@ def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, descriptio
         from tailmiss.options import ProgressBar
 
         bar = ProgressBar(total=len(jobs), description=f"{description} on {workers} processes")
-    queue = _Queue(list(jobs), options.say, bar)
+    queue = _Queue(list(jobs), options.say, bar, schedule)
     before = torch.get_num_threads()
     try:
         if workers <= 1:
             torch.set_num_threads(options.threads)  # the same thread policy as the workers'
             while queue.pending:
-                for job in queue.ready(1):  # job_order refused cycles: while jobs wait, one is ready
+                batch = queue.ready(1)  # job_order refused cycles: while jobs wait, one is ready, unless out of time
+                if not batch:
+                    break
+                for job in batch:
                     with phase("job", label=job.label or job.key, worker=False, node=socket.gethostname()):
                         with unit_clock():
                             value = job.fn(*job.args, options=options)
@@ -134,18 +185,21 @@ def _run_jobs(jobs: Sequence[Job], workers: int, options: RunOptions, descriptio
 class _Queue:
     """The jobs not started yet, the results of those done, and the progress bar they advance."""
 
-    def __init__(self, pending: list[Job], say, bar) -> None:
+    def __init__(self, pending: list[Job], say, bar, schedule: Schedule | None = None) -> None:
         self.pending, self.say, self.bar = pending, say, bar
+        self.schedule = schedule or Schedule()
         self.results: dict = {}
 
     def ready(self, most: int) -> list[Job]:
         """Up to ``most`` pending jobs whose needs are met, in list order, announced and taken off the list;
-        finished runs are skipped (which may ready more jobs)."""
+        finished runs are skipped (which may ready more jobs); none once the schedule's time is out."""
         out: list[Job] = []
         skipped = True
         while skipped and len(out) < most:
             skipped = False
             for job in [j for j in self.pending if all(n in self.results for n in j.needs)]:
+                if not self.schedule.allows(job):
+                    continue
                 self.pending.remove(job)
                 state = job.state() if job.state is not None else UnitState.MISSING
                 self.say(f"{job.label or job.key}: {STATE_WORDS.get(state, job.doing)}")
@@ -159,8 +213,10 @@ class _Queue:
         return out
 
     def finish(self, job: Job, value) -> None:
-        """Record ``job``'s result and advance the bar."""
+        """Record ``job``'s result, tell the schedule and advance the bar."""
         self.results[job.key] = value
+        if self.schedule.on_finish is not None:
+            self.schedule.on_finish(job, value)
         if self.bar is not None:
             self.bar.update(1)
 
@@ -195,13 +251,20 @@ def _run_pool(pending: list[Job], workers: int, options: RunOptions, ready, fini
     pool.shutdown(wait=True)
 
 
-def train_all(workloads: Sequence, root, options: RunOptions = RunOptions(), extra: Sequence[Job] = ()) -> dict:
+def train_all(
+    workloads: Sequence,
+    root,
+    options: RunOptions = RunOptions(),
+    extra: Sequence[Job] = (),
+    schedule: Schedule | None = None,
+) -> dict:
     """Train every run of several sweeps and ladders together (each has ``jobs(root, options)``).
 
     Runs shared by two workloads (the same run folder) are trained once; the
     SFT runs go first and each RL run starts as soon as its starting point is
     ready. ``extra`` jobs (simulations, say) follow them in the list: a free process takes them when no run is
     ready. ``options.jobs``: worker processes (``None``: :func:`default_jobs`; 1: here, one run after another).
+    ``schedule``: :func:`run_jobs`'s.
     """
     unique: dict[str, Job] = {}
     for workload in workloads:
@@ -211,4 +274,4 @@ def train_all(workloads: Sequence, root, options: RunOptions = RunOptions(), ext
         unique.setdefault(job.key, job)
     todo = list(unique.values())
     workers = default_jobs(options.device, len(todo)) if options.jobs is None else options.jobs
-    return run_jobs(todo, max(1, min(workers, len(todo))), options)
+    return run_jobs(todo, max(1, min(workers, len(todo))), options, schedule=schedule)

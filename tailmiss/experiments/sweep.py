@@ -39,7 +39,7 @@ from tailmiss.llm.config import RLConfig
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics
 from tailmiss.llm.rl_eval import exact_row, score
 from tailmiss.options import RunOptions
-from tailmiss.store import UnitKind, lookup, own_scope_of
+from tailmiss.store import UnitKind, lookup, own_scope_of, unit_clock
 
 __all__ = ["Variant", "LLMSweep", "SweepResult", "SWEEP_UNIT", "run_sweep", "load_sweep", "per_prompt_evals"]
 
@@ -116,7 +116,7 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
     root = Path(root)
     histories, finals, compute = [], [], []
     reference_cache: dict = {}
-    enumerable = None
+    enumerable = sweep.sft.task.enumerable  # every run's task is its SFT run's
     for variant, seed, cfg in sweep.runs():
         path = root / cfg.name
         meta = json.loads((path / "meta.json").read_text())
@@ -134,8 +134,6 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
         histories.append(evals.assign(**ident))
         last = history.iloc[-1]
         row = {**ident, "rollouts": int(meta["rollouts"]), "tokens": int(meta["tokens"])}
-        if enumerable is None:
-            enumerable = LoadedRun(path).task.enumerable
         if enumerable:
             row.update(_final_row(path, sweep.rl.eval_prompt_seed, reference_cache))
         else:
@@ -170,10 +168,16 @@ def collect(sweep: LLMSweep, root: str | Path) -> SweepResult:
 
 def per_prompt_evals(sweep: LLMSweep, root: str | Path) -> dict:
     """Each finished run's per-prompt evaluations (its config sets ``eval_per_prompt``), keyed by ``(label, seed)``:
-    ``(steps (E,), mu_pos (E, P))`` on the sweep's evaluation prompts."""
+    ``(steps (E,), mu_pos (E, P))`` on the sweep's evaluation prompts.
+
+    Each run is judged first (:func:`tailmiss.experiments.cached.run_state`), so that a run the evidence archive holds
+    and the cache lacks is restored into it."""
     out = {}
+    root = Path(root)
+    run_state(root / sweep.sft.name, sweep.sft, None)  # the start first: a run is judged by its start's checkpoint
     for variant, seed, cfg in sweep.runs():
-        data = RunFolder(Path(root) / cfg.name).prompt_evals()
+        run_state(root / cfg.name, cfg, root / sweep.sft.name)
+        data = RunFolder(root / cfg.name).prompt_evals()
         out[(variant.label, seed)] = (data["step"], data["mu_pos"])
     return out
 
@@ -215,6 +219,6 @@ def run_sweep(sweep: LLMSweep, root: str | Path, options: RunOptions = RunOption
     _dist.barrier()
     if not main:
         return None
-    result = collect(sweep, root)
-    result.save(out_dir)
-    return result
+    with unit_clock():  # the CPU seconds of the collection, recorded in the result
+        collect(sweep, root).save(out_dir)
+    return SweepResult.load(out_dir)  # as saved: the numbers a later reuse reads, to the last digit

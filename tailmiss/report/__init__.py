@@ -125,7 +125,7 @@ def _quick_presets(s: Study, ctx: Context) -> list[tuple[str, str]]:
     from tailmiss.sim.presets import PRESETS
     from tailmiss.studies.simulation.data import SIMULATED
 
-    names = [resolve_family(f, ctx).name for f in s.families]
+    names = [w.name for w in (resolve_family(f, ctx) for f in s.families) if w is not None]
     names += [f"{n}-quick" for n in SIMULATED if s.simulated and f"{n}-quick" in PRESETS]
     return [(n, full_preset(n)) for n in names if full_preset(n)]
 

@@ -125,7 +125,7 @@ def _presets(families, simulated: bool, ctx: Context) -> dict:
     from tailmiss.studies.runs import resolve_family
     from tailmiss.studies.simulation.data import SIMULATED
 
-    configs = [resolve_family(f, ctx) for f in families]
+    configs = [c for c in (resolve_family(f, ctx) for f in families) if c is not None]
     if simulated:
         configs += [preset(quick_name(n) if ctx.quick else n) for n in SIMULATED]
     return {

@@ -50,6 +50,9 @@ class Study:
         Whether the first look (``tailmiss repro --quick``) leaves it out.
     deferred_why : str
         Why the first look leaves it out.
+    units : callable or None
+        ``units(ctx) -> list of UnitSpec``: the stored units it reads besides its families' runs and sweeps and the
+        simulations (a comparison read off a sweep's runs: :class:`tailmiss.experiments.units.UnitSpec`).
     """
 
     name: str
@@ -64,6 +67,7 @@ class Study:
     deferrable: bool = False
     quick_deferred: bool = False
     deferred_why: str = ""
+    units: Callable[[Context], list] | None = None
     parts: tuple[Study, ...] = ()
     """The ``###`` parts of its section that have a record of their own (written by its writer)."""
 

@@ -29,6 +29,8 @@ def _quick_suffixed(*names: str) -> dict[str, tuple[str, str]]:
     return {name: (name, f"{name}-quick") for name in names}
 
 
+_FRONTIER = ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low")
+
 SWEEPS = {
     "nsweep": ("multisolution-nsweep", "multisolution-nsweep-quick"),
     "objectives": ("multisolution-objectives", "multisolution-objectives-quick"),
@@ -53,13 +55,17 @@ SWEEPS = {
     },
 }
 """Sweep families: (full sweep, quick sweep)."""
-LADDERS = _quick_suffixed("ladder", "ladder-budget", "ladder-hard", "narrowing-ladder")
-"""Ladder families: (full ladder, quick ladder)."""
+LADDERS = {
+    **_quick_suffixed("ladder", "ladder-budget", "ladder-hard", "narrowing-ladder", "narrowing-ladder-shared"),
+    # the shared rung's N shape and frontier: no quick version (the first look leaves them out)
+    **{name: (name, None) for name in ("narrowing-ladder-shared-n", *_FRONTIER)},
+}
+"""Ladder families: (full ladder, quick ladder, or None where the first look reads none)."""
 
 
 def resolve_family(family: str, ctx: Context):
     """The sweep or ladder of ``family``: ``ctx.llm_sweeps[family]`` when given (e.g. a small one in a notebook or a
-    test), else its quick or full preset."""
+    test), else its quick or full preset; None in quick mode for a family that has no quick version."""
     from tailmiss.experiments.presets import workload
 
     if ctx.llm_sweeps is not None and family in ctx.llm_sweeps:
@@ -68,7 +74,8 @@ def resolve_family(family: str, ctx: Context):
     if family not in presets:
         raise ValueError(f"unknown LLM family {family!r}; known: {', '.join(presets)}")
     full, quick = presets[family]
-    return workload(quick if ctx.quick else full)
+    name = quick if ctx.quick else full
+    return None if name is None else workload(name)
 
 
 def full_preset(name: str) -> str | None:
@@ -76,7 +83,7 @@ def full_preset(name: str) -> str | None:
     or a simulation preset), ``None`` for any other name."""
     from tailmiss.sim.presets import PRESETS
 
-    pairs = {quick: full for full, quick in (*SWEEPS.values(), *LADDERS.values())}
+    pairs = {quick: full for full, quick in (*SWEEPS.values(), *LADDERS.values()) if quick is not None}
     pairs.update({f"{n}-quick": n for n in PRESETS if f"{n}-quick" in PRESETS})
     return pairs.get(name)
 
@@ -126,7 +133,8 @@ def train_llm(families: Iterable[str], ctx: Context, extra: Sequence = ()) -> No
     from tailmiss.experiments.pool import train_all
 
     wanted = list(dict.fromkeys(families))
-    workloads = [resolve_family(f, ctx) for f in wanted]  # an unknown family is refused whatever the jobs
+    found = [resolve_family(f, ctx) for f in wanted]  # an unknown family is refused whatever the jobs
+    workloads = [w for w in found if w is not None]
     if ctx.options.jobs == 1 or not (wanted or extra):
         return
     train_all(workloads, ctx.llm_cache, ctx.options, extra=extra)

@@ -16,7 +16,7 @@ from tailmiss.studies.bridge.claims import BridgeVerdict, bridge_verdict, per_pr
 from tailmiss.studies.context import Context
 from tailmiss.studies.runs import resolve_family, sweep_result
 
-__all__ = ["BridgeData", "bridge_data", "bridge_jobs", "bridge_lrs"]
+__all__ = ["BridgeData", "bridge_data", "bridge_jobs", "bridge_lrs", "bridge_units"]
 
 
 @dataclass(frozen=True)
@@ -136,5 +136,18 @@ def bridge_jobs(ctx: Context) -> list:
     )
     return [first] + [
         Job(f"bridge lr {lr:g}", _bridge_job, (sent, lr), (first.key,), f"bridge lr {lr:g}", doing="simulating")
+        for lr in bridge_lrs(ctx)
+    ]
+
+
+def bridge_units(ctx: Context) -> list:
+    """The stored units :func:`bridge_data` reads besides the group-size sweep's: its bridge at every rate of
+    :func:`bridge_lrs` (:class:`tailmiss.experiments.units.UnitSpec`)."""
+    from tailmiss.experiments.bridge import SCOPE, bridge_name
+    from tailmiss.experiments.units import comparison_unit
+
+    sweep = resolve_family("nsweep", ctx)
+    return [
+        comparison_unit("bridge result", bridge_name(sweep, lr), sweep, SCOPE, {"sim_lr": float(lr)})
         for lr in bridge_lrs(ctx)
     ]

@@ -22,6 +22,7 @@ __all__ = [
     "by_type",
     "final_by_type",
     "bridge_jobs",
+    "narrowing_units",
 ]
 
 SEARCH_FAMILIES = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1")
@@ -42,6 +43,8 @@ KS = (1, 4, 16, 64, 256)
 """The k of the per-type pass@k (exact, from the per-prompt correct mass)."""
 FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
+BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
+"""The sweeps whose final models are scored again by prompt type."""
 
 
 @dataclass
@@ -119,45 +122,15 @@ def by_type(per_prompt: dict, minority: np.ndarray, ks=KS) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def final_by_type(sweep, root, labels=FINAL_LABELS) -> pd.DataFrame:
+def final_by_type(sweep, root, labels=FINAL_LABELS, options=None) -> pd.DataFrame:
     """Each run of ``labels`` at its last step, scored again on each prompt type of its evaluation prompts against
-    its SFT model (the reference its checkpoint holds): ``mu_pos``, ``mret`` (retained mass, BroRL's / F-GRPO's
-    :math:`M_{ret}`), ``dnll`` (ΔNLL_rare, F-GRPO Table 2) and exact ``pass256``, one row per run and type."""
-    from pathlib import Path
+    its SFT model: ``mu_pos``, ``mret`` (retained mass, BroRL's / F-GRPO's :math:`M_{ret}`), ``dnll`` (ΔNLL_rare,
+    F-GRPO Table 2) and exact ``pass256``, one row per run and type (:func:`tailmiss.experiments.by_type.run_by_type`:
+    a unit of the store, computed once from the runs' weights)."""
+    from tailmiss.experiments.by_type import run_by_type
+    from tailmiss.options import RunOptions
 
-    from tailmiss.llm.checkpoint import LoadedRun
-    from tailmiss.llm.evaluate import answer_distribution, exact_metrics
-
-    task, rows = sweep.sft.task, []
-    references = {}  # every run starts from the sweep's SFT model: its distribution once per prompt set
-    for variant, seed, cfg in sweep.runs():
-        if variant.label not in labels:
-            continue
-        run = LoadedRun(Path(root) / cfg.name)
-        prompts = task.prompts(cfg.eval_split, cfg.eval_prompts, seed=cfg.eval_prompt_seed, distinct=True)
-        mask = task.minority_mask(prompts)
-        for kind, sel in (("minority", mask), ("rest", ~mask)):
-            sub = [p for p, keep in zip(prompts, sel) if keep]
-            if not sub:
-                continue
-            key = (kind, cfg.eval_split, cfg.eval_prompts, cfg.eval_prompt_seed)
-            if key not in references:
-                references[key] = answer_distribution(run.reference, task, sub, correct_only=True)
-            ref = references[key]
-            cur = answer_distribution(run.model, task, sub, correct_only=True)
-            m = exact_metrics(cur, ref, rare_share=cfg.rare_share)
-            rows.append(
-                {
-                    "label": variant.label,
-                    "seed": int(seed),
-                    "type": kind,
-                    "mu_pos": m["mu_pos_mean"],
-                    "mret": m["retained_mass_mean"],
-                    "dnll": m["dnll_rare"],
-                    "pass256": m["exact_pass_at_k"][256],
-                }
-            )
-    return pd.DataFrame(rows)
+    return run_by_type(sweep, root, tuple(labels), options or RunOptions()).scores
 
 
 def _minority(sweep) -> np.ndarray:
@@ -200,7 +173,47 @@ def bridge_jobs(ctx: Context) -> list:
         doing="collecting",
     )
     bridge = Job(f"{sweep.name} bridge", _bridge_job, (sent,), (first.key,), f"bridge {sweep.name}", doing="simulating")
-    return [first, bridge]
+    return [first, bridge, *_by_type_jobs(ctx, sent)]
+
+
+def _by_type_jobs(ctx: Context, sent: Context) -> list:
+    """The by-type scores of :func:`final_by_type` as pool jobs, each once its sweep's runs are done: they read the
+    runs' weights, which the evidence archive does not keep."""
+    from tailmiss.experiments.pool import Job
+
+    out = []
+    for family in BY_TYPE_FAMILIES:
+        sweep = resolve_family(family, ctx)
+        runs = tuple(cfg.name for _, _, cfg in sweep.runs())
+        out.append(
+            Job(f"{sweep.name} by type", _by_type_job, (sent, family), runs, f"by-type {sweep.name}", None, "scoring")
+        )
+    return out
+
+
+def _by_type_job(ctx: Context, family: str, options) -> None:
+    """A pool job: :func:`final_by_type` of ``family``'s sweep, saved where :func:`narrowing_data` loads it."""
+    final_by_type(resolve_family(family, ctx), ctx.llm_cache, options=options.replace(jobs=1))
+
+
+def narrowing_units(ctx: Context) -> list:
+    """The stored units :func:`narrowing_data` reads besides its families' runs and sweeps: the bridge of
+    ``narrowing`` and the by-type scores of :data:`BY_TYPE_FAMILIES` (none in quick mode)."""
+    from tailmiss.experiments.bridge import DEFAULT_SIM_LR, bridge_name
+    from tailmiss.experiments.bridge import SCOPE as BRIDGE_SCOPE
+    from tailmiss.experiments.by_type import SCOPE as BY_TYPE_SCOPE
+    from tailmiss.experiments.by_type import by_type_name
+    from tailmiss.experiments.units import comparison_unit
+
+    if ctx.quick:
+        return []
+    sweep = resolve_family("narrowing", ctx)
+    out = [comparison_unit("bridge result", bridge_name(sweep), sweep, BRIDGE_SCOPE, {"sim_lr": DEFAULT_SIM_LR})]
+    for family in BY_TYPE_FAMILIES:
+        typed = resolve_family(family, ctx)
+        key = {"labels": list(FINAL_LABELS)}
+        out.append(comparison_unit("by-type scores", by_type_name(typed), typed, BY_TYPE_SCOPE, key))
+    return out
 
 
 def _sweep_job(ctx: Context, options) -> None:
@@ -217,8 +230,10 @@ def _bridge_job(ctx: Context, options) -> None:
 
 
 def _finals(results: dict, ctx: Context) -> pd.DataFrame:
-    families = [f for f in ("narrowing", "narrowing-controls") if f in results]
-    return pd.concat([final_by_type(results[f].config, ctx.llm_cache) for f in families], ignore_index=True)
+    families = [f for f in BY_TYPE_FAMILIES if f in results]
+    return pd.concat(
+        [final_by_type(results[f].config, ctx.llm_cache, options=ctx.options) for f in families], ignore_index=True
+    )
 
 
 def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:

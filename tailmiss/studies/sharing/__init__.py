@@ -8,11 +8,14 @@ from __future__ import annotations
 from tailmiss.studies import ledger
 from tailmiss.studies.record import Study
 from tailmiss.studies.sharing import figures, section
+from tailmiss.studies.sharing.data import FRONTIER_LADDERS, N_LADDER, NARROWING_LADDER, SHARED_LADDER
 
 __all__ = ["STUDY"]
 
-STUDY = Study.of(section, figures, ledger.NARROWING, families=("narrowing-ladder",))
+STUDY = Study.of(
+    section, figures, ledger.NARROWING, families=(NARROWING_LADDER, SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)
+)
 """The shared rung's record (:class:`~tailmiss.studies.record.Study`): its section and figure; it reads the narrowing
-ladder (a registered family) and the shared ladders (``narrowing-ladder-shared`` and ``narrowing-ladder-shared-n``,
-trained when first asked for). It judges one ledger claim, F-GRPO §5.1's caveat in the narrowing regime
+ladder, the shared rung's ladder, its N shape's and its frontier's (the last three have no quick version: the first
+look leaves them out). It judges one ledger claim, F-GRPO §5.1's caveat in the narrowing regime
 (``fig2-zones-narrowing``), under the narrowing regime's name."""

@@ -13,9 +13,10 @@ import pandas as pd
 
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.data import by_type
-from tailmiss.studies.runs import ladder_result
+from tailmiss.studies.runs import ladder_result, resolve_family
 
 __all__ = [
+    "NARROWING_LADDER",
     "SHARED_LADDER",
     "N_LADDER",
     "FRONTIER_LADDERS",
@@ -25,6 +26,8 @@ __all__ = [
     "shared_rung_data",
 ]
 
+NARROWING_LADDER = "narrowing-ladder"
+"""The narrowing ladder (the table, factorized and transformer rungs) the shared rung stands beside."""
 SHARED_LADDER = "narrowing-ladder-shared"
 """The shared rung's ladder preset (its quick version: ``narrowing-ladder-shared-quick``)."""
 N_LADDER = "narrowing-ladder-shared-n"
@@ -93,18 +96,6 @@ def _typed(result, ctx: Context):
     return by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority_of(result.config))
 
 
-def _shared_ladder(ctx: Context, name: str = SHARED_LADDER):
-    """The ladder ``name`` of ``ctx``: its own (``ctx.llm_sweeps``), else the preset, quick in quick mode (None when
-    the preset has no quick version)."""
-    from tailmiss.experiments.presets import ladder_preset, quick_name
-
-    if ctx.llm_sweeps is not None and name in ctx.llm_sweeps:
-        return ctx.llm_sweeps[name]
-    if not ctx.quick:
-        return ladder_preset(name)
-    return ladder_preset(quick_name(name)) if quick_name(name) != name else None
-
-
 def _frontier(ctx: Context) -> dict | None:
     """The frontier ladders' runs by type per rung model, GRPO at half the rate relabelled, and the shared simulator
     of both ladders (None without them)."""
@@ -113,7 +104,7 @@ def _frontier(ctx: Context) -> dict | None:
     from tailmiss.studies.sharing.frontier import GRPO, LOW
     from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
 
-    ladders = [_shared_ladder(ctx, name) for name in FRONTIER_LADDERS]
+    ladders = [resolve_family(name, ctx) for name in FRONTIER_LADDERS]
     if any(lad is None for lad in ladders):
         return None
     out: dict[str, list] = {}
@@ -133,7 +124,7 @@ def _n_shape(ctx: Context) -> dict | None:
     from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
     from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
 
-    ladder = _shared_ladder(ctx, N_LADDER)
+    ladder = resolve_family(N_LADDER, ctx)
     if ladder is None:
         return None
     result = run_ladder(ladder, ctx.llm_cache, ctx.options)
@@ -149,8 +140,8 @@ def shared_rung_data(ctx: Context) -> SharedRungData:
     from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
     from tailmiss.studies.sharing.simulator import simulator_typed
 
-    base = ladder_result(ctx, "narrowing-ladder")
-    shared = run_ladder(_shared_ladder(ctx), ctx.llm_cache, ctx.options)
+    base = ladder_result(ctx, NARROWING_LADDER)
+    shared = run_ladder(resolve_family(SHARED_LADDER, ctx), ctx.llm_cache, ctx.options)
     results = sorted({**base.sweeps, **shared.sweeps}.items(), key=lambda kv: RUNG_ORDER.index(rung_kind(kv[0])))
     ladder = {rung: _typed(r, ctx) for rung, r in results}
     sim = simulate_rung(shared.ladder, ctx.llm_cache, seeds=SIM_SEEDS)
