@@ -204,6 +204,11 @@ def test_llm_side_matches_the_sweep_table(tiny_bridge):
         assert m["q_pos"] == pytest.approx(row["mu_pos"], abs=1e-10)
 
 
+STORED = 1e-9
+"""The bridge is read back from its stored tables (10 significant digits, :func:`tailmiss.store.save_tables`), so a
+first run and a cached read give the same numbers: rebuilt values agree to that precision."""
+
+
 def test_sim_side_matches_a_direct_simulation(tiny_bridge, sft_reference):
     """Rebuild one prompt's simulation from scratch and compare with the bridge's rows."""
     _, result, bridge = tiny_bridge
@@ -218,8 +223,8 @@ def test_sim_side_matches_a_direct_simulation(tiny_bridge, sft_reference):
     sim = bridge.prompts[(bridge.prompts["source"] == "sim") & (bridge.prompts["prompt"] == i)]
     for r, (n, g, s) in enumerate(res.config.runs()):
         row = sim[(sim["group_size"] == n) & (sim["gamma"] == g) & (sim["seed"] == s)].iloc[0]
-        assert row["retained_mass"] == res.final["retained_mass"].iloc[r]
-        assert row["tau"] == pytest.approx(res.final_probs[r, pol.rare].sum(), rel=1e-12)
+        assert row["retained_mass"] == pytest.approx(res.final["retained_mass"].iloc[r], rel=STORED)
+        assert row["tau"] == pytest.approx(res.final_probs[r, pol.rare].sum(), rel=STORED)
 
 
 def test_tail_miss_column_is_lemma_3_1(tiny_bridge):
@@ -227,7 +232,7 @@ def test_tail_miss_column_is_lemma_3_1(tiny_bridge):
     f = bridge.prompts[bridge.prompts["tau0"] > 0]
     assert len(f) > 0
     expected = analytic.tail_miss_probability(f.mu_pos0.to_numpy(), f.tau0.to_numpy(), f.group_size.to_numpy())
-    np.testing.assert_allclose(f.tail_miss.to_numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(f.tail_miss.to_numpy(), expected, rtol=STORED)
     assert bridge.prompts.loc[bridge.prompts["tau0"] == 0, "tail_miss"].isna().all()
 
 
@@ -242,15 +247,16 @@ def test_verdict_rebuilt_from_the_per_prompt_rows(tiny_bridge):
     llm = np.array([mean[("llm", n, 0.0)] for n in ns])
     sim = np.array([mean[("sim", n, 0.0)] for n in ns])
     v = bridge_verdict(bridge.summary)
-    np.testing.assert_allclose(v.llm_retained_mass, llm, rtol=1e-12)
-    np.testing.assert_allclose(v.sim_retained_mass, sim, rtol=1e-12)
+    np.testing.assert_allclose(v.llm_retained_mass, llm, rtol=STORED)
+    np.testing.assert_allclose(v.sim_retained_mass, sim, rtol=STORED)
     constant = np.ptp(llm) == 0 or np.ptp(sim) == 0  # a rank correlation is undefined: the verdict says NaN
     expected = float("nan") if constant else stats.spearmanr(llm, sim).statistic
     assert v.spearman_retained_mass == pytest.approx(expected, nan_ok=True)
     assert list(v.llm_zones) == zones(ns, llm) and list(v.sim_zones) == zones(ns, sim)
     (f,) = v.focal
-    assert f.llm_delta_retained == pytest.approx(mean[("llm", 8, 0.5)] - mean[("llm", 8, 0.0)])
-    assert f.sim_delta_retained == pytest.approx(mean[("sim", 8, 0.5)] - mean[("sim", 8, 0.0)])
+    # a difference of two stored means near 1: absolute, at the stored precision
+    assert f.llm_delta_retained == pytest.approx(mean[("llm", 8, 0.5)] - mean[("llm", 8, 0.0)], abs=STORED)
+    assert f.sim_delta_retained == pytest.approx(mean[("sim", 8, 0.5)] - mean[("sim", 8, 0.0)], abs=STORED)
 
 
 def test_bridge_is_cached_and_reloads(tiny_bridge, monkeypatch):

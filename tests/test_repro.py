@@ -482,12 +482,18 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
     from tailmiss.studies.narrowing.data import NARROWING_FAMILIES
     from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
+    from tailmiss.studies.runs import resolve_family
+    from tailmiss.studies.sharing.data import FRONTIER_LADDERS
     from tailmiss.studies.transformer.section import MAZE_HEADING, OBJECTIVES_HEADING
 
     assert set(QUICK_DEFERRED) < set(SECTIONS) and "ladder" not in QUICK_DEFERRED
     assert "narrowing" not in QUICK_DEFERRED
-    first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES)
+    # the sharing study's ladders: the shared rung's quick preset, and three with none (the first look trains none)
+    sharing = ("narrowing-ladder-shared", "narrowing-ladder-shared-n", *FRONTIER_LADDERS)
+    first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES, *sharing)
     assert llm_families(deferred=QUICK_DEFERRED) == first_look
+    bare = Context(quick=True, cache_dir=tmp_path)  # the presets themselves, no test stand-ins
+    assert [resolve_family(f, bare) is None for f in sharing] == [False, True, True, True]
     assert set(llm_families()) - set(llm_families(deferred=QUICK_DEFERRED)) == {
         "objectives",
         "maze",

@@ -122,7 +122,9 @@ def repro_cmd(
     mode = _mode(
         check=check, plan=plan, budget=budget is not None, spot_check=spot_check is not None, prune=prune, verify=verify
     )
-    if as_json and (only is not None or mode not in (None, "plan", "spot_check")):
+    if as_json and only is not None:
+        raise ValueError("--json does not go with --only: it prints a whole report's summary, a plan or a spot check")
+    if as_json and mode not in (None, "plan", "spot_check"):
         raise ValueError("--json prints a whole report's summary, a plan or a spot check")
     if mode not in (None, "check", "verify") and quick:
         raise ValueError(f"--{mode.replace('_', '-')} works on the full report's evidence: it does not go with --quick")
