@@ -224,3 +224,17 @@ def test_one_seed_dip_counts_every_one_seed_sweep():
     # recovers: N = 8 at 0.7 (4), or at 0.85 between 0.9 and 0.9 (1)
     assert out["sweeps"] == 8 and out["p_table2"] == 0.25 and out["p_interior"] == 5 / 8 and out["mean_worst_n"] == 8
     assert one_seed_dip(pd.DataFrame(rows[:4])) is None
+
+
+def test_the_final_models_scored_by_type_are_the_ones_each_sweep_has():
+    """The N sweep has no low-LR arm and the controls no GRPO at N = 2 or 32: each is scored on the labels it has (a
+    label a sweep lacks is refused by the by-type unit, which once stopped the full section)."""
+    from conftest import tiny_narrowing_sweeps
+
+    from tailmiss.studies.narrowing.data import FINAL_LABELS, final_labels
+
+    sweeps = tiny_narrowing_sweeps(full=True)
+    for family in ("narrowing", "narrowing-controls"):
+        have = {v.label for v in sweeps[family].variants}
+        assert final_labels(sweeps[family]) == tuple(label for label in FINAL_LABELS if label in have)
+    assert "GRPO N=8 low-LR" not in final_labels(sweeps["narrowing"])

@@ -17,6 +17,7 @@ __all__ = [
     "TYPES",
     "KS",
     "FINAL_LABELS",
+    "final_labels",
     "NarrowingData",
     "narrowing_data",
     "by_type",
@@ -122,15 +123,23 @@ def by_type(per_prompt: dict, minority: np.ndarray, ks=KS) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def final_by_type(sweep, root, labels=FINAL_LABELS, options=None) -> pd.DataFrame:
-    """Each run of ``labels`` at its last step, scored again on each prompt type of its evaluation prompts against
-    its SFT model: ``mu_pos``, ``mret`` (retained mass, BroRL's / F-GRPO's :math:`M_{ret}`), ``dnll`` (ΔNLL_rare,
-    F-GRPO Table 2) and exact ``pass256``, one row per run and type (:func:`tailmiss.experiments.by_type.run_by_type`:
-    a unit of the store, computed once from the runs' weights)."""
+def final_labels(sweep) -> tuple[str, ...]:
+    """The labels of :data:`FINAL_LABELS` that ``sweep`` has, in that order (the N sweep has no low-LR arm, the
+    controls no GRPO at N = 2 or 32)."""
+    have = {v.label for v in sweep.variants}
+    return tuple(label for label in FINAL_LABELS if label in have)
+
+
+def final_by_type(sweep, root, labels=None, options=None) -> pd.DataFrame:
+    """Each run of ``labels`` (by default :func:`final_labels` of ``sweep``) at its last step, scored again on each
+    prompt type of its evaluation prompts against its SFT model: ``mu_pos``, ``mret`` (retained mass, BroRL's /
+    F-GRPO's :math:`M_{ret}`), ``dnll`` (ΔNLL_rare, F-GRPO Table 2) and exact ``pass256``, one row per run and type
+    (:func:`tailmiss.experiments.by_type.run_by_type`: a unit of the store, computed once from the runs' weights)."""
     from tailmiss.experiments.by_type import run_by_type
     from tailmiss.options import RunOptions
 
-    return run_by_type(sweep, root, tuple(labels), options or RunOptions()).scores
+    labels = final_labels(sweep) if labels is None else tuple(labels)
+    return run_by_type(sweep, root, labels, options or RunOptions()).scores
 
 
 def _minority(sweep) -> np.ndarray:
@@ -211,7 +220,7 @@ def narrowing_units(ctx: Context) -> list:
     out = [comparison_unit("bridge result", bridge_name(sweep), sweep, BRIDGE_SCOPE, {"sim_lr": DEFAULT_SIM_LR})]
     for family in BY_TYPE_FAMILIES:
         typed = resolve_family(family, ctx)
-        key = {"labels": list(FINAL_LABELS)}
+        key = {"labels": list(final_labels(typed))}
         out.append(comparison_unit("by-type scores", by_type_name(typed), typed, BY_TYPE_SCOPE, key))
     return out
 
