@@ -16,7 +16,7 @@ import pytest
 from tailmiss import analytic
 from tailmiss.studies.controls import claims as cc
 from tailmiss.studies.controls import gamma as gm
-from tailmiss.studies.rule import Outcome, judge
+from tailmiss.studies.rule import compare_values, judge
 
 T975_4 = 2.7764451051977987  # t_{0.975, 4} (tables)
 
@@ -60,8 +60,27 @@ def test_compare_cancels_shared_seed_effects_and_refuses_what_it_cannot_compare(
         cc.compare(_chosen({"a": base, "b": base}), "a", "c", "pass1")
 
 
+_SHIFTS = {
+    "higher": (0.02, 0.002),
+    "lower": (-0.02, 0.002),
+    "tie": (0.01, 0.05),
+    "tie (below δ)": (0.0016, 0.0001),
+    "identical": (0.0, 0.0),
+}
+"""Outcome → (shift, wobble) of made-up per-seed pass@1 against a base: each gives that outcome by the rule."""
+
+
 def _part(outcome):
-    d = cc.Difference("a", "b", "pass1", 0.0, 0.0, 5, "paired t", 4.0, 0.5, 0.5, 1, 0.005, 0.0, Outcome(outcome))
+    """A part wanting *higher* of a comparison computed from per-seed values whose outcome is ``outcome`` (the
+    sentence recomputes every test from the raw p-values, so the outcome must come from real numbers)."""
+    base = [0.40, 0.41, 0.39, 0.42, 0.40]
+    if outcome == "cannot tell":  # two seeds
+        d = compare_values([0.50, 0.61], [0.40, 0.50], "pass1", paired=True)
+    else:
+        shift, wobble = _SHIFTS[outcome]
+        up = [b + shift + wobble * ((s * 7) % 5 - 2) / 2 for s, b in enumerate(base)]
+        d = compare_values(up, base, "pass1", paired=True)
+    assert d.outcome == outcome
     return (d, "higher")
 
 
@@ -218,7 +237,8 @@ def test_f_grpo_is_not_the_highest_on_a_lead_below_the_practical_threshold():
     chosen = _rows(values, mret=1.0, dnll=0.0, rare256=0.5)
     best = cc._sentences(chosen)[2]
     assert best.verdict == "partly"  # above low-LR and DS, a tie below δ with GRPO and KL
-    assert [d.outcome for d, _ in best.parts] == ["tie (below δ)", "higher", "tie (below δ)", "higher"]
+    assert [p.outcome for p in best.parts] == ["tie (below δ)", "higher", "tie (below δ)", "higher"]
+    assert [p.status for p in best.parts] == ["open", "holds", "open", "holds"]
 
 
 _LOW_AND_DS = {
@@ -238,7 +258,8 @@ def test_a_control_equal_to_grpo_is_labelled_identical_and_left_out_of_the_sente
     chosen = _rows(values, mret=1.0, dnll=0.0, rare256=0.5)
     assert cc.identical_to_grpo(chosen, ["GRPO N=8 KL", "F-GRPO γ=0.5 N=8"]) == {"GRPO N=8 KL": "GRPO N=8"}
     best = cc._sentences(chosen)[2]
-    assert [d.b for d, _ in best.parts] == ["GRPO N=8", "GRPO N=8 low-LR", "GRPO N=8 DS"]
+    assert [p.difference.b for p in best.parts] == ["GRPO N=8", "GRPO N=8 low-LR", "GRPO N=8 DS"]
+    assert {p.family for p in best.parts} == {3}
     assert best.verdict == "reproduced"
 
 
@@ -267,9 +288,13 @@ def test_usual_gamma_counts_no_copy_of_grpo():
     assert gm.identical_methods(chosen) == ("CISPO",)
     _, choices = gm.gamma_table(chosen)
     assert [c.selected for c in choices] == [0.5, 1.0, 0.5]
-    # GRPO yes, DAPO no (γ = 1 beats 0.5): 1 of 2 distinct methods, not "usual"; counting CISPO made it 2 of 3
-    assert gm.gamma_usual_verdict(choices, ("CISPO",)) == "not resolved"
-    assert gm.gamma_usual_verdict(choices) == "reproduced"
+    # GRPO yes, DAPO no (γ = 1 beats 0.5): 1 of 2 distinct methods, not "most" (half fail: refuted); counting
+    # CISPO made it 2 of 3
+    usual = gm.usual_sentence(chosen, ("CISPO",))
+    assert usual.verdict == "refuted"
+    assert {p.difference.a for p in usual.parts} == {"F-GRPO γ=0.5 N=8", cc.focal_label(0.5, "dapo+ds")}
+    assert [p.status for p in usual.parts] == ["holds", "holds", "fails", "holds"] and usual.parts[0].family == 4
+    assert gm.usual_sentence(chosen).verdict == "reproduced"
 
 
 def test_gamma_two_is_judged_on_pass256_too():
@@ -283,9 +308,9 @@ def test_gamma_two_is_judged_on_pass256_too():
     }
     two = gm.gamma_two(_gamma_runs(p1, p256))
     assert all(d["pass1"].outcome == "lower" and d["pass256"].outcome == "lower" for d in two.values())
-    assert gm.gamma_two_verdict(two) == "refuted"
+    assert gm.gamma_two_sentence(two).verdict == "refuted"
     p256.update({("dapo+ds", 2.0): 0.87})
-    assert gm.gamma_two_verdict(gm.gamma_two(_gamma_runs(p1, p256))) == "reproduced"
+    assert gm.gamma_two_sentence(gm.gamma_two(_gamma_runs(p1, p256))).verdict == "reproduced"
 
 
 def test_a_constant_pass_at_k_lead_does_not_grow_with_k():
@@ -298,12 +323,17 @@ def test_a_constant_pass_at_k_lead_does_not_grow_with_k():
             noise = 0.0005 * ((seed * 3) % 5 - 2) * (k == 256)
             rows.append(("F-GRPO γ=0.5 N=8", seed, "exact", k, 0.53 + 0.001 * seed + noise))
     curves = pd.DataFrame(rows, columns=["label", "seed", "scoring", "k", "value"])
-    grow = gm.lead_growth(curves)["GRPO"]
-    assert grow.outcome in ("tie", "tie (below δ)")
+    growth = gm.lead_growth(curves)
+    lead, grow = growth["GRPO"]
+    assert lead.outcome == "higher" and grow.outcome in ("tie", "tie (below δ)")
+    # a lead at k = 256, not a growing one: the method's group holds in part (the lead holds, the growth is open)
+    s = gm.lead_sentence(growth)
+    assert [p.status for p in s.parts] == ["holds", "open"] and s.verdict == "partly"
     steeper = curves.assign(
         value=curves["value"] + np.where(curves["label"].str.startswith("F-"), 0.0002 * curves["k"], 0)
     )
-    assert gm.lead_growth(steeper)["GRPO"].outcome == "higher"
+    growth = gm.lead_growth(steeper)
+    assert growth["GRPO"][1].outcome == "higher" and gm.lead_sentence(growth).verdict == "reproduced"
 
 
 def test_fig1bc_is_judged_on_the_whole_caption():
@@ -316,5 +346,12 @@ def test_fig1bc_is_judged_on_the_whole_caption():
         "F-GRPO γ=0.5 N=8": {"pass1": _jitter(0.87), "pass256": _jitter(0.78)},
     }
     s = cc.fig1bc_sentence(_rows(values, mret=1.0, dnll=0.0, rare256=0.5))
-    assert [o for o in (d.outcome for d, _ in s.parts)] == ["higher", "higher", "higher", "lower"]
-    assert s.verdict == "refuted"
+    assert [p.wanted for p in s.parts] == ["higher", "not lower", "lower", "higher", "not lower"]
+    assert [p.outcome for p in s.parts] == ["higher", "higher", "higher", "higher", "lower"]
+    assert [p.status for p in s.parts] == ["holds", "holds", "fails", "holds", "fails"]
+    assert s.verdict == "refuted" and {p.family for p in s.parts} == {5}
+    # GRPO N = 8 loses pass@256 against N = 2 and F-GRPO N = 8 is above GRPO N = 32: every part holds
+    values["GRPO N=2"]["pass256"] = _jitter(0.80)
+    values["GRPO N=32"]["pass256"] = _jitter(0.77)
+    whole = cc.fig1bc_sentence(_rows(values, mret=1.0, dnll=0.0, rare256=0.5))
+    assert [p.status for p in whole.parts] == ["holds"] * 5 and whole.verdict == "reproduced"

@@ -331,6 +331,6 @@ def test_ladder_figures_title_fits_and_legend_names_every_curve(name, quick_ctx)
         panel_labels = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
         assert labels == panel_labels
         if name == "ladder":
-            assert any(label.startswith("held-out") for label in labels)
+            assert any(label.endswith("held-out") for label in labels)
     finally:
         plt.close(fig)

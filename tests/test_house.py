@@ -338,3 +338,44 @@ def test_a_study_record_is_read_from_its_package_layout():
     assert bridge.write is None and bridge.parent == "transformer"
     one = Study.of(section, figures, "x", figures=(), name="other")
     assert one.figures == () and one.name == "other" and one.ledger == "x"
+
+
+def test_the_claims_and_the_rule_import_where_torch_cannot_be_imported():
+    """The verdicts are arithmetic on tables: every study's claims module, the noise rule, its comparisons, the dip
+    and the ledger import in a process where torch cannot be imported."""
+    import subprocess
+    import sys
+
+    claims = sorted(f"tailmiss.studies.{p.parent.name}.claims" for p in (PACKAGE / "studies").glob("*/claims.py"))
+    modules = [*claims, "tailmiss.studies.rule", "tailmiss.studies.comparison", "tailmiss.studies.dip",
+               "tailmiss.studies.ledger"]  # fmt: skip
+    script = (
+        "import importlib, importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError('torch is blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for m in {modules!r}:\n"
+        "    importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('torch')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    assert len(claims) >= 8
+
+
+def test_no_source_or_docs_file_holds_a_control_character():
+    r"""A ``\b`` or ``\t`` typed into a docstring that is not raw ends up as a backspace or a tab inside a formula;
+    no text file of the package, its tests or its docs holds a control character other than tab and newline."""
+    root = PACKAGE.parent
+    files = [
+        p for d in ("tailmiss", "tests", "docs") for p in (root / d).rglob("*") if p.suffix in (".py", ".md", ".toml")
+    ]
+    bad = [
+        str(p.relative_to(root))
+        for p in files
+        if any(ord(ch) < 32 and ch not in "\t\n" for ch in p.read_text(encoding="utf-8"))
+    ]
+    assert not bad, bad

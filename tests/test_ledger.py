@@ -70,7 +70,7 @@ def test_a_verdict_is_never_a_literal(literal):
 
 def test_the_ledger_has_the_out_of_domain_claims_as_rows_and_states_the_rule():
     ood = [c for c in lg.CATALOGUE if "out of domain" in c.sentence]
-    assert {c.key for c in ood} == {"t1-ood", "t2-ood"} and all("out-of-domain" in c.untestable for c in ood)
+    assert {c.key for c in ood} == {"t1-ood", "t2-ood", "t3-ood"} and all("out-of-domain" in c.untestable for c in ood)
     text = lg.ledger_section([])
     assert "The noise rule" in text and "Holm" in text and "δ" in text
     sources = " ".join(c.source for c in lg.CATALOGUE)
@@ -87,10 +87,14 @@ def test_the_report_opens_with_the_ledger_and_it_agrees_with_the_sections(ctx):
     untestable = {s for s, r in rows.items() if r[2].startswith("not testable at this scale")}
     assert {c.sentence for c in lg.CATALOGUE if c.untestable} == untestable
     assert len(judged) + len(untestable) + 1 == len(rows)  # and Table 5, a setting
-    alone = rows["N = 131,072 alone keeps M_ret ≈ 1 throughout"][2]
-    section_row = next(line for line in text.splitlines() if "Fig. 2, log-prob + Adam | N = " in line)
-    assert ("alone: yes" in section_row) == (alone == "reproduced")
-    assert ("Keeps it: yes; alone: **no**" in section_row) == (alone == "partly")
+    # the section's row and the ledger's cell carry one verdict for the reading both print
+    ours = rows["N = 131,072 alone keeps M_ret ≈ 1 throughout"][1]
+    section_row = next(
+        line for line in text.splitlines() if "Fig. 2, log-prob + Adam | N = " in line and "alone keeps" in line
+    )
+    said = section_row.rstrip(" |").rsplit(": ", 1)[-1].strip("*")
+    reading = ours.split("(the reading that follows the figure): ", 1)[1].split("; literal", 1)[0]
+    assert reading.rsplit(": ", 1)[-1].strip("*") == said
     assert "DAPO differs from GRPO" not in rows  # this project's check of its DAPO, not a claim of the paper
     zones = next(s for s in rows if "not LLM predictions" in s)
     assert rows[zones][2] == "caveat"  # a caution of the paper's beside our numbers, never "reproduced"
@@ -104,13 +108,13 @@ def test_the_first_look_names_the_command_for_each_deferred_claim_and_only_fills
     assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] == (
         "not in this report: `tailmiss repro --quick --only controls` adds it"
     )
-    # objectives (t1-pass256, t1-pass1), maze (2), protocol (2), controls (DS-GRPO: the first look's narrowing
-    # regime judges the other control rows)
-    assert len(waiting) == 7
+    # objectives (t1-pass256, t1-pass1), maze (2), protocol (2), controls (DS-GRPO, and γ = 2: the first look's
+    # narrowing regime has no γ = 2 arm; it judges the other control rows)
+    assert len(waiting) == 8
     write_report(report, ctx, only="controls")
     rows = _ledger_rows(report.read_text())
     assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] in VERDICTS
-    assert sum(r[2].startswith("not in this report") for r in rows.values()) == 7 - 1
+    assert sum(r[2].startswith("not in this report") for r in rows.values()) == 8 - 2
     assert rows["pass@1 rises with N"][2] in VERDICTS  # the other sections' rows are kept from the stamps file
 
 
@@ -127,3 +131,37 @@ def test_the_catalogue_file_is_refused_with_a_repeated_key_or_an_unknown_section
     with pytest.raises(ValueError, match="Theroy"):
         lg._catalogue(unknown)
     assert lg._catalogue(lg.CATALOGUE_PATH) == lg.CATALOGUE
+
+
+@pytest.mark.parametrize(
+    "ours, ok",
+    [
+        ("+1.24; −0.54", False),  # numbers without the comparison or the evidence behind them
+        ("F-GRPO − GRPO +0.031 (p = 0.004)", True),
+        ("F-GRPO − GRPO +0.031, 90% CI [+0.01, +0.05]", True),
+        ("F-GRPO − GRPO +0.031", False),  # no p-value, interval or reason
+        ("F-GRPO − GRPO +0.000: identical", True),
+        ("pass@256 N=8 − N=32 −0.02: cannot tell", True),
+        ("reproduced", False),
+        ("F-GRPO against GRPO: cannot tell (no run raises pass@1 above the SFT model's)", True),
+        ("cannot tell", False),
+    ],
+)
+def test_a_ledger_cell_is_checkable_only_with_its_comparison_its_number_and_its_evidence(ours, ok):
+    assert lg.checkable(ours) is ok
+
+
+def test_every_judged_row_of_the_report_names_its_comparisons_and_their_evidence(ctx):
+    """A reader checks a verdict from its cell: a row judged by the noise rule (not Theory's closed forms, not a
+    caveat) names each comparison, its signed difference and its p-value or interval, or says why there is none."""
+    text = render_report(ctx)
+    rows = _ledger_rows(text)
+    judged = {
+        s: r
+        for s, r in rows.items()
+        if not r[3].startswith("Theory")
+        and r[2] in ("reproduced", "**refuted**", "partly", "not resolved", "cannot tell")
+    }
+    assert judged
+    bare = {s: r[1] for s, r in judged.items() if not lg.checkable(r[1])}
+    assert not bare, bare

@@ -238,3 +238,10 @@ def test_the_final_models_scored_by_type_are_the_ones_each_sweep_has():
         have = {v.label for v in sweeps[family].variants}
         assert final_labels(sweeps[family]) == tuple(label for label in FINAL_LABELS if label in have)
     assert "GRPO N=8 low-LR" not in final_labels(sweeps["narrowing"])
+
+
+def test_the_claims_name_the_focal_arm_as_the_controls_label_it():
+    from tailmiss.studies.controls.gamma import FOCAL_GAMMA, focal_label
+    from tailmiss.studies.narrowing.claims import FOCAL
+
+    assert FOCAL == focal_label(FOCAL_GAMMA)  # a literal there, so that the claims import without the trainer

@@ -114,10 +114,12 @@ def test_a_level_reached_by_two_seeds_of_one_side_cannot_tell_there():
 
 
 def test_a_level_is_read_on_the_seeds_both_arms_reach_not_welch():
-    """Three seeds of each arm reach 0.65, but only seed 2 of both: that level cannot tell."""
+    """Three seeds of each arm reach 0.65, but only seed 2 of both: that level cannot tell, and the levels stop at
+    0.6, which every seed reaches in both arms (not at 0.7, which three seeds of each arm reach)."""
     tops = {"F": {0: 0.7, 1: 0.7, 2: 0.7, 3: 0.6, 4: 0.6}, "G": {0: 0.6, 1: 0.6, 2: 0.7, 3: 0.7, 4: 0.7}}
     h = _history({"F": lambda p: 1.25 - p, "G": lambda p: 1.2 - p}, tops=tops, noise=0.002)
-    assert plateau_levels(h, "F", "G")[-1] == pytest.approx(0.7)
+    assert plateau_levels(h, "F", "G")[-1] == pytest.approx(0.6)
+    assert plateau_frontier(h, "F", "G").diffs[-1].seeds == 5  # the top level has its pairs
     v = plateau_frontier(h, "F", "G", levels=[0.5, 0.65])
     assert v.diffs[0].outcome == Outcome.HIGHER and v.diffs[1].outcome == Outcome.CANNOT_TELL
     assert v.diffs[1].seeds == 1 and v.word == "cannot tell"
@@ -155,11 +157,12 @@ def test_too_few_seeds_or_no_rise_has_no_level():
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(35, 80), min_size=3, max_size=6), st.lists(st.integers(35, 80), min_size=3, max_size=6))
-def test_the_top_level_is_the_lower_third_highest_reach(tops_f, tops_g):
+def test_the_top_level_is_the_third_highest_reach_of_both_arms(tops_f, tops_g):
+    """The top level is the third highest, over the seeds both arms ran, of the lower of a seed's two reaches."""
     tops = {"F": {s: t / 100 for s, t in enumerate(tops_f)}, "G": {s: t / 100 for s, t in enumerate(tops_g)}}
     h = _history({"F": lambda p: 1.25 - p, "G": lambda p: 1.2 - p}, seeds=range(6), tops=tops)
     h = h[h["seed"] < h["label"].map({"F": len(tops_f), "G": len(tops_g)})]
-    reach = min(sorted(tops_f)[-3], sorted(tops_g)[-3]) / 100
+    reach = sorted(min(f, g) for f, g in zip(tops_f, tops_g))[-3] / 100  # zip: the seeds both arms ran
     assert plateau_levels(h, "F", "G")[-1] == pytest.approx(reach)
 
 

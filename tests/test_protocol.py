@@ -245,17 +245,23 @@ def test_rung_verdicts_follow_the_noise_rule():
     R = Verdict
     v = pc.rung_verdicts(_chosen(_TABLE2, dnll={2: 0.19, 8: 0.68, 32: 0.52}, focal={0.5: 0.703}))
     assert v.dip == R.REPRODUCED and v.pass256_shape.worst_n == 8
-    assert (v.recovery.a, v.recovery.b, v.recovery.test) == ("GRPO N=32", "GRPO N=8", "paired t")
-    assert [d.b for d in v.best] == ["GRPO N=4", "GRPO N=8", "GRPO N=16", "GRPO N=32"]
-    assert {d.family for d in v.best} == {4} and {d.family for d, _ in v.dnll.parts} == {2}  # Holm families
+    # the dip, tested without picking the trough: N=2 not lower than every N, and for N = 8 or 16 both ends higher,
+    # every test one Holm family
+    parts = v.dip_sentence.parts
+    pairs = [(p.difference.a, p.difference.b, p.wanted) for p in parts]
+    assert pairs[:4] == [("GRPO N=2", f"GRPO N={n}", "not lower") for n in (4, 8, 16, 32)]
+    assert ("GRPO N=32", "GRPO N=8", "higher") in pairs and ("GRPO N=32", "GRPO N=16", "higher") in pairs
+    assert {p.difference.test for p in parts} == {"paired t"} and {p.family for p in parts} == {len(parts)}
+    assert {p.family for d in (v.dnll,) for p in d.parts} == {2}  # Holm families
     assert v.dnll_order == R.REPRODUCED and v.focal_reach == {0.5: R.REPRODUCED}
-    assert v.reach[0.5].parts[0][0].mean == pytest.approx(0.003, abs=0.003)
+    assert v.reach[0.5].parts[0].difference.mean == pytest.approx(0.003, abs=0.003)
     # seed noise of its own per run (no shared effect): the recovery is a tie, so the dip is only partly there
     p8, p32 = [0.60, 0.70, 0.58, 0.68, 0.64], [0.74, 0.62, 0.75, 0.66, 0.73]
     d8, d32 = [0.45, 0.58, 0.47, 0.55, 0.5], [0.52, 0.47, 0.53, 0.48, 0.5]
     noisy = _chosen({2: 0.75, 8: p8, 32: p32}, shared=np.zeros(5), jitter=0.0, dnll={2: 0.5, 8: d8, 32: d32})
     nv = pc.rung_verdicts(noisy)
-    assert nv.recovery.outcome == Outcome.TIE and nv.dip == R.PARTLY
+    recovery = next(p for p in nv.dip_sentence.parts if p.difference.a == "GRPO N=32")
+    assert recovery.outcome == Outcome.TIE and recovery.status == "open" and nv.dip == R.PARTLY
     assert nv.dnll_order == R.NOT_RESOLVED
     # monotone: N = 32 is below the interior N beyond noise (refuted); F-GRPO "reaching" GRPO's worst is vacuous
     mono = pc.rung_verdicts(_chosen({2: 0.8, 8: 0.7, 32: 0.6}, dnll={2: 0.6, 8: 0.4, 32: 0.2}, focal={0.5: 0.65}))
@@ -278,7 +284,7 @@ def test_dnll_gaps_beyond_twice_the_combined_sd_are_not_resolved_when_seed_effec
     for lo, hi in ((2, 32), (32, 8)):  # the old rule's test: beyond twice the combined seed sd
         assert abs(g.mean()[hi] - g.mean()[lo]) > 2 * np.hypot(g.std()[hi], g.std()[lo])
     v = pc.rung_verdicts(frame)
-    assert [d.outcome for d, _ in v.dnll.parts] == [Outcome.TIE, Outcome.TIE]
+    assert [p.outcome for p in v.dnll.parts] == [Outcome.TIE, Outcome.TIE]
     assert v.dnll_order == Verdict.NOT_RESOLVED
 
 
@@ -292,7 +298,7 @@ def test_dnll_gaps_within_the_seed_spread_are_resolved_when_every_n_shares_the_s
         *t.loc[["GRPO N=32", "GRPO N=2"], "dnll_sd"]
     )
     v = pc.rung_verdicts(frame)
-    assert [d.outcome for d, _ in v.dnll.parts] == [Outcome.HIGHER, Outcome.HIGHER]
+    assert [p.outcome for p in v.dnll.parts] == [Outcome.HIGHER, Outcome.HIGHER]
     assert v.dnll_order == Verdict.REPRODUCED
 
 
@@ -300,7 +306,8 @@ def test_a_recovery_below_the_old_margin_counts_when_the_paired_rule_resolves_it
     """Fails on the old rule (recovery by more than 0.05): 0.03 over the worst N on every seed is beyond noise and δ."""
     v = pc.rung_verdicts(_chosen({2: 0.75, 4: 0.71, 8: 0.64, 16: 0.65, 32: 0.67}))
     assert not v.pass256_shape.recovers  # the old margin
-    assert v.recovery.outcome == Outcome.HIGHER and v.dip == Verdict.REPRODUCED
+    recovery = next(p for p in v.dip_sentence.parts if (p.difference.a, p.difference.b) == ("GRPO N=32", "GRPO N=8"))
+    assert recovery.outcome == Outcome.HIGHER and v.dip == Verdict.REPRODUCED
 
 
 def test_a_reach_below_grpo_n32_beyond_noise_is_refuted():
@@ -312,7 +319,7 @@ def test_a_reach_below_grpo_n32_beyond_noise_is_refuted():
     gap = t.loc["F γ=0.5", "pass256"] - t.loc["GRPO N=32", "pass256"]
     assert gap > -2 * np.hypot(*t.loc[["F γ=0.5", "GRPO N=32"], "pass256_sd"])  # the old rule: reaches
     v = pc.rung_verdicts(frame)
-    d = v.reach[0.5].parts[0][0]
+    d = v.reach[0.5].parts[0].difference
     assert d.outcome == Outcome.LOWER and d.seeds == 10 and d.mean == pytest.approx(-0.045, abs=0.003)
     assert v.focal_reach[0.5] == Verdict.REFUTED
 
@@ -401,11 +408,11 @@ def test_the_protocol_section_records_verdicts_computed_from_its_numbers(null, a
     got = {key: (ours, verdict.value) for key, ours, verdict in section.rows}
     assert set(got) == {"t2-protocol", "t2-reach", "appQ"}
     assert got["t2-protocol"][1] == "reproduced" and got["t2-reach"][1] == "refuted" and got["appQ"][1] == appq
-    reach = claims.verdicts["selection"].reach[0.5].parts[0][0]
+    reach = claims.verdicts["selection"].reach[0.5].parts[0]
     assert reach.describe() in got["t2-reach"][0] and "10 seeds" in got["t2-reach"][0]
-    assert claims.verdicts["selection"].recovery.describe() in text and reach.describe() in text
+    assert claims.verdicts["selection"].dip_sentence.cell() in text and reach.describe() in text
     assert "the report's noise rule" in text and "δ: pass@256 0.01" in text
-    assert "App. L.3/L.4" in text and "§" not in text and "twice the combined" not in text
+    assert "App. L.4" in text and "L.3/L.4" not in text and "§" not in text and "twice the combined" not in text
     if null is not None:
         assert claims.appq.diffs["500"].describe() in text and "| corrected |" in text
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,55 +23,74 @@ def test_the_shared_ladder_trains_what_the_narrowing_ladder_trains():
     assert quick.rungs == shared.rungs and quick.sft == ladder_preset("narrowing-ladder-quick").sft
 
 
-def _typed(minority_end: dict, seeds=range(5), focal_gain: float = 0.0) -> pd.DataFrame:
-    """A by-type frame: every run starts at pass@256 0.97 (minority) / 1.0 (rest) and ends at the given value plus
-    a seed's wobble (F-GRPO adds ``focal_gain`` on the minority)."""
+def _typed(minority_end: dict, seeds=range(5), focal_gain: float = 0.0, wobble: float = 0.004) -> pd.DataFrame:
+    """A by-type frame: every run starts at pass@256 0.97 (minority) / 0.9 (rest) and ends at the given value plus
+    a seed's wobble, ``wobble × (seed − 2)`` (F-GRPO adds ``focal_gain`` on the minority)."""
     rows = []
     for label, gain in (("GRPO N=8", 0.0), ("F-GRPO γ=1 N=8", focal_gain)):
         for seed in seeds:
-            wobble = 0.004 * (seed - 2)
-            for kind, start in (("minority", 0.97), ("rest", 1.0)):
-                end = minority_end[kind] + (gain + wobble if kind == "minority" else 0.0)
+            for kind, start in (("minority", 0.97), ("rest", 0.9)):
+                end = minority_end[kind] + wobble * (seed - 2) + (gain if kind == "minority" else 0.0)
                 for step, value in ((0, start), (10, end)):
                     rows.append(dict(label=label, seed=seed, step=step, type=kind, mu_pos=0.5, pass256=value))
     return pd.DataFrame(rows)
 
 
+_WORDS = re.compile(r"\): (lower|higher|tie|not lower|not higher|same|not shown)(?=; |\)\.$)")
+"""The words of a sentence's parts in an answer's line (its cell, :meth:`~tailmiss.studies.rule.Sentence.cell`)."""
+
+
 @pytest.mark.parametrize(
-    ("shared_end", "table_end", "answer"),
-    [(0.6, 0.97, "**yes**"), (0.97, 0.97, "**no**: the shared rung"), (0.6, 0.6, "**no**: the table narrows")],
+    ("shared_end", "table_end", "answer", "words"),
+    [
+        (0.6, 0.97, "**yes** (", ["lower", "not lower"]),  # the table keeps the minority within the margin
+        (0.99, 0.97, "**no** (", ["higher", "not lower"]),  # the shared rung widens it
+        (0.6, 0.6, "**no** (", ["lower", "lower"]),  # the table narrows too
+        (0.97, 0.97, "cannot tell (partly: a tie is not a *no*)", ["tie", "not lower"]),  # the shared rung: a tie
+    ],
 )
-def test_enough_to_narrow_follows_the_rule(shared_end, table_end, answer):
+def test_enough_to_narrow_follows_the_rule(shared_end, table_end, answer, words):
+    """The shared rung's minority change *lower* and the table's *not lower* (within the margin: a small paired
+    spread), one Holm family; a tie of the shared rung is no *no*."""
     ladder = {
-        "table-adamw-lr0.1": _typed({"minority": table_end, "rest": 1.0}),
-        "shared-adamw-lr0.03": _typed({"minority": shared_end, "rest": 1.0}),
+        "table-adamw-lr0.1": _typed({"minority": table_end, "rest": 0.9}, wobble=0.001),
+        "shared-adamw-lr0.03": _typed({"minority": shared_end, "rest": 0.9}, wobble=0.001),
     }
     text = shared_rung_section(SharedRungData(ladder, ("a", "b"), quick=False))
     line = next(t for t in text.split("\n") if t.startswith("Is sharing of this simple kind enough"))
-    assert answer in line
+    assert line.split("? ")[1].startswith(answer) and _WORDS.findall(line) == words
 
 
-def test_focal_direction_needs_both_rungs_higher():
+@pytest.mark.parametrize(
+    ("transformer_gain", "answer", "words"),
+    [
+        (0.1, "**yes** (", ["higher", "higher", "same"]),
+        (-0.05, "**no** (", ["higher", "lower", "higher"]),  # the transformer's minority loses under F-GRPO
+        (0.3, "**no** (", ["higher", "higher", "lower"]),  # both higher, but not by the same amount
+    ],
+)
+def test_focal_direction_needs_both_rungs_higher(transformer_gain, answer, words):
+    """Both focal effects on the minority *higher* and their gap the *same* (Welch on the per-seed effects)."""
     ladder = {
-        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0}, focal_gain=0.1),
-        "transformer-adamw-lr0.0002": _typed({"minority": 0.5, "rest": 1.0}, focal_gain=0.1),
+        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9}, focal_gain=0.1),
+        "transformer-adamw-lr0.0002": _typed({"minority": 0.5, "rest": 0.9}, focal_gain=transformer_gain),
     }
     text = shared_rung_section(SharedRungData(ladder, ("a", "b"), quick=False))
-    assert "**yes, in direction**" in text
-    ladder["transformer-adamw-lr0.0002"] = _typed({"minority": 0.5, "rest": 1.0}, focal_gain=0.0)
-    text = shared_rung_section(SharedRungData(ladder, ("a", "b"), quick=False))
-    assert "**no**: shared higher, transformer" in text
+    line = next(t for t in text.split("\n") if t.startswith("Does the focal weight act on the shared rung"))
+    assert line.split("? ")[1].startswith(answer) and _WORDS.findall(line.split(". F-GRPO")[0] + ".") == words
 
 
 def test_one_seed_cannot_tell():
     ladder = {
-        "table-adamw-lr0.1": _typed({"minority": 0.97, "rest": 1.0}, seeds=(0,)),
-        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0}, seeds=(0,)),
+        "table-adamw-lr0.1": _typed({"minority": 0.97, "rest": 0.9}, seeds=(0,)),
+        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9}, seeds=(0,)),
     }
-    ladder["transformer-adamw-lr0.0002"] = _typed({"minority": 0.5, "rest": 1.0}, seeds=(0,), focal_gain=0.1)
+    ladder["transformer-adamw-lr0.0002"] = _typed({"minority": 0.5, "rest": 0.9}, seeds=(0,), focal_gain=0.1)
     text = shared_rung_section(SharedRungData(ladder, ("a", "b"), quick=True))
-    assert "enough to narrow? cannot tell" in text
+    assert "enough to narrow? cannot tell (too few seeds" in text and "(cannot tell, 1 seed)" in text
     assert "as on the transformer? cannot tell (too few seeds" in text
+    rows = [t for t in text.split("\n") if t.startswith(("| table", "| shared", "| transformer"))]
+    assert len(rows) == 12 and all(t.split("|")[7].strip() == "cannot tell" for t in rows)  # one seed: never a *no*
 
 
 def test_section_on_tiny_runs(quick_ctx):
@@ -86,25 +107,36 @@ def test_section_on_tiny_runs(quick_ctx):
 
 def _with_simulator(sim_minority: float, transformer_minority: float, seeds=range(5), sim_seeds=range(5)):
     ladder = {
-        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0}, seeds=seeds),
-        "transformer-adamw-lr0.0002": _typed({"minority": transformer_minority, "rest": 1.0}, seeds=seeds),
+        "shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9}, seeds=seeds),
+        "transformer-adamw-lr0.0002": _typed({"minority": transformer_minority, "rest": 0.9}, seeds=seeds),
     }
-    simulator = _typed({"minority": sim_minority, "rest": 1.0}, seeds=sim_seeds)
+    simulator = _typed({"minority": sim_minority, "rest": 0.9}, seeds=sim_seeds)
     return SharedRungData(ladder, ("a", "b"), quick=False, simulator=simulator, simulator_shape=(64, 1001))
 
 
+NOT, UNTOLD = "does not narrow", "cannot tell whether it narrows"
+
+
 @pytest.mark.parametrize(
-    ("sim_minority", "transformer_minority", "answer"),
+    ("sim_minority", "transformer_minority", "kind", "size", "minority"),
     [
-        (0.6, 0.5, "**yes**: it narrows the minority under GRPO"),
-        (0.97, 0.5, "**no**: the simulator does not narrow the minority, the transformer narrows"),
-        (0.6, 0.97, "**no**: the simulator narrows the minority, the transformer does not narrow"),
+        (0.5, 0.5, "yes, in kind", "**yes**", ("narrows", "narrows", "agree")),
+        (0.6, 0.5, "yes, in kind", "**no**", ("narrows", "narrows", "agree")),  # 0.1 apart: not the same size
+        (0.99, 0.5, "no, not in kind", "**no**", (NOT, "narrows", "disagree")),  # shown to widen it
+        (0.6, 0.99, "no, not in kind", "**no**", ("narrows", NOT, "disagree")),
+        (0.97, 0.5, "cannot tell in kind", "**no**", (UNTOLD, "narrows", "cannot tell")),  # a tie: no *no* in kind
     ],
 )
-def test_the_simulator_predicts_the_minority_loss_when_both_narrow_it(sim_minority, transformer_minority, answer):
+def test_the_simulator_predicts_the_minority_loss_when_both_narrow_it(
+    sim_minority, transformer_minority, kind, size, minority
+):
+    """In kind: both narrow the minority under GRPO; in size, besides: the final minority pass@256 the *same*
+    (Welch, within the margin), one Holm family."""
     text = shared_rung_section(_with_simulator(sim_minority, transformer_minority))
     line = next(t for t in text.split("\n") if t.startswith("Does the shared simulator predict"))
-    assert answer in line
+    assert line.split("? ")[1].startswith(kind) and f"; in kind and size: {size} (" in line
+    mine, theirs, agreement = minority
+    assert f"minority: the simulator {mine} it, the transformer {theirs} it ({agreement})" in line
     assert "rest: the simulator does not narrow it, the transformer does not narrow it (agree)" in line
 
 
@@ -155,7 +187,7 @@ def _n_typed(minority_by_n: dict, seeds=range(5)) -> pd.DataFrame:
 
 
 def _n_data(shared: dict, transformer: dict, simulator: dict, seeds=range(5)) -> SharedRungData:
-    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}
+    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9})}
     n_shape = {
         "shared": _n_typed(shared, seeds),
         "transformer": _n_typed(transformer, seeds),
@@ -166,6 +198,8 @@ def _n_data(shared: dict, transformer: dict, simulator: dict, seeds=range(5)) ->
 
 FALLING = {2: 0.8, 4: 0.7, 8: 0.6, 16: 0.5, 32: 0.4}
 DIP = {2: 0.8, 4: 0.5, 8: 0.4, 16: 0.5, 32: 0.7}
+RISING = {2: 0.4, 4: 0.5, 8: 0.6, 16: 0.7, 32: 0.8}
+FLAT = {n: 0.6 for n in FALLING}
 
 
 @pytest.mark.parametrize(
@@ -173,7 +207,8 @@ DIP = {2: 0.8, 4: 0.5, 8: 0.4, 16: 0.5, 32: 0.7}
     [
         (FALLING, FALLING, ("minority: **yes**", "minority: **yes**")),
         (DIP, FALLING, ("minority: **no**", "minority: **yes**")),  # the same direction, but a dip
-        ({n: 0.6 for n in FALLING}, {n: 0.9 - 0.1 * i for i, n in enumerate(FALLING)}, ("**no**", "**yes**")),
+        (RISING, {n: 0.9 - 0.1 * i for i, n in enumerate(FALLING)}, ("**no**", "**yes**")),  # the other direction
+        (FLAT, FALLING, ("cannot tell (its own N effect: identical)", "**yes**")),  # no direction is no *no*
     ],
 )
 def test_the_n_shape_is_reproduced_by_direction_and_dip(shared, simulator, answers):
@@ -182,7 +217,7 @@ def test_the_n_shape_is_reproduced_by_direction_and_dip(shared, simulator, answe
     assert len(lines) == 2
     for line, answer in zip(lines, answers):
         assert answer in line.split("?")[1].split(";")[0]
-    # the rest does not move with N anywhere: the transformer's N effect is a tie, so nothing can reproduce it
+    # the rest does not move with N anywhere: the transformer's N effect is no direction, so nothing reproduces it
     assert all("rest: cannot tell" in line for line in lines)
 
 
@@ -195,7 +230,7 @@ def test_the_n_shape_table_reads_every_n_and_the_dip():
 
 
 def test_the_first_look_leaves_the_n_shape_out():
-    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}, ("a", "b"), quick=True)
+    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9})}, ("a", "b"), quick=True)
     assert "Not at the first look's size" in shared_rung_section(data)
 
 
@@ -203,7 +238,10 @@ def test_the_ledger_row_says_where_the_simulator_agrees_with_the_transformer():
     ((key, ours, verdict),) = zones_row(_with_simulator(0.6, 0.5))
     assert key == "fig2-zones-narrowing" and verdict == Verdict.CAVEAT
     assert "minority narrows / narrows (agree)" in ours and "rest does not narrow / does not narrow (agree)" in ours
-    assert "simulator − transformer: +0.100 (higher)" in ours
+    assert "in kind and in size: " in ours and "shared simulator − transformer pass256 +0.1000 [" in ours
+    assert ours.endswith("): higher: refuted")  # the simulator keeps 0.1 more of the minority than the transformer
+    ((_, ours, _),) = zones_row(_with_simulator(0.5, 0.5))
+    assert ours.endswith("): same: reproduced")
     assert zones_row(SharedRungData({}, ("a", "b"), quick=True)) == []
 
 
@@ -225,7 +263,7 @@ def _arms(lift: float, seeds=range(5), seed: int = 0) -> pd.DataFrame:
 
 
 def _frontier_data(shared_lift: float, simulator_lift: float, transformer_lift: float = 0.05) -> SharedRungData:
-    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}
+    ladder = {"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9})}
     frontier = {
         "shared": _arms(shared_lift, seed=1),
         "transformer": _arms(transformer_lift, seed=2),
@@ -255,6 +293,6 @@ def test_an_unresolved_transformer_leaves_the_frontier_answer_untold():
 
 
 def test_the_first_look_leaves_the_frontier_out():
-    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 1.0})}, ("a", "b"), quick=True)
+    data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9})}, ("a", "b"), quick=True)
     text = shared_rung_section(data)
     assert "### The frontier" in text and "`narrowing-ladder-frontier`" in text

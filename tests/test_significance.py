@@ -225,3 +225,24 @@ def test_bad_outcome_arrays_are_refused():
         paired_subsampling_test(np.ones(8, bool), np.ones(8, bool), 1, m=4)
     with pytest.raises(ValueError, match="mu_pos"):
         sample_outcomes(np.array([1.5]), 4, np.random.default_rng(0))
+
+
+def test_at_k_equal_to_m_the_test_warns_that_its_law_is_degenerate():
+    """F-GRPO App. Q at its own setting (n = 1024, m = 256, pass@256) on problems a policy nearly always solves: each
+    subsample's pass@256 is 1, the subsampling law an atom, and the scaled test would reject a true null without a
+    word; it warns, and reports the atom. At k < m, or in the percentile form, it does not."""
+    from tailmiss.analytic.significance import ATOM_WARN, DegenerateSubsampling
+
+    rng = np.random.default_rng(0)
+    mu = np.full(30, 0.2)
+    a, b = (sample_outcomes(mu, 1024, rng) for _ in range(2))
+    with pytest.warns(DegenerateSubsampling, match="k = m = 256"):
+        t = paired_subsampling_test(a, b, 256, m=256, iterations=500)
+    assert t.atom > ATOM_WARN
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateSubsampling)
+        low = paired_subsampling_test(a, b, 1, m=256, iterations=500)
+        paired_subsampling_test(a, b, 256, m=256, iterations=500, form="percentile")
+    assert low.atom < ATOM_WARN

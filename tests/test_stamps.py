@@ -169,12 +169,14 @@ def test_a_change_to_any_verdict_rule_stales_the_ledger(ctx, package_copy):
     from tailmiss.studies.ledger import LEDGER_HEADING
 
     before = section_stamp(LEDGER_HEADING, ctx)
-    for rel in ("studies/rule.py", "studies/ladder/claims.py", "studies/controls/claims.py", "studies/ledger.py"):
+    rules = ("studies/rule.py", "studies/comparison.py")  # the sentence rule and the comparisons it reads
+    for rel in (*rules, "studies/ladder/claims.py", "studies/controls/claims.py", "studies/ledger.py"):
         assert rel in before["files"], rel
-    _edit(package_copy, "studies/rule.py", "ALPHA = 0.05", "ALPHA = 0.01")
+    _edit(package_copy, "studies/comparison.py", "ALPHA = 0.05", "ALPHA = 0.01")
     after = section_stamp(LEDGER_HEADING, ctx)
-    assert after["code"] != before["code"] and after["files"]["studies/rule.py"] != before["files"]["studies/rule.py"]
-    _edit(package_copy, "studies/rule.py", "ALPHA = 0.01", "ALPHA = 0.05")
+    changed = "studies/comparison.py"
+    assert after["code"] != before["code"] and after["files"][changed] != before["files"][changed]
+    _edit(package_copy, "studies/comparison.py", "ALPHA = 0.01", "ALPHA = 0.05")
     assert section_stamp(LEDGER_HEADING, ctx)["code"] == before["code"]
     _edit(package_copy, "studies/controls/claims.py", "def _start(", "def _start_(")
     _edit(package_copy, "studies/controls/claims.py", "_start(history)", "_start_(history)")

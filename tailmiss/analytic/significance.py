@@ -81,6 +81,7 @@ times wider than that of :math:`\hat\theta_n`, so it is very conservative.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -93,6 +94,8 @@ __all__ = [
     "FORMS",
     "check_form",
     "SubsamplingTest",
+    "DegenerateSubsampling",
+    "ATOM_WARN",
     "sample_outcomes",
     "benchmark_pass_at_k",
     "paired_subsampling_test",
@@ -160,6 +163,11 @@ class SubsamplingTest:
     alpha : float
     form : str
         One of :data:`FORMS`.
+    atom : float
+        The largest share of subsamples whose difference :math:`\hat\theta^*_b` takes one value (within float
+        noise). Near 1 the subsampling law is degenerate (at k = m, where each subsample's pass@k is an indicator,
+        on problems nearly every subsample solves) and the scaled forms reject nearly every non-zero difference:
+        :func:`paired_subsampling_test` warns (:class:`DegenerateSubsampling`).
     """
 
     difference: float
@@ -173,6 +181,23 @@ class SubsamplingTest:
     iterations: int
     alpha: float
     form: str
+    atom: float = math.nan
+
+
+ATOM_WARN = 0.5
+"""At k = m, a subsampling law with more than this share of its subsamples at one value draws a warning."""
+
+
+class DegenerateSubsampling(UserWarning):
+    """The paired subsampling test's law is degenerate (k = m, most subsamples at one value): its p-value means
+    little, and the test over-rejects (module docstring; its size: :mod:`tailmiss.analytic.significance_size`)."""
+
+
+def _atom(stars: np.ndarray) -> float:
+    """The largest share of ``stars`` (one row) at one value, values within float noise counted as one."""
+    values = np.sort(np.round(stars / _TIE) * _TIE)
+    _, counts = np.unique(values, return_counts=True)
+    return float(counts.max() / values.size) if values.size else math.nan
 
 
 def check_form(form) -> str:
@@ -275,6 +300,14 @@ def paired_subsampling_test(
     -------
     SubsamplingTest
 
+    Warns
+    -----
+    DegenerateSubsampling
+        At ``k == m`` (the paper's pass@256 with m = 256) in the scaled forms when more than :data:`ATOM_WARN` of the
+        subsample differences take one value: the test is then not calibrated (it rejects up to 99.9 % of true nulls
+        on easy problems), so it warns rather than refuse, since the paper's own setting is this one and
+        :mod:`tailmiss.analytic.significance_size` measures the size a reader must set beside its calls.
+
     References
     ----------
     D. N. Politis, J. P. Romano and M. Wolf (1999), *Subsampling*, Springer.
@@ -287,6 +320,16 @@ def paired_subsampling_test(
     p_value = float(_p_values(theta, stars, n, m, form)[0])
     tau = None if form == "percentile" else _scale(n, m, form)
     ci_low, ci_high = _interval(theta[0], stars[0], n, tau, alpha)
+    atom = _atom(stars[0])
+    if k == m and form != "percentile" and atom > ATOM_WARN:
+        warnings.warn(
+            f"paired_subsampling_test at k = m = {m}: each subsample's pass@k is an indicator, and {atom:.0%} of the "
+            f"{iterations} subsample differences sit at one value; the {form} test then rejects nearly every non-zero "
+            "difference, true nulls included (its size at your masses: tailmiss.analytic.significance_size."
+            "null_size). Compare at k < m, or read the test's size beside its calls.",
+            DegenerateSubsampling,
+            stacklevel=2,
+        )
     settings = dict(k=int(k), m=int(m), n=int(n), iterations=int(iterations), alpha=float(alpha), form=form)
     return SubsamplingTest(
         difference=float(theta[0]),
@@ -294,6 +337,7 @@ def paired_subsampling_test(
         ci_low=float(ci_low),
         ci_high=float(ci_high),
         significant=p_value < alpha,
+        atom=atom,
         **settings,
     )
 

@@ -78,6 +78,7 @@ QUICK_EVIDENCE = {
     ledger.PROTOCOL: "learning regime",
     ledger.CONTROLS: "learning regime",
     ledger.NARROWING: "narrowing regime",
+    ledger.SHARING: "narrowing regime",
 }
 """Whose quick evidence each section's ledger rows show in the first look: the closed forms, the simulator, the
 learning regime (the transformer raises coverage: per-prompt sharpening), the narrowing regime (it loses coverage

@@ -29,6 +29,11 @@ rejects neither bound is *not shown* (equivalence not shown, not a difference
 shown). When every difference is the same nonzero value (:math:`s_d = 0`),
 :math:`p = 0` if :math:`|\bar d| < \Delta` and 1 otherwise.
 
+The one-sided tests and the Holm adjustment are the noise rule's own
+(:func:`~tailmiss.studies.comparison.one_sided`, :func:`~tailmiss.studies.comparison.holm_adjusted`): this module
+keeps the record of an equivalence at a bound a study fixed before its runs (the plateau's end point, ±0.02 on
+pass@1), where the rule's own sentences take the margin of :func:`~tailmiss.studies.comparison.margin`.
+
 References
 ----------
 D. J. Schuirmann (1987), "A comparison of the two one-sided tests procedure and the power approach for assessing the
@@ -44,7 +49,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from tailmiss.studies.rule import ALPHA, IDENTICAL_TOL, MIN_SEEDS
+from tailmiss.studies.comparison import ALPHA, IDENTICAL_TOL, MIN_SEEDS, holm_adjusted, one_sided
 
 __all__ = [
     "EquivalenceOutcome",
@@ -160,8 +165,6 @@ def equivalent_values(a, b, metric: str, bound: float, *, labels: tuple[str, str
         When the shapes differ, there is no value, a value is not finite, or ``bound`` is not a positive finite
         number.
     """
-    from scipy import stats
-
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"paired values must have one shape, got {x.shape} and {y.shape}")
@@ -179,13 +182,7 @@ def equivalent_values(a, b, metric: str, bound: float, *, labels: tuple[str, str
     if n < MIN_SEEDS:
         return Equivalence(*labels, metric, mean, sd, n, delta, outcome=EquivalenceOutcome.CANNOT_TELL, **blank)
     dof = float(n - 1)
-    se = sd / math.sqrt(n)
-    if se == 0:
-        p = 0.0 if abs(mean) < delta else 1.0
-    else:
-        p_lower = float(stats.t.sf((mean + delta) / se, dof))  # H0: d <= -bound
-        p_upper = float(stats.t.cdf((mean - delta) / se, dof))  # H0: d >= +bound
-        p = max(p_lower, p_upper)
+    p = max(one_sided(mean, sd / math.sqrt(n), dof, delta))  # the rule's one-sided tests at ±bound
     return Equivalence(*labels, metric, mean, sd, n, delta, dof, p, p, 1, _outcome(p))
 
 
@@ -221,11 +218,9 @@ def holm_equivalence(tests) -> tuple[Equivalence, ...]:
     :math:`m - i + 1`, capped at 1 and made monotone; tests without a test statistic (identical, cannot tell) keep
     their outcome and are not counted in the family."""
     tests = tuple(tests)
-    tested = [i for i, t in enumerate(tests) if t.outcome.tested]
-    m = len(tested)
-    out = list(tests)
-    running = 0.0
-    for rank, i in enumerate(sorted(tested, key=lambda j: tests[j].p)):
-        running = max(running, min(1.0, (m - rank) * tests[i].p))
-        out[i] = replace(tests[i], p_adjusted=running, family=m, outcome=_outcome(running))
-    return tuple(out)
+    adjusted = holm_adjusted([t.p if t.outcome.tested else math.nan for t in tests])  # the rule's Holm
+    m = sum(t.outcome.tested for t in tests)
+    return tuple(
+        replace(t, p_adjusted=p, family=m, outcome=_outcome(p)) if t.outcome.tested else t
+        for t, p in zip(tests, adjusted)
+    )

@@ -11,6 +11,7 @@ says yes), *refuted* (no), *partly*, *not resolved* (the rule cannot tell: one s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ __all__ = [
     "CATALOGUE_PATH",
     "Claim",
     "row",
+    "checkable",
     "verdict_word",
     "theory_records",
     "ledger_section",
@@ -31,7 +33,7 @@ __all__ = [
 LEDGER_HEADING = "## Claims ledger: every claim of F-GRPO and BroRL §4.1"
 """The heading line of the claims ledger's section, by which the report and its stamps find that section."""
 
-THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING = (
+THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING, SHARING = (
     "Theory",
     "Simulation",
     "Small transformer",
@@ -39,6 +41,7 @@ THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING = (
     "The paper's protocol",
     "Controls and γ sensitivity",
     "The narrowing regime",
+    "Sharing across prompts",
 )
 
 
@@ -63,7 +66,7 @@ CATALOGUE_PATH = Path(__file__).with_name("claims.toml")
 def _catalogue(path: Path) -> tuple[Claim, ...]:
     """The claims of ``path``; ``ValueError`` names a repeated key or a section the report does not have."""
     claims = tuple(Claim(**fields) for fields in read_toml(path)["claim"])
-    sections = {THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING}
+    sections = {THEORY, SIM, LLM, LADDER, PROTOCOL, CONTROLS, NARROWING, SHARING}
     for c in claims:
         if c.section not in sections:
             raise ValueError(
@@ -100,6 +103,19 @@ def row(key: str, ours: str, verdict: Verdict) -> list[tuple[str, str, Verdict]]
     if key not in _KEYS:
         raise ValueError(f"unknown ledger claim {key!r}")
     return [(key, ours, verdict)]
+
+
+_PAIR = re.compile(r"\S − \S")
+_SIGNED = re.compile(r"[+\-−]\d")
+_EVIDENCE = re.compile(r"\bp (?:= )?\d|\bp [<≤]|Holm p|\[[+\-−]?\d|cannot tell|identical")
+_NO_JUDGEMENT = re.compile(r"cannot tell \([^)]{8,}\)")
+
+
+def checkable(ours: str) -> bool:
+    """Whether a ledger cell lets a reader check its verdict: a comparison named (``a − b``), a signed number, and
+    the evidence behind its outcome (a p-value, an interval, or why none: *cannot tell*, *identical*); or, where
+    nothing could be compared, *cannot tell* with the reason in brackets."""
+    return all(x.search(ours) for x in (_PAIR, _SIGNED, _EVIDENCE)) or bool(_NO_JUDGEMENT.search(ours))
 
 
 def _lemma31_row(mc_groups: int) -> tuple:
@@ -140,7 +156,7 @@ def theory_records(claims=None, mc_groups: int = 200_000) -> list:
     theory section's claims (``claims``, :func:`~tailmiss.studies.theory.claims.theory_claims` when not given),
     Lemma H.1 on
     a random policy and BroRL's mass balance on the worked example."""
-    from tailmiss.studies.theory.claims import theory_claims
+    from tailmiss.studies.theory.claims import SIGN_GRID, theory_claims
 
     c = theory_claims() if claims is None else claims
     lemma31 = _lemma31_row(mc_groups)
@@ -181,7 +197,8 @@ def theory_records(claims=None, mc_groups: int = 200_000) -> list:
         (
             "cor3",
             f"coupling at N = 2 … 131072: {c.coupling[0]:+.2e} … {c.coupling[-1]:+.2e}, first positive at N = "
-            f"{c.coupling_flip}",
+            f"{c.coupling_flip} (bisected on the integers; its sign changes {c.coupling_sign_changes} time(s) over "
+            f"{len(SIGN_GRID)} N from 2 to 2^17)",
             bool(c.coupling[0] < 0 < c.coupling[-1]),
         ),
     ]

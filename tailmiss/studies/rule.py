@@ -1,130 +1,83 @@
 r"""The one rule for "beyond noise", used by every section of the report and by its claims ledger.
 
-Two rows (runs of two configs, or two sets of per-seed values) are compared on
-one metric:
+Two rows (runs of two configs, or two sets of per-seed values) are compared on one metric by
+:mod:`tailmiss.studies.comparison` (re-exported here): paired by seed where they share seeds (a two-sided paired
+t-test), by Welch's t-test otherwise, at α = :data:`ALPHA`; *identical* when every per-seed difference is within
+:data:`IDENTICAL_TOL` (one run twice, never evidence), *cannot tell* below :data:`MIN_SEEDS` seeds, *higher* /
+*lower* when resolved and at least the metric's practical threshold δ (:data:`THRESHOLDS`), else a *tie* (below δ
+or not resolved). Each :class:`Difference` also carries the one-sided tests at its margin Δ (:func:`margin`: δ, or
+near the top of a success rate a share of what is left to gain).
 
-* **paired by seed** where they share seeds: the per-seed differences
-  :math:`d_s = a_s - b_s`, their mean :math:`\bar d` and sd :math:`s_d` over
-  :math:`n` seeds, and a two-sided paired t-test (scipy's ``ttest_rel``:
-  :math:`t = \bar d / (s_d/\sqrt n)` on :math:`n - 1` degrees of freedom);
-* **Welch's t-test** otherwise (``ttest_ind(equal_var=False)``: the difference of
-  the two means over :math:`\sqrt{s_a^2/n_a + s_b^2/n_b}`, Welch-Satterthwaite
-  degrees of freedom).
+A paper's sentence is judged from its parts (:func:`judge`), each a comparison and what the sentence wants of it
+(:data:`WANTED`): *higher* / *lower* beyond noise and δ; *not lower* / *not higher* (the paper's "reaches", "keeps")
+shown by the one-sided test at Δ; *same* by both (Schuirmann's two one-sided tests). A tie shows none of these.
+The sentence is one Holm family (:func:`holm`'s procedure over every test it makes); sentences about *some* N or
+*most* methods are judged in the same family (:func:`judge_any`, :func:`judge_clauses`). The verdict is one
+:class:`Verdict`, the only vocabulary from the claims to the ledger, and :func:`rule_text` states every convention
+at the top of the report.
 
-A **family** of comparisons (the ladder's cells × N, the DAPO tests, the
-controls against GRPO) is corrected for multiplicity by Holm's step-down
-procedure (:func:`holm`: the :math:`i`-th smallest of :math:`m` p-values is
-multiplied by :math:`m - i + 1`, made monotone). Then, at α = :data:`ALPHA`:
-
-* ``identical``: paired runs whose every per-seed difference is within
-  :data:`IDENTICAL_TOL`: one run twice, never evidence (:class:`Outcome`);
-* ``cannot tell``: fewer than :data:`MIN_SEEDS` seeds on a side (a t-test on one
-  degree of freedom resolves nothing a referee would sign);
-* ``higher`` / ``lower``: the (adjusted) p-value is below α **and** the difference is
-  at least the metric's practical threshold δ (:data:`THRESHOLDS`);
-* ``tie (below δ)``: resolved by the test but smaller than δ;
-* ``tie``: not resolved by the test.
-
-A paper's sentence is judged from its parts (:func:`judge`), each a comparison
-and the direction the sentence wants; the verdict is one :class:`Verdict`, the only
-vocabulary from the claims to the ledger.
+References
+----------
+D. J. Schuirmann (1987), "A comparison of the two one-sided tests procedure and the power approach for assessing the
+equivalence of average bioavailability", *J. Pharmacokinet. Biopharm.* 15:657-680. S. Holm (1979), "A simple
+sequentially rejective multiple test procedure", *Scand. J. Statist.* 6:65-70.
 """
 
 from __future__ import annotations
 
-import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from tailmiss.studies.comparison import (
+    ALPHA,
+    IDENTICAL_TOL,
+    MIN_SEEDS,
+    NEAR_BOUND_SHARE,
+    THRESHOLDS,
+    Difference,
+    Outcome,
+    Word,
+    compare,
+    compare_values,
+    holm,
+    holm_adjusted,
+    identical_runs,
+    margin,
+    outcome_of,
+    practical_threshold,
+)
 
 __all__ = [
     "ALPHA",
     "MIN_SEEDS",
     "IDENTICAL_TOL",
     "THRESHOLDS",
+    "NEAR_BOUND_SHARE",
     "Outcome",
     "Verdict",
     "Difference",
     "practical_threshold",
+    "margin",
     "compare_values",
     "compare",
     "holm",
     "identical_runs",
+    "WANTED",
+    "Part",
     "Sentence",
     "judge",
+    "judge_any",
+    "judge_clauses",
+    "QUANTIFIERS",
     "judge_family",
+    "both_readings",
     "rule_text",
 ]
 
-ALPHA = 0.05
-"""Two-sided level of every test, after Holm's correction within a family."""
-MIN_SEEDS = 3
-"""Fewer seeds than this on a side: the rule cannot tell."""
-IDENTICAL_TOL = 1e-6
-"""Paired runs whose every per-seed difference is at most this are the same runs in effect."""
-THRESHOLDS = {
-    "pass@1": 0.005,
-    "pass@k": 0.01,
-    "rare hit@256": 0.02,
-    "M_ret": 0.01,
-    "ΔNLL_rare": 0.05,
-    "Q_pos": 0.005,
-    "share": 0.05,
-    "worst drop": 1e-6,
-}
-"""The practical threshold δ per metric family (fractions; ΔNLL_rare in nats per token): a difference the test
-resolves but smaller than δ is a tie. pass@1 half a point and pass@k one point are below every gap F-GRPO reports
-(Table 1's smallest pass@256 gain is 0.3 points of 70; its pass@1 gains reach 2.8); a rare-set hit rate of 2
-points; M_ret one point of mass; ΔNLL_rare 0.05 (Table 2's gaps are 0.14-0.49); Q_pos half a point; a share of
-runs, pairs or actions 5 points; BroRL's worst single-action drop 1e-6 (the initial probabilities are ~1e-5)."""
 
-_FAMILY = {
-    "pass1": "pass@1",
-    "exact_pass_at_1": "pass@1",
-    "pass_at_1": "pass@1",
-    "mu_pos": "pass@1",
-    "pass256": "pass@k",
-    "exact_pass_at_256": "pass@k",
-    "pass_at_256": "pass@k",
-    "rare256": "rare hit@256",
-    "rare_pass_at_256": "rare hit@256",
-    "mret": "M_ret",
-    "retained_mass": "M_ret",
-    "dnll": "ΔNLL_rare",
-    "dnll_rare": "ΔNLL_rare",
-    "q_pos": "Q_pos",
-    "share": "share",
-    "frac_correct_improved": "share",
-    "worst_drop": "worst drop",
-}
-
-
-class _Word(str, enum.Enum):
-    """A word of the report's vocabulary: printed as itself."""
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Outcome(_Word):
-    """The rule's outcome for one comparison ``a − b`` (module docstring)."""
-
-    HIGHER = "higher"
-    LOWER = "lower"
-    TIE = "tie"
-    BELOW_DELTA = "tie (below δ)"
-    CANNOT_TELL = "cannot tell"
-    IDENTICAL = "identical"
-
-    @property
-    def resolved(self) -> bool:
-        """Higher or lower: beyond noise and above δ."""
-        return self in (Outcome.HIGHER, Outcome.LOWER)
-
-
-class Verdict(_Word):
+class Verdict(Word):
     """A verdict on one of the paper's claims: the one vocabulary from the claims to the ledger."""
 
     REPRODUCED = "reproduced"
@@ -147,210 +100,299 @@ class Verdict(_Word):
         raise TypeError(f"a verdict is a Verdict, True, False or None, got {value!r}")
 
 
-def practical_threshold(metric: str) -> float:
-    """δ of ``metric`` (a column name such as ``pass256`` or ``exact_pass_at_1``, or a family of
-    :data:`THRESHOLDS`); pass@k at any other k (``pass_at_16``, ``exact_pass_at_64``) takes pass@k's δ."""
-    if metric in THRESHOLDS:
-        return THRESHOLDS[metric]
-    if metric in _FAMILY:
-        return THRESHOLDS[_FAMILY[metric]]
-    if metric.removeprefix("exact_").startswith("pass_at_"):
-        return THRESHOLDS["pass@k"]
-    raise ValueError(f"no practical threshold for metric {metric!r}: name one of {sorted(THRESHOLDS)}")
+WANTED = ("higher", "lower", "not lower", "not higher", "same")
+"""What a part of a sentence can want of its difference ``a − b``: beyond noise and δ up or down; not lower or not
+higher by more than the margin (a sentence's "reaches", "keeps"); within the margin either way ("same")."""
 
 
 @dataclass(frozen=True)
-class Difference:
-    """``a − b`` on one metric, judged by the one rule (module docstring)."""
+class Part:
+    """One part of a sentence: its :class:`Difference` (unadjusted), what the sentence wants of it, the p of the test
+    that decides it, Holm-adjusted in the sentence's family, and whether it holds (:func:`judge`)."""
 
-    a: str
-    b: str
-    metric: str
-    mean: float
-    """Mean paired difference, or the difference of the two means (Welch)."""
-    sd: float
-    """Sd of the per-seed differences (paired) or the Welch standard error × √seeds; NaN below two seeds."""
-    seeds: int
-    """Pairs (paired) or the smaller side's runs (Welch)."""
-    test: str
-    """``"paired t"``, ``"Welch t"`` or ``"none"`` (identical, or too few seeds)."""
-    dof: float
+    difference: Difference
+    wanted: str
     p: float
-    """Two-sided p-value (NaN without a test)."""
-    p_adjusted: float
-    """After Holm within its family (the raw p alone)."""
+    """The deciding test's p after Holm in the sentence (NaN without a test)."""
     family: int
-    """Comparisons in its Holm family (1 alone)."""
-    delta: float
-    """The practical threshold δ."""
-    threshold: float
-    """Half-width of the difference's (1 − α) t interval, unadjusted (NaN without a test)."""
+    """Tests in the sentence's family."""
+    status: str
+    """``"holds"``, ``"fails"``, ``"open"`` (neither shown) or ``"unknown"`` (too few seeds, identical runs)."""
     outcome: Outcome
+    """The two-sided outcome after Holm in the sentence (the one that refutes a margin part)."""
 
     @property
-    def ci(self) -> tuple[float, float]:
-        """The (1 − α) t interval of the difference (unadjusted)."""
-        return self.mean - self.threshold, self.mean + self.threshold
+    def word(self) -> str:
+        """What the part found: the outcome for higher / lower, else ``not lower`` / ``not higher`` / ``same`` when
+        shown, the resolved direction when refuted, ``not shown`` when open."""
+        if self.status == "unknown" or self.wanted in ("higher", "lower"):
+            return str(self.outcome)
+        if self.status == "holds":
+            return self.wanted
+        return str(self.outcome) if self.status == "fails" else "not shown"
 
     def describe(self) -> str:
-        """``+0.0123 (paired t, df 9, p 0.004)``: the number and the test behind the outcome."""
-        if self.test == "none":
-            return f"{self.mean:+.4f} ({self.outcome}, {self.seeds} seed{'s' * (self.seeds != 1)})"
-        p = f"p {self.p:.2g}" if self.family == 1 else f"Holm p {self.p_adjusted:.2g} of {self.family}"
-        return f"{self.mean:+.4f} ({self.test}, df {self.dof:.3g}, {p})"
-
-
-def _outcome(mean: float, p: float, delta: float) -> Outcome:
-    if not p < ALPHA:
-        return Outcome.TIE
-    if abs(mean) < delta:
-        return Outcome.BELOW_DELTA
-    return Outcome.HIGHER if mean > 0 else Outcome.LOWER
-
-
-def compare_values(a, b, metric: str, *, paired: bool, labels: tuple[str, str] = ("a", "b")) -> Difference:
-    """``a − b`` on ``metric`` from per-seed values: paired (same seeds, in order) or Welch (module docstring)."""
-    from scipy import stats
-
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    delta = practical_threshold(metric)
-    if paired and x.shape != y.shape:
-        raise ValueError(f"paired values must have one shape, got {x.shape} and {y.shape}")
-    if x.size == 0 or y.size == 0:
-        raise ValueError(f"{labels[0]!r} and {labels[1]!r}: no values to compare on {metric!r}")
-    blank = dict(test="none", dof=math.nan, p=math.nan, p_adjusted=math.nan, family=1, delta=delta)
-    if paired:
-        d = x - y
-        mean, n = float(d.mean()), int(d.size)
-        sd = float(d.std(ddof=1)) if n > 1 else math.nan
-        if np.all(np.abs(d) <= IDENTICAL_TOL):
-            return Difference(*labels, metric, mean, sd, n, threshold=math.nan, outcome=Outcome.IDENTICAL, **blank)
-        if n < MIN_SEEDS:
-            return Difference(*labels, metric, mean, sd, n, threshold=math.nan, outcome=Outcome.CANNOT_TELL, **blank)
-        se, dof, test = sd / math.sqrt(n), float(n - 1), "paired t"
-    else:
-        mean, n = float(x.mean() - y.mean()), int(min(x.size, y.size))
-        if n < MIN_SEEDS:
-            return Difference(
-                *labels, metric, mean, math.nan, n, threshold=math.nan, outcome=Outcome.CANNOT_TELL, **blank
-            )
-        va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-        se = float(math.sqrt(va + vb))
-        dof = float((va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))) if se > 0 else float(n - 1)
-        sd, test = se * math.sqrt(n), "Welch t"
-    if se == 0:
-        p = 0.0 if mean != 0 else 1.0
-    else:
-        p = float(2 * stats.t.sf(abs(mean) / se, dof))
-    half = float(stats.t.ppf(1 - ALPHA / 2, dof) * se)
-    return Difference(*labels, metric, mean, sd, n, test, dof, p, p, 1, delta, half, _outcome(mean, p, delta))
-
-
-def compare(rows: pd.DataFrame, a: str, b: str, metric: str) -> Difference:
-    """``a − b`` on ``metric`` between two labels of ``rows`` (columns ``label``, ``seed`` and the metric): paired on
-    the seeds both have when they share at least :data:`~tailmiss.studies.rule.MIN_SEEDS` (or all of either side's),
-    Welch otherwise."""
-    have = set(rows["label"])
-    missing = [x for x in (a, b) if x not in have]
-    if missing:
-        raise ValueError(f"no run of {', '.join(map(repr, missing))} to compare")
-    wide = rows[rows["label"].isin([a, b])].pivot_table(index="seed", columns="label", values=metric)
-    both = wide.dropna()
-    sides = [wide[x].dropna() for x in (a, b)]
-    if len(both) >= min(MIN_SEEDS, *(len(s) for s in sides)) and len(both) > 0:
-        return compare_values(both[a].to_numpy(), both[b].to_numpy(), metric, paired=True, labels=(a, b))
-    return compare_values(sides[0].to_numpy(), sides[1].to_numpy(), metric, paired=False, labels=(a, b))
-
-
-def holm(diffs) -> tuple[Difference, ...]:
-    """The family ``diffs`` with Holm-adjusted p-values and outcomes (same order); comparisons without a test
-    (identical, too few seeds) keep their outcome and are not counted in the family."""
-    diffs = tuple(diffs)
-    tested = [i for i, d in enumerate(diffs) if d.test != "none"]
-    m = len(tested)
-    out = list(diffs)
-    running = 0.0
-    for rank, i in enumerate(sorted(tested, key=lambda j: diffs[j].p)):
-        running = max(running, min(1.0, (m - rank) * diffs[i].p))
-        d = diffs[i]
-        out[i] = replace(d, p_adjusted=running, family=m, outcome=_outcome(d.mean, running, d.delta))
-    return tuple(out)
-
-
-def identical_runs(rows: pd.DataFrame, a: str, b: str, metrics) -> bool:
-    """Whether ``a`` and ``b`` (labels of ``rows``) are the same runs in effect: they share every seed and each
-    metric differs by at most :data:`IDENTICAL_TOL` on every seed."""
-    sub = rows[rows["label"].isin([a, b])]
-    seeds = [set(sub.loc[sub["label"] == x, "seed"]) for x in (a, b)]
-    if not seeds[0] or seeds[0] != seeds[1]:
-        return False
-    for metric in metrics:
-        wide = sub.pivot_table(index="seed", columns="label", values=metric)
-        if not np.all(np.abs(wide[a] - wide[b]).to_numpy() <= IDENTICAL_TOL):
-            return False
-    return True
+        """The pair, the metric, the number, its interval, the test and its p, the outcome: one ledger cell's part."""
+        d = self.difference
+        head = f"{d.a} − {d.b} {d.metric} {d.mean:+.4f}"
+        if d.test == "none":
+            return f"{head} ({self.word}, {d.seeds} seed{'s' * (d.seeds != 1)})"
+        lo, hi = d.ci
+        p = f"p {self.p:.2g}" if self.family == 1 else f"Holm p {self.p:.2g} of {self.family}"
+        test = {
+            "not lower": f"one-sided at −{d.margin:.3g}",
+            "not higher": f"one-sided at +{d.margin:.3g}",
+            "same": f"two one-sided at ±{d.margin:.3g}",
+        }.get(self.wanted, "")
+        what = f"{d.test}, {d.seeds} seeds" + (f"; {test}" if test else "") + f", {p}"
+        return f"{head} [{lo:+.4f}, {hi:+.4f}] ({what}): {self.word}"
 
 
 @dataclass(frozen=True)
 class Sentence:
-    """One of the paper's sentences, its parts (each a wanted direction of a :class:`Difference`) and a verdict."""
+    """One of the paper's sentences, its parts (:class:`Part`: each a wanted direction of a :class:`Difference`,
+    decided in the sentence's one Holm family) and a verdict."""
 
     text: str
     parts: tuple
-    """``(Difference, wanted)`` pairs, ``wanted`` in ``"higher"`` / ``"lower"`` / ``"not lower"``."""
     verdict: Verdict
 
+    @property
+    def differences(self) -> tuple:
+        """Its parts' differences, in order."""
+        return tuple(p.difference for p in self.parts)
 
-def _part(d: Difference, wanted: str) -> str:
-    """``"yes"``, ``"no"``, ``"open"`` (a tie) or ``"unknown"`` (cannot tell / identical) for one part."""
-    o = d.outcome
-    if o in (Outcome.CANNOT_TELL, Outcome.IDENTICAL):
-        return "unknown"
+    def cell(self, most: int = 4) -> str:
+        """Every part described (:meth:`Part.describe`), for the ledger's cell and the section's bullet alike; a
+        sentence of more than ``most`` parts is summed up (how many hold, are open, fail, cannot be told) with the
+        part that decides it described: the first that fails, else the first open or unknown one, else the holding
+        part of the largest p."""
+        if len(self.parts) <= most:
+            return "; ".join(p.describe() for p in self.parts)
+        counts = {s: sum(p.status == s for p in self.parts) for s in ("holds", "open", "fails", "unknown")}
+        said = {"unknown": "cannot tell"}
+        tally = ", ".join(f"{n} {said.get(s, s)}" for s, n in counts.items() if n)
+        decisive = next((p for p in self.parts if p.status == "fails"), None)
+        decisive = decisive or next((p for p in self.parts if p.status in ("open", "unknown")), None)
+        decisive = decisive or max(self.parts, key=lambda p: p.p)
+        return f"{len(self.parts)} comparisons, one Holm family: {tally}; deciding: {decisive.describe()}"
+
+
+def _primary_p(d: Difference, wanted: str) -> float:
+    """The raw p of the test that decides a part wanting ``wanted`` of ``d``."""
+    if wanted in ("higher", "lower"):
+        return d.p
     if wanted == "not lower":
-        return "no" if o == Outcome.LOWER else "yes"
+        return d.p_not_lower
     if wanted == "not higher":
-        return "no" if o == Outcome.HIGHER else "yes"
-    if o == Outcome(wanted):
-        return "yes"
-    return "no" if o.resolved else "open"
+        return d.p_not_higher
+    return max(d.p_not_lower, d.p_not_higher)
+
+
+def _status(d: Difference, wanted: str, p: float, outcome: Outcome) -> str:
+    if outcome in (Outcome.CANNOT_TELL, Outcome.IDENTICAL):
+        return "unknown"
+    if wanted in ("higher", "lower"):
+        if outcome == Outcome(wanted):
+            return "holds"
+        return "fails" if outcome.resolved else "open"
+    if p < ALPHA:
+        return "holds"
+    against = {"not lower": (Outcome.LOWER,), "not higher": (Outcome.HIGHER,)}.get(
+        wanted, (Outcome.LOWER, Outcome.HIGHER)
+    )
+    return "fails" if outcome in against else "open"
+
+
+def _judged(parts: list) -> list[Part]:
+    """``parts`` (``(Difference, wanted)``) decided as one Holm family (:func:`judge`)."""
+    for _, wanted in parts:
+        if wanted not in WANTED:
+            raise ValueError(f"a part wants one of {', '.join(WANTED)}, got {wanted!r}")
+    untested = [d.test == "none" for d, _ in parts]
+    primary = holm_adjusted([math.nan if u else _primary_p(d, w) for u, (d, w) in zip(untested, parts)])
+    two_sided = holm_adjusted([math.nan if u else d.p for u, (d, _) in zip(untested, parts)])
+    family = sum(not u for u in untested)
+    out = []
+    for (d, wanted), p, p2, u in zip(parts, primary, two_sided, untested):
+        outcome = d.outcome if u else outcome_of(d.mean, p2, d.delta)
+        out.append(Part(d, wanted, p, family, _status(d, wanted, p, outcome), outcome))
+    return out
+
+
+def _verdict(states: list[str]) -> Verdict:
+    if "fails" in states:
+        return Verdict.REFUTED
+    if "unknown" in states:
+        return Verdict.CANNOT_TELL
+    if all(s == "holds" for s in states):
+        return Verdict.REPRODUCED
+    return Verdict.PARTLY if "holds" in states else Verdict.NOT_RESOLVED
 
 
 def judge(text: str, parts) -> Sentence:
-    """The verdict on a sentence whose ``parts`` are ``(Difference, wanted)``: refuted when a part goes the other way
-    beyond noise and δ, reproduced when every part goes its way, *cannot tell* when a part cannot be told (too few
-    seeds, identical runs) and none fails, *partly* when some parts hold and the rest are ties, *not resolved* when
-    every part is a tie. ``wanted`` ``"not lower"`` holds unless the part is resolved lower (a tie below δ keeps)."""
-    states = [_part(d, wanted) for d, wanted in parts]
-    if not states:
+    """The verdict on a sentence whose ``parts`` are ``(Difference, wanted)`` (``wanted`` one of :data:`WANTED`).
+
+    The sentence is one Holm family: each part's deciding test (the two-sided t for *higher* / *lower*, the one-sided
+    t at the margin Δ for *not lower* / *not higher*, both one-sided tests for *same*: :func:`margin`) is adjusted with
+    the others', from the unadjusted p-values whatever adjustment the differences carry; the two-sided tests are
+    adjusted the same way for the outcome that refutes a margin part. A part *holds* when its test is resolved its
+    way (a *higher* part also needs δ), *fails* when the two-sided test resolves the other way beyond δ, and is
+    *open* otherwise: a tie that is not shown within the margin holds nothing.
+
+    The verdict: *refuted* when a part fails; *cannot tell* when a part cannot be told (too few seeds, identical runs)
+    and none fails; *reproduced* when every part holds; *partly* when some hold and the rest are open; *not resolved*
+    when every part is open.
+    """
+    parts = list(parts)
+    if not parts:
         raise ValueError(f"the sentence {text!r} has no parts to judge")
-    if "no" in states:
+    judged = _judged(parts)
+    return Sentence(text, tuple(judged), _verdict([p.status for p in judged]))
+
+
+def judge_any(text: str, alternatives) -> Sentence:
+    """The verdict on a sentence that holds when *any* of its ``alternatives`` holds, each a list of
+    ``(Difference, wanted)`` that must all hold ("sometimes regresses": one N lower; "lowest at intermediate N"
+    tested without picking the trough: some interior N below both ends).
+
+    Every part of every alternative is one Holm family (a part two alternatives share counts once). The verdict:
+    *reproduced* when an alternative holds whole; *refuted* when every alternative fails; else *cannot tell* when one
+    cannot be told, *partly* when one holds in part, *not resolved* otherwise. The sentence's parts are every
+    alternative's, in order, each once.
+    """
+    alternatives = [list(a) for a in alternatives]
+    if not alternatives or not all(alternatives):
+        raise ValueError(f"the sentence {text!r} needs alternatives with parts to judge")
+    unique: dict = {}
+    for a in alternatives:
+        for d, wanted in a:
+            unique.setdefault((id(d), wanted), (d, wanted))
+    judged = dict(zip(unique, _judged(list(unique.values()))))
+    verdicts = [_verdict([judged[(id(d), w)].status for d, w in a]) for a in alternatives]
+    if Verdict.REPRODUCED in verdicts:
+        verdict = Verdict.REPRODUCED
+    elif all(v == Verdict.REFUTED for v in verdicts):
+        verdict = Verdict.REFUTED
+    else:
+        verdict = next((v for v in (Verdict.CANNOT_TELL, Verdict.PARTLY) if v in verdicts), Verdict.NOT_RESOLVED)
+    return Sentence(text, tuple(judged.values()), verdict)
+
+
+def both_readings(verdicts) -> Verdict:
+    """One verdict for a claim judged under two readings of the paper's setup (F-GRPO App. J's surrogate and
+    optimiser): their verdict when they agree, else *partly* (the claim holds under one reading and not the other),
+    and *cannot tell* when either cannot be told. The ledger's cell gives both readings' parts and verdicts."""
+    verdicts = [Verdict.of(v) for v in verdicts]
+    if Verdict.CANNOT_TELL in verdicts:
+        return Verdict.CANNOT_TELL
+    return verdicts[0] if all(v == verdicts[0] for v in verdicts) else Verdict.PARTLY
+
+
+QUANTIFIERS = ("all", "any", "most")
+"""How a clause of a sentence counts its groups: every one, at least one, more than half."""
+
+
+def _group(states: list[str]) -> str:
+    """A group of parts that must all hold: ``"holds"``, ``"fails"``, ``"unknown"``, ``"partly"`` (some hold, the
+    rest are open) or ``"open"``."""
+    if "fails" in states:
+        return "fails"
+    if "unknown" in states:
+        return "unknown"
+    if all(s == "holds" for s in states):
+        return "holds"
+    return "partly" if "holds" in states else "open"
+
+
+def _clause(quantifier: str, groups: list[str]) -> str:
+    n, holds, fails = len(groups), groups.count("holds"), groups.count("fails")
+    if quantifier == "any":
+        if holds:
+            return "holds"
+        if fails == n:
+            return "fails"
+    elif quantifier == "most":
+        if 2 * holds > n:
+            return "holds"
+        if 2 * fails >= n:
+            return "fails"
+    else:
+        if fails:
+            return "fails"
+        if holds == n:
+            return "holds"
+    if "unknown" in groups:
+        return "unknown"
+    return "partly" if holds or "partly" in groups else "open"
+
+
+def judge_clauses(text: str, clauses) -> Sentence:
+    """The verdict on a sentence of ``clauses``, each ``(quantifier, groups)``: a quantifier of :data:`QUANTIFIERS`
+    over groups, each a list of ``(Difference, wanted)`` that must all hold ("γ = 2 sometimes adds pass@256 but more
+    often costs pass@1": *any* method's pass@256 higher and *most* methods' pass@1 lower).
+
+    Every part of every clause is one Holm family (a part two groups share counts once; :func:`judge`'s tests). A group
+    holds when all its parts hold, fails when one fails, is unknown when one cannot be told, holds in part when some
+    parts hold and the rest are open, else is open. A clause of *all* holds when every group holds, fails when one
+    fails; of *any* holds when one holds, fails when all fail; of *most* holds when more than half hold, fails when at
+    least half fail; otherwise it is unknown when a group cannot be told, holds in part when a group holds or holds in
+    part, else is open. The verdict: *refuted* when a clause fails; *cannot tell* when one is unknown; *reproduced*
+    when all hold; *partly* when some hold (or hold in part); else *not resolved* (as :func:`judge`'s).
+    """
+    clauses = [(q, [list(g) for g in groups]) for q, groups in clauses]
+    if not clauses or not all(groups and all(groups) for _, groups in clauses):
+        raise ValueError(f"the sentence {text!r} needs clauses of groups of parts to judge")
+    for q, _ in clauses:
+        if q not in QUANTIFIERS:
+            raise ValueError(f"a clause counts its groups with one of {', '.join(QUANTIFIERS)}, got {q!r}")
+    unique: dict = {}
+    for _, groups in clauses:
+        for g in groups:
+            for d, wanted in g:
+                unique.setdefault((id(d), wanted), (d, wanted))
+    judged = dict(zip(unique, _judged(list(unique.values()))))
+    states = [_clause(q, [_group([judged[(id(d), w)].status for d, w in g]) for g in groups]) for q, groups in clauses]
+    if "fails" in states:
         verdict = Verdict.REFUTED
     elif "unknown" in states:
         verdict = Verdict.CANNOT_TELL
-    elif all(s == "yes" for s in states):
+    elif all(st == "holds" for st in states):
         verdict = Verdict.REPRODUCED
-    elif "yes" in states:
+    elif any(st in ("holds", "partly") for st in states):
         verdict = Verdict.PARTLY
     else:
         verdict = Verdict.NOT_RESOLVED
-    return Sentence(text, tuple(parts), verdict)
+    return Sentence(text, tuple(judged.values()), verdict)
 
 
-def judge_family(text: str, parts) -> Sentence:
-    """:func:`judge` on a sentence whose parts form one Holm family: each part's :class:`Difference` adjusted
-    together (:func:`holm`), the wanted directions kept."""
-    diffs = holm(d for d, _ in parts)
-    return judge(text, [(d, wanted) for d, (_, wanted) in zip(diffs, parts)])
+judge_family = judge
+"""Every sentence is one Holm family (:func:`judge`): the name kept for the sections that say so."""
 
 
 def rule_text() -> str:
-    """One paragraph stating the rule and the thresholds, for the report."""
+    """The rule and every convention it follows, for the top of the report: the tests, the families, the
+    thresholds and margins, and how a row's verdict follows from its parts."""
     deltas = ", ".join(f"{name} {value:g}" for name, value in THRESHOLDS.items())
     return (
-        f"**The noise rule** (one for the whole report, `tailmiss.studies.rule`): two rows are compared "
-        f"paired by seed where they share seeds (paired t-test), by Welch's t-test otherwise, two-sided at α = "
-        f"{ALPHA}; a family of comparisons is corrected by Holm's method; a difference is *higher* / *lower* only "
-        f"when it is also at least the metric's practical threshold δ ({deltas}), else *tie (below δ)*; "
-        f"fewer than {MIN_SEEDS} seeds on a side *cannot tell*; runs equal to within {IDENTICAL_TOL:g} on every "
-        "seed are *identical* and count as no evidence."
+        "**The noise rule** (one for the whole report, `tailmiss.studies.rule`). *Tests*: two rows are compared on "
+        "one metric over seeds, paired by seed where they share seeds (paired t-test), by Welch's t-test otherwise, "
+        f"at α = {ALPHA}; fewer than {MIN_SEEDS} seeds on a side *cannot tell*; runs equal to within "
+        f"{IDENTICAL_TOL:g} on every seed are *identical* and count as no evidence. *Parts*: a sentence of a paper "
+        "is split into parts, each a comparison and what the sentence wants of it. *higher* / *lower* holds when "
+        "the two-sided test resolves the difference that way and it is at least the metric's practical threshold "
+        f'δ ({deltas}); a resolved difference below δ is *tie (below δ)*. *not lower* (the paper\'s "reaches", '
+        '"keeps") holds only when a one-sided test shows the difference above −Δ, *not higher* below +Δ, '
+        "*same* both (two one-sided tests): a tie is not a success. The margin Δ is δ, and for a success rate "
+        f"(pass@k, rare hit, M_ret, Q_pos) at most {NEAR_BOUND_SHARE:g} of what is left to gain above the better "
+        'of the two rows (so "keeps pass@1" at 0.99 must exclude a loss of 0.001). A part *fails* when the '
+        "two-sided test resolves it the other way beyond δ, and is *open* otherwise. *Families*: each sentence is "
+        "one family, every test it makes in it, corrected by Holm's method; a sentence about some N "
+        '("lowest at intermediate N", "sometimes regresses") tests every candidate in that family, never one '
+        "picked from the seed means first. *Verdicts*: *reproduced* when every "
+        "part holds, *partly* when some hold and the rest are open, *refuted* when a part fails, *not resolved* "
+        "when every part is open, *cannot tell* when a part cannot be told and none fails; a claim read under two "
+        "readings of the paper's setup keeps the verdict they share, else *partly*. Every cell names each "
+        "comparison, its number, its 95 % interval, its test and adjusted p, and its outcome (a sentence of many "
+        "parts: how many hold, are open and fail, and the part that decides it)."
     )

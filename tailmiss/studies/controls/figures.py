@@ -14,8 +14,7 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.controls import claims as cc
 from tailmiss.studies.controls.data import CONTROL_FAMILIES, controls_data
 from tailmiss.studies.figure import FigureSpec
-from tailmiss.studies.rule import IDENTICAL_TOL
-from tailmiss.studies.style import honest_panels, mark_identical
+from tailmiss.studies.style import honest_panels, mark_coincident
 
 FIGURES: list[FigureSpec] = []
 """This study's figures, in the order `tailmiss figures list` shows them."""
@@ -60,11 +59,9 @@ def _controls_plot(claims: cc.ControlsClaims):
         ax.set_title(name)
         ax.ticklabel_format(axis="y", useOffset=False)
     honest_panels(axes)
-    short = ("low-LR between GRPO and F-GRPO", "DS-GRPO: more pass@256, less pass@1", "F-GRPO best pass@1")
-    verdicts = "; ".join(f"{name}: {s.verdict}" for name, s in zip(short, claims.sentences))
+    # the verdicts are the report's (its ledger and section, with their tests), not a subtitle's
     fig.suptitle(
-        f"F-GRPO Table 3 analog: GRPO, F-GRPO and the controls at N = 8 ({_seeds_note(claims)}; "
-        f"dotted: GRPO N=8)\n{verdicts}",
+        f"F-GRPO Table 3 analog: GRPO, F-GRPO and the controls at N = 8 ({_seeds_note(claims)}; dotted: GRPO N=8)",
         fontsize=9,
     )
     fig.tight_layout()
@@ -89,11 +86,14 @@ def _gamma_plot(claims: cc.ControlsClaims):
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), squeeze=False)
     gamma = claims.sensitivity.gamma
     picks = {c.method: c.selected for c in claims.sensitivity.choices}
+    same = claims.sensitivity.identical  # methods whose runs are GRPO's: one series, not a method of their own
+    drawn = [m for m in cc.METHODS.values() if m in picks and m not in same]
     for j, (metric, name) in enumerate((("pass1", "pass@1"), ("pass256", "pass@256"))):
         ax = axes[0, j]
-        for i, method in enumerate(m for m in cc.METHODS.values() if m in picks):
+        for i, method in enumerate(drawn):
             t = gamma[gamma["method"] == method].sort_values("gamma")
-            shift = (i - 1) * 0.03
+            shift = (i - (len(drawn) - 1) / 2) * 0.03  # dodged apart, so that the error bars stay readable
+            copies = [m for m in same if method == "GRPO"]
             ax.errorbar(
                 t["gamma"] + shift,
                 t[metric],
@@ -101,7 +101,8 @@ def _gamma_plot(claims: cc.ControlsClaims):
                 marker="o",
                 capsize=3,
                 color=f"C{i}",
-                label=f"{method} (selected γ = {picks[method]:g})",
+                label=f"{method} (selected γ = {picks[method]:g})"
+                + (f"; {', '.join(copies)}: the same runs" if copies else ""),
             )
         ax.set_xticks(cc.GAMMAS)
         ax.set_xlabel("γ")
@@ -109,8 +110,9 @@ def _gamma_plot(claims: cc.ControlsClaims):
         ax.ticklabel_format(axis="y", useOffset=False)
     honest_panels(axes)
     axes[0, 0].legend(fontsize=7)
+    copies = f"; {', '.join(same)} not drawn apart: its runs equal GRPO's on every seed" if same else ""
     fig.suptitle(
-        f"F-GRPO Tables 6-7 analog: γ sensitivity at N = 8, DAPO with dynamic sampling ({_seeds_note(claims)})",
+        f"F-GRPO Tables 6-7 analog: γ sensitivity at N = 8, DAPO with dynamic sampling ({_seeds_note(claims)}{copies})",
         fontsize=9,
     )
     fig.tight_layout()
@@ -136,6 +138,15 @@ def _k_axis(ax) -> None:
     ax.set_xlabel("k")
 
 
+_DIFF_COLORS = ("C8", "C9")
+"""Colours of the differences whose focal run the left panel does not draw (F-GRPO's is its colour there)."""
+
+
+def _method_of(label: str) -> str:
+    """``"F-DAPO+DS γ=0.5 N=8"`` → ``"DAPO"``: the γ-sensitivity method name of a focal run's label."""
+    return label.split(" ")[0].removeprefix("F-").split("+")[0]
+
+
 def _passk_plot(claims: cc.ControlsClaims):
     import matplotlib.pyplot as plt
 
@@ -143,33 +154,42 @@ def _passk_plot(claims: cc.ControlsClaims):
     ax = axes[0, 0]
     curves = claims.sensitivity.curves
     exact = curves[curves["scoring"] == "exact"]
+    colors = {}
     for i, label in enumerate(claims.tradeoff["label"]):
         rows = exact[exact["label"] == label].groupby("k")["value"]
         ls = "-" if not label.startswith("GRPO N=8 ") else ":"
-        ax.plot(cc.KS, rows.mean().reindex(cc.KS), marker="o", ms=3, ls=ls, color=f"C{i % 10}", label=_short(label))
+        colors[label] = f"C{i % 8}"
+        ax.plot(cc.KS, rows.mean().reindex(cc.KS), marker="o", ms=3, ls=ls, color=colors[label], label=_short(label))
     _k_axis(ax)
     ax.set_ylabel("pass@k (exact)")
     ax.set_title("pass@k curves")
-    mark_identical(ax, IDENTICAL_TOL)  # runs the report calls identical (CISPO's are GRPO's) differ by ~1e-9 here
     honest_panels(ax)
     ax = axes[0, 1]
-    for i, c in enumerate(claims.crossings):
+    same = claims.sensitivity.identical  # their differences are GRPO's: one curve, named in the title
+    crossings = [c for c in claims.crossings if _method_of(c.focal) not in same]
+    spare = iter(_DIFF_COLORS)
+    for c in crossings:
+        if c.focal not in colors:
+            colors[c.focal] = next(spare)
         mean = np.array([d.mean for d in c.diffs])
-        thr = np.nan_to_num(np.array([d.threshold for d in c.diffs]))
+        thr = np.nan_to_num(np.array([max(d.threshold, d.delta) for d in c.diffs]))  # NaN: untested, no band
         ls = "-" if c.scoring == "exact" else "--"
-        color = f"C{i // 2}"
-        name = c.focal.split(" N=")[0]
-        ax.plot(cc.KS, mean, ls=ls, marker="o", ms=3, color=color, label=f"{name} − base ({c.scoring})")
+        ax.plot(
+            cc.KS, mean, ls=ls, marker="o", ms=3, color=colors[c.focal], label=f"{c.focal} − {c.base} ({c.scoring})"
+        )
         if c.scoring == "exact":
-            ax.fill_between(cc.KS, -thr, thr, color=color, alpha=0.12, lw=0)
+            ax.fill_between(
+                cc.KS, -thr, thr, color=colors[c.focal], alpha=0.12, lw=0, label=f"{c.focal}: tie band (exact)"
+            )
     ax.axhline(0, color="k", lw=0.8)
     _k_axis(ax)
     ax.set_ylabel("focal − base pass@k")
-    ax.set_title("difference (band: the exact tie threshold)")
-    mark_identical(ax, IDENTICAL_TOL)
+    left = f"; {', '.join(same)}: GRPO's runs, not drawn apart" if same else ""
+    ax.set_title(f"focal − base, paired by seed{left}", fontsize=9)
     honest_panels(ax)
     fig.suptitle(
-        f"F-GRPO Tables 12-14 analog: pass@k, k = 1 … 256, exact and from 1024 samples ({_seeds_note(claims)})",
+        f"F-GRPO Tables 12-14 analog: pass@k, k = 1 … 256, exact and from 1024 samples ({_seeds_note(claims)}; "
+        "band: the smallest difference the rule resolves, the larger of δ and the 95% interval's half-width)",
         fontsize=9,
     )
     fig.tight_layout()
@@ -208,20 +228,20 @@ def _tradeoff_plot(claims: cc.ControlsClaims):
             ls="",
             color=f"C{i % 10}",
             label=_short(label),
-            zorder=2 if marker == "^" else 3,  # GRPO and F-GRPO above the controls that sit on them
         )
     d1, d256 = claims.tradeoff_diffs["vs GRPO N=8"]
     ax.set_xlabel("pass@1")
     ax.set_ylabel("pass@256")
     ax.ticklabel_format(useOffset=False)
     honest_panels(ax)
-    ax.legend(fontsize=7)
     ax.set_title(
         f"F-GRPO Fig. 1(b,c) analog ({_seeds_note(claims)})\nF-GRPO − GRPO at N = 8: pass@1 {d1.mean:+.3f}, "
         f"pass@256 {d256.mean:+.3f}",
         fontsize=9,
     )
     fig.tight_layout()
+    mark_coincident(ax)  # a control on GRPO N=8's point is drawn as a ring around it, and says so
+    ax.legend(fontsize=7)
     return fig
 
 

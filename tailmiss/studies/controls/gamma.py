@@ -15,7 +15,16 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic import pass_at_k
-from tailmiss.studies.rule import Outcome, Verdict, compare, compare_values, holm, identical_runs
+from tailmiss.studies.rule import (
+    Outcome,
+    Sentence,
+    Verdict,
+    compare,
+    compare_values,
+    holm,
+    identical_runs,
+    judge_clauses,
+)
 
 __all__ = [
     "KS",
@@ -33,11 +42,10 @@ __all__ = [
     "crossings",
     "gamma_two",
     "identical_methods",
-    "count_verdict",
-    "gamma_usual_verdict",
-    "gamma_two_verdict",
+    "usual_sentence",
+    "gamma_two_sentence",
     "lead_growth",
-    "lead_verdict",
+    "lead_sentence",
     "GammaClaims",
     "gamma_claims",
 ]
@@ -52,7 +60,7 @@ App. L.3 selects."""
 METHODS = {"grpo": "GRPO", "dapo+ds": "DAPO", "cispo": "CISPO"}
 """The γ-sensitivity methods (``method`` column → name); DAPO runs with its dynamic sampling."""
 SAMPLES = 1024
-"""Samples per prompt of the finite-sample pass@k (F-GRPO App. L.4: n = 1024)."""
+"""Samples per prompt of the finite-sample pass@k (F-GRPO App. Q: n = 1024; the estimator is App. L.4, Eq. 27)."""
 RUN_METRICS = ("pass1", "pass256", "mret", "dnll", "rare256")
 """The metrics of each run's chosen checkpoint in the seed and γ tables (pass@1, pass@256, M_ret, ΔNLL_rare and
 rare hit@256); runs equal on all of them on every seed are the same runs in effect (:func:`identical_methods`)."""
@@ -217,66 +225,42 @@ def identical_methods(chosen: pd.DataFrame) -> tuple:
     return tuple(out)
 
 
-def count_verdict(states: list) -> Verdict:
-    """A "most methods" claim from per-method ``"yes"`` / ``"no"`` / ``"open"``: reproduced when more than half say
-    yes, refuted when more than half say no, else not resolved (no methods: cannot tell)."""
-    if not states:
-        return Verdict.CANNOT_TELL
-    if 2 * states.count("yes") > len(states):
-        return Verdict.REPRODUCED
-    if 2 * states.count("no") > len(states):
-        return Verdict.REFUTED
-    return Verdict.NOT_RESOLVED
-
-
-def gamma_usual_verdict(choices, identical=()) -> Verdict:
-    """F-GRPO Table 7's "γ = 0.5 is the usual choice", over the methods not identical to GRPO: a method says yes
-    when the App. L.3 rule selects 0.5 and its pass@1 beats every other focal γ by the noise rule, no when another γ
-    is selected and beats 0.5 by it, open otherwise (:func:`count_verdict`)."""
-    states = []
-    for c in choices:
-        if c.method in identical:
+def usual_sentence(chosen: pd.DataFrame, identical=()) -> Sentence | None:
+    """F-GRPO Table 7's "γ = 0.5 is the usual choice (best pass@1 among 0.5, 1, 2)", over the methods not identical
+    to GRPO, without picking a γ from the data: per method, γ = 0.5's pass@1 *higher* than every other focal γ's;
+    *most* methods so, one Holm family (:func:`~tailmiss.studies.rule.judge_clauses`). None without a method that
+    has γ = 0.5 and another focal γ."""
+    have = set(chosen["label"])
+    groups = []
+    for method, name in METHODS.items():
+        half = focal_label(0.5, method)
+        others = [focal_label(g, method) for g in GAMMAS if g > 0 and g != 0.5 and focal_label(g, method) in have]
+        if name in identical or half not in have or not others:
             continue
-        wins = all(d.outcome == Outcome.HIGHER for d in c.selected_beats.values())
-        if c.selected == 0.5:
-            states.append("yes" if wins else "open")
-        else:
-            beats_half = c.selected_beats.get(0.5)
-            states.append("no" if beats_half is not None and beats_half.outcome == Outcome.HIGHER else "open")
-    return count_verdict(states)
+        groups.append([(compare(chosen, half, other, "pass1"), "higher") for other in others])
+    return (
+        judge_clauses("γ = 0.5 is the usual choice (best pass@1 among 0.5, 1, 2)", [("most", groups)])
+        if groups
+        else None
+    )
 
 
-def gamma_two_verdict(gamma_two: dict, identical=()) -> Verdict:
+def gamma_two_sentence(gamma_two: dict, identical=()) -> Sentence | None:
     """ "γ = 2 sometimes adds pass@256 but more often costs pass@1" (F-GRPO App. L.3), over the methods not identical
-    to GRPO, each γ = 2 − γ = 0.5 by the noise rule. Part one holds when some method's pass@256 is higher and fails
-    when every one is lower or a tie below δ; part two holds when more than half the methods' pass@1 is lower and
-    fails when at least half are higher or a tie below δ. Both hold: reproduced; one fails: refuted; one holds and
-    the other is open: partly; else not resolved."""
+    to GRPO, each γ = 2 − γ = 0.5: *any* method's pass@256 *higher* and *most* methods' pass@1 *lower*, one Holm
+    family (:func:`~tailmiss.studies.rule.judge_clauses`). None without a method that has both."""
     rows = {k: v for k, v in gamma_two.items() if k not in identical}
     if not rows:
-        return Verdict.CANNOT_TELL
-    adds = [d["pass256"].outcome for d in rows.values()]
-    costs = [d["pass1"].outcome for d in rows.values()]
-    if Outcome.CANNOT_TELL in adds + costs:
-        return Verdict.CANNOT_TELL
-    if Outcome.HIGHER in adds:
-        one = "yes"
-    else:
-        one = "no" if all(o in (Outcome.LOWER, Outcome.BELOW_DELTA) for o in adds) else "open"
-    lower = sum(o == Outcome.LOWER for o in costs)
-    kept = sum(o in (Outcome.HIGHER, Outcome.BELOW_DELTA) for o in costs)
-    two = "yes" if 2 * lower > len(costs) else ("no" if 2 * kept >= len(costs) else "open")
-    if "no" in (one, two):
-        return Verdict.REFUTED
-    if one == two == "yes":
-        return Verdict.REPRODUCED
-    return Verdict.PARTLY if "yes" in (one, two) else Verdict.NOT_RESOLVED
+        return None
+    adds = [[(d["pass256"], "higher")] for d in rows.values()]
+    costs = [[(d["pass1"], "lower")] for d in rows.values()]
+    return judge_clauses("γ = 2 sometimes adds pass@256 but more often costs pass@1", [("any", adds), ("most", costs)])
 
 
 def lead_growth(curves: pd.DataFrame, scoring: str = "exact") -> dict:
-    """Per method: does F-GRPO's pass@k lead over its base method grow with k (F-GRPO Tables 12-14)? The per-seed
-    lead at k = 256 against the lead at k = 1, paired by seed, by the noise rule on pass@k's δ: higher means it
-    grows; a constant lead is a tie, not growth."""
+    """Per method: F-GRPO's pass@k lead over its base method at k = 256 (focal − base), and its growth from k = 1
+    (the per-seed lead at k = 256 against the lead at k = 1, paired by seed, on pass@k's δ: a constant lead is a
+    tie, not growth): ``name -> (lead, growth)`` (F-GRPO Tables 12-14)."""
     out = {}
     frame = curves[(curves["scoring"] == scoring) & curves["k"].isin([1, KS[-1]])]
     for method, name in METHODS.items():
@@ -285,22 +269,24 @@ def lead_growth(curves: pd.DataFrame, scoring: str = "exact") -> dict:
             continue
         wide = frame.pivot_table(index=["seed", "k"], columns="label", values="value")
         lead = (wide[focal] - wide[base]).unstack("k").dropna()
-        out[name] = compare_values(
+        at = wide.xs(KS[-1], level="k")[[focal, base]].dropna()
+        labels = (f"{focal} pass@{KS[-1]}", f"{base} pass@{KS[-1]}")
+        top = compare_values(at[focal].to_numpy(), at[base].to_numpy(), "pass@k", paired=True, labels=labels)
+        growth = compare_values(
             lead[KS[-1]].to_numpy(), lead[1].to_numpy(), "pass@k", paired=True, labels=("lead, k=256", "lead, k=1")
         )
+        out[name] = (top, growth)
     return out
 
 
-def lead_verdict(growth: dict, identical=()) -> Verdict:
-    """Tables 12-14's "the lead grows with k" from :func:`lead_growth`, over the methods not identical to GRPO: a
-    method says yes when its lead grows, no when it shrinks, open otherwise (:func:`count_verdict`)."""
-    return count_verdict(
-        [
-            "yes" if d.outcome == Outcome.HIGHER else "no" if d.outcome == Outcome.LOWER else "open"
-            for name, d in growth.items()
-            if name not in identical
-        ]
-    )
+def lead_sentence(growth: dict, identical=()) -> Sentence | None:
+    """Tables 12-14's "F-GRPO's pass@k lead over its base method grows with k" (our reading of the curves), over the
+    methods not identical to GRPO: per method the lead at k = 256 *higher* (there is a lead) and its growth from
+    k = 1 *higher*; every method so, one Holm family. None without a method."""
+    groups = [[(top, "higher"), (grow, "higher")] for name, (top, grow) in growth.items() if name not in identical]
+    if not groups:
+        return None
+    return judge_clauses("F-GRPO's pass@k lead over its base method grows with k", [("all", groups)])
 
 
 @dataclass(frozen=True)
@@ -322,12 +308,12 @@ class GammaClaims:
     curves : DataFrame
         pass@k per run: label, seed, scoring, k, value (:func:`passk_curves`).
     growth : dict
-        Method → :class:`~tailmiss.studies.rule.Difference` of its focal lead at k = 256 against k = 1
-        (:func:`lead_growth` of the curves).
-    usual, two_verdict, lead : Verdict
+        Method → ``(lead at k = 256, its growth from k = 1)`` (:func:`lead_growth` of the curves).
+    usual_sentence, two_sentence, lead_sentence : Sentence or None
         F-GRPO Table 7's "γ = 0.5 is the usual choice", "γ = 2 sometimes adds pass@256 but more often costs pass@1"
-        and Tables 12-14's "the lead grows with k", over the methods not identical to GRPO
-        (:func:`gamma_usual_verdict`, :func:`gamma_two_verdict` and :func:`lead_verdict`).
+        and Tables 12-14's "the lead grows with k", over the methods not identical to GRPO (:func:`usual_sentence`,
+        :func:`gamma_two_sentence`, :func:`lead_sentence`); their verdicts :attr:`usual`, :attr:`two_verdict`,
+        :attr:`lead` (*cannot tell* without a sentence).
     """
 
     gamma: pd.DataFrame
@@ -336,9 +322,21 @@ class GammaClaims:
     two: dict
     curves: pd.DataFrame
     growth: dict
-    usual: Verdict
-    two_verdict: Verdict
-    lead: Verdict
+    usual_sentence: Sentence | None
+    two_sentence: Sentence | None
+    lead_sentence: Sentence | None
+
+    @property
+    def usual(self) -> Verdict:
+        return Verdict.CANNOT_TELL if self.usual_sentence is None else self.usual_sentence.verdict
+
+    @property
+    def two_verdict(self) -> Verdict:
+        return Verdict.CANNOT_TELL if self.two_sentence is None else self.two_sentence.verdict
+
+    @property
+    def lead(self) -> Verdict:
+        return Verdict.CANNOT_TELL if self.lead_sentence is None else self.lead_sentence.verdict
 
 
 def gamma_claims(chosen: pd.DataFrame, history: pd.DataFrame, per_prompt: dict) -> GammaClaims:
@@ -356,7 +354,7 @@ def gamma_claims(chosen: pd.DataFrame, history: pd.DataFrame, per_prompt: dict) 
         two=two,
         curves=curves,
         growth=growth,
-        usual=gamma_usual_verdict(choices, identical),
-        two_verdict=gamma_two_verdict(two, identical),
-        lead=lead_verdict(growth, identical),
+        usual_sentence=usual_sentence(chosen, identical),
+        two_sentence=gamma_two_sentence(two, identical),
+        lead_sentence=lead_sentence(growth, identical),
     )

@@ -3,34 +3,37 @@ verdict per ingredient, the best simulator setting.
 
 Every "beyond noise" here is the report's one rule (:mod:`tailmiss.studies.rule`), judged once in this
 layer so the report only prints it: a focal cell helps when ``M_ret(γ) − M_ret(0)`` paired by seed is *higher*
-after Holm over the whole focal table (:func:`focal_table`); a curve recovers when its largest N against its worst
-N is resolved the good way (:func:`shape_table`); N matters at matched Q_pos when the best N against the worst N
-is resolved (:func:`matched_shape_table`).
+after Holm over the whole focal table (:func:`focal_table`); a curve dips and recovers when, for some N strictly
+inside the sweep, the smallest and the largest N both lie the good way of it (:func:`shape_table`); N matters at
+matched Q_pos when some pair of N differs (:func:`matched_shape_table`). Neither picks its N from the seed means
+first: every candidate is a part of the sentence's one Holm family (:func:`~tailmiss.studies.rule.judge_any`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from tailmiss.analytic.regimes import n_shape, spearman, zone_agreement, zones
-from tailmiss.experiments.ladder import METRICS, LadderResult
-from tailmiss.studies.rule import Difference, Outcome, compare, compare_values, holm
+from tailmiss.analytic.regimes import n_shape, zones
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, compare_values, holm, judge_any
+
+if TYPE_CHECKING:  # a type only: the claims import without the trainer (and torch)
+    from tailmiss.experiments.ladder import LadderResult
 
 __all__ = [
     "IngredientVerdict",
-    "BestSimulator",
     "shape_table",
     "matched_runs",
     "matched_table",
     "matched_shape_table",
     "focal_table",
     "has_large_n_regime",
+    "shape_row",
     "ingredient_verdicts",
-    "best_simulator",
 ]
 
 _RULE_METRIC = {"rare_hit_at_256": "rare hit@256"}
@@ -53,20 +56,17 @@ def _between(part: pd.DataFrame, metric: str, a: int, b: int, column: str | None
 
 
 def _curve(part: pd.DataFrame, metric: str, lower_is_worse: bool = True, column: str | None = None) -> dict:
-    """One curve over N from per-seed rows: :func:`~tailmiss.analytic.regimes.n_shape` of the seed means, with
-    ``recovers`` judged by the rule (not ``n_shape``'s margin): the worst N lies strictly inside the sweep and the
-    largest N against it (``recovery``, a :class:`~tailmiss.studies.rule.Difference`; ``None`` when the
-    largest N is the worst) is *higher* (*lower* where higher is worse, ΔNLL_rare)."""
+    """One curve over N from per-seed rows: :func:`~tailmiss.analytic.regimes.n_shape` of the seed means (its trend
+    and worst N, descriptive), with ``recovers`` judged by the rule (not ``n_shape``'s margin): ``recovery``
+    (:func:`_dip`) is *reproduced*."""
     g = part.groupby("group_size")[column or metric]
     stats = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1).fillna(0.0)}).sort_index()
     ns = [int(n) for n in stats.index]
     shape = n_shape(ns, stats["mean"], stats["sd"], lower_is_worse)
-    recovery = None if shape.worst_n == ns[-1] else _between(part, metric, ns[-1], shape.worst_n, column)
-    want = Outcome.HIGHER if lower_is_worse else Outcome.LOWER
-    recovers = bool(ns[0] < shape.worst_n < ns[-1] and recovery is not None and recovery.outcome == want)
+    recovery = _dip(part, metric, ns, lower_is_worse, column)
     return {
         **dataclasses.asdict(shape),
-        "recovers": recovers,
+        "recovers": bool(recovery is not None and recovery.verdict == Verdict.REPRODUCED),
         "recovery": recovery,
         "group_sizes": tuple(ns),
         "means": tuple(float(m) for m in stats["mean"]),
@@ -74,18 +74,35 @@ def _curve(part: pd.DataFrame, metric: str, lower_is_worse: bool = True, column:
     }
 
 
+def _dip(part: pd.DataFrame, metric: str, ns: list, lower_is_worse: bool, column: str | None) -> Sentence | None:
+    """ "``metric`` dips inside the sweep and recovers", tested without picking the trough: for some N strictly inside
+    the sweep, the smallest N − N and the largest N − N are both *higher* (*lower* where higher is worse, ΔNLL_rare),
+    every interior N's pair in one Holm family. None with fewer than three N."""
+    if len(ns) < 3:
+        return None
+    want = "higher" if lower_is_worse else "lower"
+    alternatives = [
+        [(_between(part, metric, ns[0], n, column), want), (_between(part, metric, ns[-1], n, column), want)]
+        for n in ns[1:-1]
+    ]
+    return judge_any(f"{metric} dips inside N = {ns[0]}-{ns[-1]} and recovers", alternatives)
+
+
 def shape_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
     """The N-shape of ``metric`` per rung, set and γ: :func:`tailmiss.analytic.regimes.n_shape` of the seed means,
     recovery by the noise rule, and zones.
 
     Columns: ``rung, set, gamma``, the :class:`~tailmiss.analytic.regimes.NShape` fields ``spearman, worst_n,
-    worst, at_max_n, recovers``, ``recovery`` (the largest N against the worst N on per-seed values, a
-    :class:`~tailmiss.studies.rule.Difference`, unadjusted; ``None`` when the largest N is the worst), the
-    curve ``group_sizes, means, sds`` (tuples by N: seed mean and sd) and, for M_ret only, ``zones`` (a tuple such
-    as ``("I", "II", "III")``). ``recovers`` overrides ``n_shape``'s (a margin of
-    :data:`~tailmiss.analytic.regimes.RECOVERY_MARGIN` and twice the seed sd): the worst N strictly inside the
-    sweep and ``recovery`` *higher* by the rule (*lower* for ΔNLL_rare, where higher is worse).
+    worst, at_max_n, recovers``, ``recovery`` (the dip and recovery tested without picking the trough, a
+    :class:`~tailmiss.studies.rule.Sentence`: for some N strictly inside the sweep, both ends *higher* than it
+    on per-seed values, *lower* for ΔNLL_rare, where higher is worse; ``None`` with fewer than three N), the curve
+    ``group_sizes, means, sds`` (tuples by N: seed mean and sd) and, for M_ret only, ``zones`` (a tuple such as
+    ``("I", "II", "III")``). ``recovers`` (``recovery`` *reproduced*) overrides ``n_shape``'s (a margin of
+    :data:`~tailmiss.analytic.regimes.RECOVERY_MARGIN` and twice the seed sd, a spread threshold the report does not
+    use).
     """
+    from tailmiss.experiments.ladder import METRICS  # the trainer's package: not imported with the claims
+
     lower_is_worse = METRICS[metric][1]
     rows = []
     for (rung, where, gamma), part in final.groupby(["rung", "set", "gamma"], sort=False):
@@ -144,20 +161,35 @@ def matched_shape_table(
     """M_ret at matched Q_pos by N per rung at ``gamma`` (:func:`matched_runs`), judged by the noise rule.
 
     Columns: ``rung, target``, the curve fields of :func:`shape_table` (``recovers`` and ``recovery`` by the rule),
-    ``best_n``, ``spread`` (M_ret at the best N against the worst N on per-seed values, paired by seed when both N
-    have the same runs, else :func:`~tailmiss.studies.rule.compare`; unadjusted; ``None`` with one N) and
-    ``n_matters`` (``spread`` resolved: N changes the retained mass beyond noise and δ).
+    ``best_n``, ``spread`` ("N changes the retained mass", a :class:`~tailmiss.studies.rule.Sentence`: some pair of
+    N whose per-seed values differ, every pair one part of one Holm family, each written higher-mean first; paired
+    by seed when both N have the same runs, else :func:`~tailmiss.studies.rule.compare`; ``None`` with one N) and
+    ``n_matters`` (``spread`` *reproduced*: N changes the retained mass beyond noise and δ).
     """
     runs = matched_runs(history, where, fraction)
     rows = []
     for rung, part in runs[runs["gamma"] == gamma].groupby("rung", sort=False):
         curve = _curve(part, "retained_mass", column="m")
         best = curve["group_sizes"][int(np.argmax(curve["means"]))]
-        spread = None if best == curve["worst_n"] else _between(part, "retained_mass", best, curve["worst_n"], "m")
-        n_matters = bool(spread is not None and spread.outcome.resolved)
+        spread = _spread(part, curve["group_sizes"], curve["means"])
+        n_matters = bool(spread is not None and spread.verdict == Verdict.REPRODUCED)
         target = float(part["target"].iloc[0])
         rows.append({"rung": rung, "target": target, **curve, "best_n": best, "spread": spread, "n_matters": n_matters})
     return pd.DataFrame(rows)
+
+
+def _spread(part: pd.DataFrame, ns: tuple, means: tuple) -> Sentence | None:
+    """ "N changes M_ret at matched Q_pos": some pair of N differs (the higher seed mean first, *higher*; the
+    two-sided test does not depend on the order), every pair in one Holm family. None with one N."""
+    if len(ns) < 2:
+        return None
+    order = sorted(zip(means, ns), reverse=True)
+    pairs = [
+        [(_between(part, "retained_mass", a, b, "m"), "higher")]
+        for i, (_, a) in enumerate(order)
+        for _, b in order[i + 1 :]
+    ]
+    return judge_any("N changes M_ret at matched Q_pos", pairs)
 
 
 def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFrame:
@@ -197,8 +229,8 @@ def focal_table(final: pd.DataFrame, metric: str = "retained_mass") -> pd.DataFr
 def has_large_n_regime(row) -> bool:
     """The large-N regime on a curve (a :func:`shape_table` row): F-GRPO Fig. 2's zone III (M_ret at or above
     :data:`~tailmiss.analytic.regimes.ZONE_THRESHOLD` at some N above a zone-II N), or a dip and recovery of M_ret
-    resolved by the noise rule (``row["recovers"]``: worst N strictly inside the sweep, the largest N *higher* than
-    it, :func:`shape_table`). Zone III itself is only the first: ``"III" in row["zones"]``."""
+    resolved by the noise rule (``row["recovers"]``: for some N strictly inside the sweep, both ends *higher*,
+    :func:`shape_table`). Zone III itself is only the first: ``"III" in row["zones"]``."""
     return bool(row["recovers"] or "III" in (row.get("zones") or ()))
 
 
@@ -239,7 +271,7 @@ class IngredientVerdict:
         return has_large_n_regime(self.target_curve)
 
 
-def _row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0):
+def shape_row(shape: pd.DataFrame, rung: str, where: str = "pool", gamma: float = 0.0):
     sel = shape[(shape["rung"] == rung) & (shape["set"] == where) & (shape["gamma"] == gamma)]
     return None if sel.empty else sel.iloc[0]
 
@@ -279,15 +311,17 @@ def ingredient_verdicts(
     for model in dict.fromkeys(r.model for r in main.ladder.rungs):
         if (model, "sgd") in by and (model, "adamw") in by:
             a, b = by[(model, "sgd")], by[(model, "adamw")]
-            out.append(_compare("optimizer geometry", f"SGD → Adam, {model}", _row(shape, a), _row(shape, b), a, b))
+            out.append(
+                _compare("optimizer geometry", f"SGD → Adam, {model}", shape_row(shape, a), shape_row(shape, b), a, b)
+            )
     for opt in ("adamw", "sgd"):
         chain = [by[(m, opt)] for m in ("table", "factorized", "transformer") if (m, opt) in by]
         for a, b in zip(chain, chain[1:]):
             what = f"{rungs[a].model} → {rungs[b].model}, {opt}"
-            out.append(_compare("parameter sharing", what, _row(shape, a), _row(shape, b), a, b))
+            out.append(_compare("parameter sharing", what, shape_row(shape, a), shape_row(shape, b), a, b))
     for name, rung in rungs.items():
         if rung.model == "transformer":
-            a, b = _row(shape, name, "heldout"), _row(shape, name, "pool")
+            a, b = shape_row(shape, name, "heldout"), shape_row(shape, name, "pool")
             out.append(_compare("prompt reuse", f"held-out → trained-on, {name}", a, b, "held-out", "trained-on"))
     if hard is not None:
         hshape = shape_table(hard.final)
@@ -296,7 +330,12 @@ def ingredient_verdicts(
                 what = f"task (a) → hard task (a), {name}"
                 out.append(
                     _compare(
-                        "difficulty", what, _row(shape, name), _row(hshape, name), main.ladder.name, hard.ladder.name
+                        "difficulty",
+                        what,
+                        shape_row(shape, name),
+                        shape_row(hshape, name),
+                        main.ladder.name,
+                        hard.ladder.name,
                     )
                 )
     if budget is not None:
@@ -308,84 +347,10 @@ def ingredient_verdicts(
                     _compare(
                         "compute matching",
                         what,
-                        _row(shape, rung.name),
-                        _row(bshape, rung.name),
+                        shape_row(shape, rung.name),
+                        shape_row(bshape, rung.name),
                         main.ladder.name,
                         budget.ladder.name,
                     )
                 )
     return [v for v in out if v is not None]
-
-
-def _mean_curve(final: pd.DataFrame, rung: str, where: str = "pool") -> pd.Series:
-    sel = final[(final["rung"] == rung) & (final["set"] == where) & (final["gamma"] == 0)]
-    return sel.groupby("group_size")["retained_mass"].mean()
-
-
-@dataclass(frozen=True)
-class BestSimulator:
-    """The table (simulator) rung whose M_ret-by-N curve best ranks like a transformer rung's (:func:`best_simulator`).
-
-    ``scores_main`` holds each table rung's Spearman correlation with ``target`` on the main ladder; the remaining
-    fields are the check on the hard task, ``None`` when the hard ladder lacks either rung.
-    """
-
-    target: str
-    chosen: str
-    scores_main: dict
-    group_sizes: tuple | None = None
-    sim_values: tuple | None = None
-    llm_values: tuple | None = None
-    spearman_hard: float | None = None
-    zones_sim: tuple | None = None
-    zones_llm: tuple | None = None
-    zone_agreement: float | None = None
-    regime_sim: bool | None = None
-    regime_llm: bool | None = None
-    """Whether each curve on the hard task shows the large-N regime (:func:`has_large_n_regime`)."""
-
-    @property
-    def checked(self) -> bool:
-        """Whether the choice was checked on the hard task."""
-        return self.spearman_hard is not None
-
-
-def best_simulator(main: LadderResult, hard: LadderResult, target: str) -> BestSimulator:
-    """The table (simulator) rung whose M_ret-by-N curve best ranks like the transformer's, checked on another task.
-
-    Chosen on ``main`` by the Spearman correlation of the γ = 0 seed-mean curves
-    on the training pool with rung ``target`` (a transformer rung); then, on
-    ``hard``, the chosen rung's curve is compared with ``target``'s there: rank
-    correlation, the share of N whose zone agrees and whether both or neither
-    show the large-N regime.
-    """
-
-    def aligned_spearman(a: pd.Series, b: pd.Series) -> float:
-        a, b = a.align(b, join="inner")
-        return spearman(a, b)
-
-    goal = _mean_curve(main.final, target)
-    tables = [r.name for r in main.ladder.rungs if r.model == "table"]
-    scores = {name: aligned_spearman(_mean_curve(main.final, name), goal) for name in tables}
-    valid = {k: v for k, v in scores.items() if np.isfinite(v)}
-    chosen = max(valid, key=valid.get) if valid else tables[0]
-    if chosen not in {r.name for r in hard.ladder.rungs} or target not in {r.name for r in hard.ladder.rungs}:
-        return BestSimulator(target, chosen, scores)
-    sim, llm = _mean_curve(hard.final, chosen), _mean_curve(hard.final, target)
-    sim, llm = sim.align(llm, join="inner")
-    zs, zl = zones(sim.index.to_numpy(), sim.to_numpy()), zones(llm.index.to_numpy(), llm.to_numpy())
-    hshape = shape_table(hard.final)
-    return BestSimulator(
-        target,
-        chosen,
-        scores,
-        group_sizes=tuple(int(n) for n in sim.index),
-        sim_values=tuple(float(x) for x in sim),
-        llm_values=tuple(float(x) for x in llm),
-        spearman_hard=spearman(sim, llm),
-        zones_sim=tuple(zs),
-        zones_llm=tuple(zl),
-        zone_agreement=zone_agreement(zs, zl),
-        regime_sim=has_large_n_regime(_row(hshape, chosen)),
-        regime_llm=has_large_n_regime(_row(hshape, target)),
-    )

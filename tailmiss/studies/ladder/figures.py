@@ -101,7 +101,7 @@ def _ladder_plot(result):
                     ls=GAMMA_STYLE.get(g, "-"),
                     color=colors[g],
                     alpha=alpha,
-                    label=f"{'trained-on' if where == 'pool' else 'held-out'}, γ={g:g}",
+                    label=f"γ={g:g}, {'trained-on' if where == 'pool' else 'held-out'}",  # colour: γ; marker: set
                 )
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns)

@@ -10,7 +10,8 @@ from tailmiss import analytic
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.studies.context import Context
 from tailmiss.studies.ladder import claims as la
-from tailmiss.studies.rule import ALPHA, MIN_SEEDS, Outcome, practical_threshold
+from tailmiss.studies.ladder.simulator import BestSimulator, best_simulator
+from tailmiss.studies.rule import ALPHA, MIN_SEEDS, Outcome, Verdict, practical_threshold
 from tailmiss.studies.runs import ladder_result
 from tailmiss.studies.text import Section, mean_sd, table, yes
 
@@ -49,21 +50,17 @@ def _tests(diffs) -> str:
     return "; ".join(out) or "no comparison"
 
 
-def _told(flag: bool, diff, judged: bool = True) -> str:
-    """``yes`` / ``**no**``, or ``cannot tell`` where the comparison ``diff`` behind a *no* had too few seeds."""
-    if not flag and judged and diff is not None and diff.outcome == Outcome.CANNOT_TELL:
+def _told(flag: bool, judged) -> str:
+    """``yes`` / ``**no**``, or ``cannot tell`` where the sentence ``judged`` behind a *no* could not be told (too
+    few seeds, identical runs) or was never judged (``None``)."""
+    if not flag and (judged is None or judged.verdict == Verdict.CANNOT_TELL):
         return "cannot tell"
     return yes(flag)
 
 
-def _inside(r) -> bool:
-    """Whether a curve's worst N lies strictly inside its sweep (a dip, not a monotone trend)."""
-    return r["group_sizes"][0] < r["worst_n"] < r["group_sizes"][-1]
-
-
 def _recovered(r) -> str:
-    """A curve's recovery (a :func:`~tailmiss.studies.ladder.claims.shape_table` row) in words."""
-    return _told(r["recovers"], r["recovery"], _inside(r))
+    """A curve's dip and recovery (a :func:`~tailmiss.studies.ladder.claims.shape_table` row) in words."""
+    return _told(r["recovers"], r["recovery"])
 
 
 def _regime(r) -> str:
@@ -76,8 +73,10 @@ def _shape_block(result, gamma: float = 0.0) -> str:
     """The shape table at ``gamma`` and the tests behind its recoveries."""
     rows, diffs = _shape_rows(result, gamma)
     return table(_SHAPE_HEADER, rows) + (
-        f"\n\n*Recovers*: the largest N against the worst N on per-seed values by {RULE}, one comparison per "
-        f"curve (not corrected across curves), δ = {practical_threshold('retained_mass'):g} (M_ret), "
+        f"\n\n*Recovers*: a dip and recovery tested without picking the trough, by {RULE}: for some N strictly "
+        "inside the sweep, the smallest and the largest N both higher than it on per-seed values (lower for "
+        "ΔNLL_rare), every interior N's pair in one Holm family per curve (not corrected across curves), "
+        f"δ = {practical_threshold('retained_mass'):g} (M_ret), "
         f"{practical_threshold('dnll_rare'):g} (ΔNLL_rare, lower), {practical_threshold('rare hit@256'):g} "
         f"(rare hit@256): {_tests(diffs)}.\n"
     )
@@ -95,7 +94,7 @@ def _shape_rows(result, gamma: float = 0.0) -> tuple[list[list], list]:
     for _, r in mret[mret["gamma"] == gamma].iterrows():
         key = (r["rung"], r["set"], r["gamma"])
         d, h = dnll.loc[key], hit.loc[key]
-        diffs += [r["recovery"], d["recovery"], h["recovery"]]
+        diffs += [x for c in (r, d, h) if c["recovery"] is not None for x in c["recovery"].differences]
         rows.append(
             [
                 f"`{r['rung']}`",
@@ -159,8 +158,8 @@ def _focal_block(result) -> str:
     )
 
 
-def _said(word: str, diff) -> str:
-    return word if diff is None else f"{word}: {diff.describe()}"
+def _said(word: str, judged) -> str:
+    return word if judged is None else f"{word}: {judged.cell(most=2)}"
 
 
 def _matched_rows(result) -> list[list]:
@@ -176,7 +175,7 @@ def _matched_rows(result) -> list[list]:
                 f"{np.ptp(r['means']):.3f}",
                 _said(_told(r["n_matters"], r["spread"]), r["spread"]),
                 r["worst_n"],
-                _said(_recovered(r), r["recovery"] if _inside(r) else None),
+                _said(_recovered(r), r["recovery"]),
             ]
         )
     return rows
@@ -203,7 +202,7 @@ def _lemma_line(result) -> str:
     )
 
 
-def _best_line(best: la.BestSimulator) -> str:
+def _best_line(best: BestSimulator) -> str:
     scores = ", ".join(f"`{k}` {v:+.2f}" for k, v in best.scores_main.items())
     text = (
         f"Chosen on the main ladder by the rank correlation of its γ = 0 M_ret-by-N curve (trained-on prompts) with "
@@ -271,9 +270,10 @@ def _intro(mode: str) -> str:
         "so that Q_pos on the pool moves by a similar amount at N = 8 (never from an N-shape). Zones keep F-GRPO "
         f"Fig. 2's meaning (II: M_ret < {ZONE_THRESHOLD:g}; III: not II, above some zone-II N; I: the rest). The "
         "*large-N regime* is where retained mass is high again at large N: zone III, or a dip and recovery on a "
-        "curve that never enters zone II (M_ret's worst N strictly inside the sweep and M_ret at the largest N "
-        f"*higher* than at it by {RULE}: per-seed values paired by seed, p < {ALPHA:g} and at least δ = "
-        f"{practical_threshold('retained_mass'):g}). Every *beyond noise* below is that rule; the test, its "
+        "curve that never enters zone II (for some N strictly inside the sweep, M_ret at the smallest and at the "
+        f"largest N both *higher* than at it by {RULE}: per-seed values paired by seed, every interior N's pair "
+        f"in one Holm family, p < {ALPHA:g} and at least δ = {practical_threshold('retained_mass'):g}; the trough "
+        "is not picked from the seed means first). Every *beyond noise* below is that rule; the test, its "
         "degrees of freedom and its Holm family are printed with each table. "
         f"Table rungs hold the prompts they were built on only, so their held-out rows are 1 by construction; {mode}. "
         "Reproduce with `tailmiss llm sweep --preset ladder` (and `ladder-budget`, `ladder-hard`), then "
@@ -287,9 +287,9 @@ _MATCHED_HEADER = [
     "M_ret at target by N",
     "Spearman(M_ret, N)",
     "range over N",
-    "N matters (best − worst N)",
+    "N matters (some pair of N)",
     "worst N",
-    "dip and recovery (largest − worst N)",
+    "dip and recovery (both ends − an interior N)",
 ]
 
 
@@ -310,7 +310,7 @@ def _verdict_parts(main, hard, verdicts) -> list[str]:
     parts.append(table(["ingredient", "from → to", "M_ret by N (from)", "M_ret by N (to)", "verdict"], vrows) + "\n")
     targets = [r.name for r in main.ladder.rungs if r.model == "transformer" and r.optimizer == "adamw"]
     if targets:
-        best = la.best_simulator(main, hard, targets[0])
+        best = best_simulator(main, hard, targets[0])
         parts.append("### The simulator setting that predicts the transformer\n")
         parts.append(_best_line(best) + "\n")
     return parts
@@ -332,8 +332,8 @@ def ladder_section(ctx: Context) -> str:
         "### At matched Q_pos (figure `frontier.png`)\n\n"
         "Rungs learn at different speeds, so M_ret is also read along training, where each run's trained-on Q_pos "
         "first reaches a common target (its rung's start plus half the smallest γ = 0 gain over N). *N matters* "
-        f"when M_ret at the best N against the worst N is resolved by {RULE}, on per-seed values paired by seed "
-        "where both N reached the target on the same seeds, else Welch, one comparison per rung (not corrected "
+        f"when some pair of N is resolved by {RULE}, on per-seed values paired by seed where both N reached the "
+        "target on the same seeds, else Welch, every pair one part of one Holm family per rung (not corrected "
         "across rungs); *dip and recovery* as above.\n"
     )
     parts.append(table(_MATCHED_HEADER, _matched_rows(main)))
@@ -375,9 +375,7 @@ def _claims_text(main, verdicts) -> str:
     for _, r in base.iterrows():
         label[_regime(r)].append(f"`{r['rung']}` ({_where(r['set'])})")
     dips = [
-        f"`{r['rung']}` ({_where(r['set'])}, worst N = {r['worst_n']}, {r['recovery'].describe()})"
-        for _, r in base.iterrows()
-        if r["recovers"]
+        f"`{r['rung']}` ({_where(r['set'])}, {r['recovery'].cell(most=2)})" for _, r in base.iterrows() if r["recovers"]
     ]
     proper = [f"`{r['rung']}` ({_where(r['set'])})" for _, r in base.iterrows() if "III" in (r.get("zones") or ())]
     changes = [f"{v.ingredient} ({v.comparison}): {verdict_text(v)}" for v in verdicts if v.effect != "none"]
@@ -395,14 +393,14 @@ def _claims_text(main, verdicts) -> str:
         + ". Zone III itself (M_ret back at or above the threshold above a zone-II N): "
         + (", ".join(proper) if proper else "**on no rung**")
         + ".",
-        "- A dip and recovery of M_ret over N resolved by the noise rule (F-GRPO Table 2's non-monotone shape, worst "
-        "N strictly inside the sweep, the largest N higher): " + (", ".join(dips) if dips else "**on no rung**") + ".",
+        "- A dip and recovery of M_ret over N resolved by the noise rule (F-GRPO Table 2's non-monotone shape: for "
+        "some N strictly inside the sweep, both ends higher): " + (", ".join(dips) if dips else "**on no rung**") + ".",
         "- Ingredients that change whether the large-N regime appears: "
         + ("; ".join(changes) if changes else "**none** of those tested")
         + (". Ingredients that reverse the direction of M_ret in N: " + "; ".join(trends) if trends else "")
         + ".",
         "- At matched Q_pos (one retention/accuracy frontier per N, figure `frontier.png`), N changes the retained "
-        "mass beyond noise (best N against worst N, the noise rule) on "
+        "mass beyond noise (some pair of N, every pair in one Holm family, the noise rule) on "
         + (", ".join(f"`{r}`" for r, v in matters.items() if v == "yes") or "**no rung**")
         + "; no difference is resolved (consistent with one frontier) on "
         + (", ".join(f"`{r}`" for r, v in matters.items() if v == "**no**") or "**no rung**")

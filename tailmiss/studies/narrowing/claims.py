@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
-from tailmiss.studies.controls.gamma import FOCAL_GAMMA, GammaClaims, focal_label, gamma_claims, seed_table
+from tailmiss.studies.controls.gamma import GammaClaims, focal_label, gamma_claims, seed_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
-from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims, simulator_by_type
+from tailmiss.studies.narrowing.sharing import SharingClaims, narrowing, sharing_claims, simulator_by_type
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
 from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
-from tailmiss.studies.rule import Sentence, Verdict, compare, holm, judge, judge_family
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, judge, judge_family
 
 __all__ = [
     "NarrowingClaims",
@@ -41,7 +41,7 @@ __all__ = [
     "LOW_LR",
 ]
 
-GRPO, FOCAL, LOW_LR = "GRPO N=8", focal_label(FOCAL_GAMMA), "GRPO N=8 low-LR"
+GRPO, FOCAL, LOW_LR = "GRPO N=8", "F-GRPO γ=0.5 N=8", "GRPO N=8 low-LR"
 """The run labels of the three arms Table 3's sentences compare: GRPO at N = 8, F-GRPO at N = 8 with the controls'
 γ (:data:`~tailmiss.studies.controls.gamma.FOCAL_GAMMA`) and GRPO at N = 8 with a lower learning rate."""
 CONTROL_ROWS = (
@@ -70,9 +70,12 @@ class NarrowingClaims:
     search: SearchResult | None
     regime: pd.DataFrame
     """GRPO at each N and F-GRPO at N = 8: SFT and final held-out pass@1 / pass@256 by prompt type (seed mean, sd)."""
-    narrows: bool | None
-    """GRPO N = 8's final held-out pass@256 (all prompts) below the SFT model's by more than twice the seeds' sd (None
-    with one seed)."""
+    narrows: Verdict
+    """Does GRPO N = 8 narrow? :func:`~tailmiss.studies.narrowing.sharing.narrowing` of :attr:`change`: *reproduced*
+    when its final held-out pass@256 (all prompts) is *lower* than the SFT model's, *refuted* when shown not lower,
+    else *cannot tell*."""
+    change: Difference | None
+    """GRPO N = 8's final − SFT held-out pass@256 on all prompts, paired by seed (None without GRPO N = 8)."""
     typed: pd.DataFrame
     """Every arm's held-out metrics by prompt type at the final step (seed mean, sd)."""
     finals: pd.DataFrame | None
@@ -85,6 +88,8 @@ class NarrowingClaims:
     one_seed: dict | None
     """Could one seed show Table 2's dip? Over every sweep of one seed per N (``one_seed_dip``)."""
     pass1_sentence: Sentence | None
+    tradeoff: Sentence | None
+    """Table 2's "reaches GRPO N = 32 at a modest pass@1 trade-off" (:func:`_tradeoff`)."""
     rollouts: dict
     """Equal-rollout comparisons: name -> Difference."""
     frontier: dict
@@ -120,9 +125,17 @@ def _pass1_rises(chosen: pd.DataFrame) -> Sentence | None:
     labels = {n: f"GRPO N={n}" for n in ns}
     diffs = [compare(chosen, labels[b], labels[a], "pass1") for a, b in zip(ns, ns[1:])]
     diffs.append(compare(chosen, labels[ns[-1]], labels[ns[0]], "pass1"))
-    diffs = holm(diffs)
     wanted = ["not lower"] * (len(diffs) - 1) + ["higher"]
     return judge("pass@1 rises with N", list(zip(diffs, wanted)))
+
+
+def _tradeoff(chosen: pd.DataFrame) -> Sentence | None:
+    """Table 2's "F-GRPO N = 8 reaches GRPO N = 32's pass@256 at a modest pass@1 trade-off": F-GRPO γ = 0.5 N = 8 −
+    GRPO N = 32 *not lower* on pass@256 and on pass@1 (a trade-off within the margin), one Holm family."""
+    if not {FOCAL, "GRPO N=32"} <= set(chosen["label"]):
+        return None
+    parts = [(compare(chosen, FOCAL, "GRPO N=32", m), "not lower") for m in ("pass256", "pass1")]
+    return judge("F-GRPO N = 8 reaches GRPO N = 32's pass@256 at a modest pass@1 trade-off", parts)
 
 
 def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
@@ -250,7 +263,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         strengths = {float(f.rsplit("str", 1)[1]): h[f] for f in h if f.startswith("narrowing-search-")}
         search = search_result(strengths, data.tasks["narrowing"].conflict_strength)  # what the study ran
     chosen = _chosen(h)
-    regime, narrows = regime_table(main, data.typed["narrowing"])
+    regime, change = regime_table(main, data.typed["narrowing"])
     have_nsweep = {2, 8, 32} <= set(main["group_size"].astype(int))
     selected = select_checkpoints(main, "best")  # the N sweep alone: each focal run with its own GRPO baseline
     nsweep = rung_table(selected)
@@ -262,7 +275,8 @@ def narrowing_claims(data) -> NarrowingClaims:
         steps=int(main["step"].max()),
         search=search,
         regime=regime,
-        narrows=narrows,
+        narrows=Verdict.CANNOT_TELL if change is None else narrowing(change),
+        change=change,
         typed=typed_table(pd.concat([data.typed[f] for f in _STUDY if f in data.typed], ignore_index=True), history),
         finals=_finals_table(data.finals_by_type),
         chosen=chosen,
@@ -270,6 +284,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         rungs=rungs,
         one_seed=one_seed_dip(selected) if not data.quick else None,
         pass1_sentence=_pass1_rises(chosen),
+        tradeoff=_tradeoff(chosen),
         rollouts=_rollouts(main),
         frontier=_frontiers(history),
         controls=controls,

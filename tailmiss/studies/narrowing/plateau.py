@@ -10,14 +10,19 @@ GRPO down? The history is a long table with columns ``label``, ``seed``,
 ``step``, ``mu_pos`` (held-out pass@1, NaN on steps without an evaluation: those
 rows are dropped) and ``exact_pass_at_256``.
 
-* **Plateau** (:func:`plateaued`): an arm has plateaued when its seed-mean
-  held-out pass@1 gains less than :data:`PLATEAU_GAIN` over the last quarter of
-  its steps. An arm that has not is reported as *not plateaued*, and its end point
-  is not judged.
+* **Plateau** (:func:`plateaued`): an arm has plateaued when its held-out
+  pass@1 gain over the last quarter of its steps, per seed, is shown *not
+  higher* than :data:`PLATEAU_GAIN` by the report's noise rule (one-sided at that
+  margin, :mod:`tailmiss.studies.rule`). An arm that is not shown so is reported
+  as *not plateaued*, and its end point is not judged. (Amended 2026-12-06: the
+  rule first compared the seed-mean gain with the margin, no test: +0.0052 and
+  +0.0048 read apart on noise.)
 * **Levels** (:func:`plateau_levels`): :data:`PLATEAU_LEVELS` pass@1 levels evenly
   spaced from the SFT model's pass@1 (excluded) to the highest pass@1 that at
-  least three seeds of each arm of the pair reach (included). A slow seed that
-  never reaches the top no longer caps the range.
+  least three seeds reach in both arms of the pair (included), so every level
+  has three pairs to test. (Amended 2026-12-06: the top was where three seeds of
+  *each* arm reach, which left the top levels with too few common seeds, and a
+  level that cannot tell made the whole word *cannot tell*.)
 * **Frontier** (:func:`plateau_frontier`): each run is read where its pass@1
   first reaches a level (:func:`~tailmiss.studies.narrowing.frontier.at_levels`),
   each level compared on pass@256 on the seeds of the pair that both reach it (at
@@ -39,14 +44,25 @@ rows are dropped) and ``exact_pass_at_256``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from tailmiss.studies.equivalence import Equivalence, EquivalenceOutcome, equivalent, holm_equivalence
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, at_levels, frontier_word
-from tailmiss.studies.rule import IDENTICAL_TOL, MIN_SEEDS, Difference, Outcome, compare, holm, practical_threshold
+from tailmiss.studies.rule import (
+    IDENTICAL_TOL,
+    MIN_SEEDS,
+    Difference,
+    Outcome,
+    Verdict,
+    compare,
+    compare_values,
+    holm,
+    judge,
+    practical_threshold,
+)
 
 __all__ = [
     "PLATEAU_QUARTER",
@@ -100,11 +116,18 @@ class PlateauCheck:
     gain: float
     """Seed-mean pass@1 at the last evaluation minus at the last evaluation at or before the last quarter's start."""
     plateaued: bool
+    test: Difference | None = None
+    """The per-seed gains against 0, wanted *not higher* at the margin :data:`PLATEAU_GAIN`."""
 
     def describe(self) -> str:
-        """``plateaued (pass@1 +0.0021 over the last quarter of 1600 steps)``."""
+        """``plateaued (pass@1 +0.0021 over the last quarter of 1600 steps; one-sided p 0.01 at +0.005)``."""
         word = "plateaued" if self.plateaued else "not plateaued"
-        return f"{word} (pass@1 {self.gain:+.4f} over the last quarter of {self.steps} steps)"
+        test = ""
+        if self.test is not None and self.test.test != "none":
+            test = f"; shown below +{self.test.margin:g}: one-sided p {self.test.p_not_higher:.2g}"
+        elif self.test is not None:
+            test = f"; {self.test.outcome}"
+        return f"{word} (pass@1 {self.gain:+.4f} over the last quarter of {self.steps} steps{test})"
 
 
 def plateaued(
@@ -127,43 +150,62 @@ def plateaued(
     Returns
     -------
     PlateauCheck
-        With :math:`\bar\mu(t)` the mean over the arm's seeds of pass@1 at step :math:`t`, on the steps every run of
-        the arm evaluated (so both ends average the same seeds), :math:`T` the last of them and :math:`t_0` the last
-        at or before :math:`(1 - q)\,T`: gain :math:`\bar\mu(T) - \bar\mu(t_0)`, plateaued when it is below ``gain``.
+        With :math:`\mu_s(t)` seed :math:`s`'s pass@1 at step :math:`t`, on the steps every run of the arm evaluated,
+        :math:`T` the last of them and :math:`t_0` the last at or before :math:`(1 - q)\,T`: gain
+        :math:`\mu_s(T) - \mu_s(t_0)` per seed, its seed mean reported, *plateaued* when the gains are shown not
+        higher than ``gain`` by the noise rule (a one-sided paired t-test against 0 at that margin).
     """
     if not 0 < last_quarter < 1:
         raise ValueError(f"last_quarter must lie in (0, 1), got {last_quarter!r}")
     rows = _evaluations(history, [label])
-    curve = rows.pivot_table(index="step", columns="seed", values="mu_pos").dropna().mean(axis=1).sort_index()
-    if curve.empty:
+    wide = rows.pivot_table(index="step", columns="seed", values="mu_pos").dropna().sort_index()
+    if wide.empty:
         raise ValueError(f"the runs of {label!r} share no evaluated step")
-    last = curve.index[-1]
-    before = curve[curve.index <= (1 - last_quarter) * last]
+    last = wide.index[-1]
+    before = wide[wide.index <= (1 - last_quarter) * last]
     if before.empty:
         raise ValueError(f"{label!r} has no shared evaluation at or before step {(1 - last_quarter) * last:g}")
-    measured = float(curve.iloc[-1] - before.iloc[-1])
-    return PlateauCheck(label, int(last), measured, bool(measured < gain))
+    gains = (wide.iloc[-1] - before.iloc[-1]).to_numpy(float)
+    zero = np.zeros_like(gains)
+    d = compare_values(gains, zero, "pass1", paired=True, labels=(f"{label} last-quarter gain", "0"))
+    d = replace(d, margin=float(gain), p_not_higher=_below(gains, float(gain)))
+    held = judge(f"{label} has plateaued", [(d, "not higher")]).verdict == Verdict.REPRODUCED
+    return PlateauCheck(label, int(last), float(gains.mean()), held, d)
+
+
+def _below(gains: np.ndarray, bound: float) -> float:
+    r"""One-sided p of :math:`H_0:` mean gain :math:`\ge` ``bound`` (paired t on :math:`n - 1` degrees of freedom;
+    NaN below :data:`~tailmiss.studies.rule.MIN_SEEDS` seeds)."""
+    from scipy import stats
+
+    n = gains.size
+    if n < MIN_SEEDS:
+        return math.nan
+    se = float(gains.std(ddof=1)) / math.sqrt(n)
+    mean = float(gains.mean())
+    if se == 0:
+        return 0.0 if mean < bound else 1.0
+    return float(stats.t.cdf((mean - bound) / se, n - 1))
 
 
 # --- the frontier to the plateau ----------------------------------------------------------------------------------
 
 
 def _span(history: pd.DataFrame, a: str, b: str, min_seeds: int) -> tuple[float, float, str]:
-    """The SFT model's pass@1, the highest pass@1 at least ``min_seeds`` seeds of each of ``a`` and ``b`` reach, and
-    why there is no level (``""`` when there are)."""
+    """The SFT model's pass@1, the highest pass@1 that at least ``min_seeds`` seeds reach in both ``a`` and ``b``,
+    and why there is no level (``""`` when there are)."""
     rows = _evaluations(history, [a, b])
     start = rows.loc[rows["step"] == 0, "mu_pos"]
     if start.empty:
         raise ValueError(f"{a!r} and {b!r}: no step-0 evaluation (the SFT model's pass@1)")
     start = float(start.mean())
-    reach = math.inf
-    for label in (a, b):
-        best = rows[rows["label"] == label].groupby("seed")["mu_pos"].max().sort_values(ascending=False)
-        if len(best) < min_seeds:
-            return start, math.nan, f"{label!r} has {len(best)} seed{'s' * (len(best) != 1)}, fewer than {min_seeds}"
-        reach = min(reach, float(best.iloc[min_seeds - 1]))
+    best = rows.pivot_table(index="seed", columns="label", values="mu_pos", aggfunc="max").reindex(columns=[a, b])
+    both = best.dropna().min(axis=1).sort_values(ascending=False)  # a seed reaches a level in both arms up to this
+    if len(both) < min_seeds:
+        return start, math.nan, f"{len(both)} seed{'s' * (len(both) != 1)} in both arms, fewer than {min_seeds}"
+    reach = float(both.iloc[min_seeds - 1])
     if not reach > start + IDENTICAL_TOL:  # the step-0 mean of one model's score can sit an ulp off it
-        return start, reach, f"{min_seeds} seeds of each never raise pass@1 above the SFT model's {start:.4f}"
+        return start, reach, f"{min_seeds} seeds never raise pass@1 above the SFT model's {start:.4f} in both arms"
     return start, reach, ""
 
 
@@ -171,7 +213,7 @@ def plateau_levels(
     history: pd.DataFrame, a: str, b: str, count: int = PLATEAU_LEVELS, min_seeds: int = MIN_SEEDS
 ) -> np.ndarray:
     r"""``count`` pass@1 levels for the pair ``a``, ``b``, evenly spaced from the SFT model's pass@1 (excluded) to the
-    highest pass@1 that at least ``min_seeds`` seeds of each reach (included).
+    highest pass@1 that at least ``min_seeds`` seeds reach in both arms (included).
 
     Parameters
     ----------
@@ -182,21 +224,22 @@ def plateau_levels(
     count : int
         Levels.
     min_seeds : int
-        Seeds of each arm that must reach the top level.
+        Seeds that must reach the top level in both arms.
 
     Returns
     -------
     ndarray
         :math:`L_i = \mu_0 + (R - \mu_0)\,i/\mathrm{count}`, :math:`i = 1..\mathrm{count}`, with :math:`\mu_0` the mean
-        step-0 pass@1 over the pair's runs and :math:`R = \min(R_a, R_b)`, :math:`R_x` the ``min_seeds``-th largest
-        of arm :math:`x`'s per-seed best pass@1 (a run reaches :math:`L` when its best pass@1 is at least :math:`L`).
+        step-0 pass@1 over the pair's runs and :math:`R` the ``min_seeds``-th largest over the seeds both arms have of
+        :math:`\min(b_{a,s}, b_{b,s})`, :math:`b_{x,s}` seed :math:`s`'s best pass@1 in arm :math:`x` (a run reaches
+        :math:`L` when its best pass@1 is at least :math:`L`): every level has ``min_seeds`` pairs.
 
     Raises
     ------
     ValueError
-        Naming the pair, when an arm has fewer than ``min_seeds`` seeds or :math:`R` is not above :math:`\mu_0` (by
-        more than :data:`~tailmiss.studies.rule.IDENTICAL_TOL`: the mean of one model's step-0 score may sit a
-        rounding error off it).
+        Naming the pair, when fewer than ``min_seeds`` seeds are in both arms or :math:`R` is not above
+        :math:`\mu_0` (by more than :data:`~tailmiss.studies.rule.IDENTICAL_TOL`: the mean of one model's step-0 score
+        may sit a rounding error off it).
     """
     start, reach, why = _span(history, a, b, min_seeds)
     if why:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tailmiss.studies.rule import compare_values
+from tailmiss.studies.rule import Difference, compare_values
 
 __all__ = ["regime_table", "typed_table", "training_effects", "task_controls", "TASK_CONTROLS"]
 
@@ -42,10 +42,11 @@ def _pass256(part: pd.DataFrame, change) -> dict:
     }
 
 
-def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFrame, bool | None]:
+def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFrame, Difference | None]:
     """GRPO at each N and F-GRPO at N = 8, by prompt type: the SFT model's and the final held-out pass@1 and
-    pass@256 (seed means and sds) and the change of pass@256; and whether GRPO N = 8 narrows (its final pass@256 on
-    all prompts below the SFT model's by more than twice the seeds' sd; None with one seed, which has no sd)."""
+    pass@256 (seed means and sds) and the change of pass@256; and GRPO N = 8's change on all prompts, final − SFT
+    pass@256 paired by seed (a :class:`~tailmiss.studies.rule.Difference`, judged by
+    :func:`tailmiss.studies.narrowing.sharing.narrowing`; None without GRPO N = 8)."""
     ends = _ends(typed)
     order = list(dict.fromkeys(history.sort_values(["gamma", "group_size"], kind="stable")["label"]))
     rows = []
@@ -67,11 +68,12 @@ def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFra
                 }
             )
     table = pd.DataFrame(rows)
-    g8 = table[(table["label"] == "GRPO N=8") & (table["type"] == "all")]
-    if not len(g8):
-        return table, False
-    sd = g8["final_pass256_sd"].iloc[0]
-    return table, bool(g8["change256"].iloc[0] < -2 * sd) if np.isfinite(sd) else None
+    g8 = ends[(ends["label"] == "GRPO N=8") & (ends["type"] == "all")]
+    if g8.empty:
+        return table, None
+    change = compare_values(g8["final_pass256"], g8["sft_pass256"], "pass256", paired=True,
+                            labels=("GRPO N=8 final", "SFT"))  # fmt: skip
+    return table, change
 
 
 def typed_table(typed: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
+from tailmiss.studies.rule import Verdict
 from tailmiss.studies.text import Section, table, yes
 
 __all__ = ["HEADING", "DEFERRED_WHY", "write", "narrowing_text"]
@@ -96,15 +97,15 @@ def _regime(c: nc.NarrowingClaims) -> list[str]:
     ]
     g8 = c.regime[(c.regime["label"] == nc.GRPO) & (c.regime["type"] == "all")]
     word = {
-        True: "GRPO N = 8 narrows",
-        False: "GRPO N = 8 does **not** narrow",
-        None: "Cannot tell from one seed (no spread to judge the fall against); GRPO N = 8",
-    }[c.narrows]
+        Verdict.REPRODUCED: "GRPO N = 8 narrows",
+        Verdict.REFUTED: "GRPO N = 8 does **not** narrow (shown not lower)",
+    }.get(c.narrows, "Cannot tell; GRPO N = 8")
     lead = (
         f"**Does it narrow?** {word}: held-out pass@256 {g8['sft_pass256'].iloc[0]:.3f} (SFT) → "
-        f"{_ms(g8['final_pass256'].iloc[0], g8['final_pass256_sd'].iloc[0])} at the final step (figure "
-        "`narrowing.png`)."
-        if len(g8)
+        f"{_ms(g8['final_pass256'].iloc[0], g8['final_pass256_sd'].iloc[0])} at the final step; by the rule "
+        f"({c.change.a} − {c.change.b} {c.change.describe()}: {c.change.outcome}; *lower* narrows, *not lower* does "
+        "not) (figure `narrowing.png`)."
+        if len(g8) and c.change is not None
         else "**Does it narrow?** GRPO N = 8 was not run."
     )
     return [
@@ -166,23 +167,22 @@ def _nsweep(c: nc.NarrowingClaims) -> list[str]:
     ]
     if c.pass1_sentence is not None:
         s = c.pass1_sentence
-        parts = "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d, _ in s.parts)
-        out.append(f"- “{s.text}”: {parts} → **{s.verdict}**.")
+        out.append(f"- “{s.text}” (the largest − the smallest N higher, each step not lower): {s.cell(most=6)} "
+                   f"→ **{s.verdict}**.")  # fmt: skip
     r = c.rungs
     if r is not None:
-        best = "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d in r.best)
+        dip = "not testable (no N near 8 inside)" if r.dip_sentence is None else r.dip_sentence.cell(most=12)
         out += [
-            f"- Table 2's dip (best at N = 2, worst inside, recovered at N = 32): {best}; recovery "
-            f"{r.recovery.a} − {r.recovery.b}: {_diff(r.recovery)}; worst N by the seed means: "
-            f"{r.pass256_shape.worst_n} → **{r.dip}**.",
-            "- ΔNLL_rare ordered N = 2 < N = 32 < N = 8: "
-            + "; ".join(f"{d.a} − {d.b}: {_diff(d)}" for d, _ in r.dnll.parts)
-            + f" → **{r.dnll.verdict}**.",
+            "- Table 2's dip (best at N = 2, worst near N = 8, partly recovered at N = 32; N = 2 not lower than each "
+            f"other N, and some N of 8 and 16 below N = 2 and N = 32, the trough not picked): {dip} (the seed means' "
+            f"worst N: {r.pass256_shape.worst_n}) → **{r.dip}**.",
+            f"- ΔNLL_rare ordered N = 2 < N = 32 < N = 8: {r.dnll.cell()} → **{r.dnll.verdict}**.",
         ]
         for g, s in r.reach.items():
-            out.append(
-                f"- F-GRPO γ = {g:g} at N = 8 reaches GRPO N = 32's pass@256: {_diff(s.parts[0][0])} → **{s.verdict}**."
-            )
+            out.append(f"- F-GRPO γ = {g:g} at N = 8 reaches GRPO N = 32's pass@256: {s.cell()} → **{s.verdict}**.")
+    if c.tradeoff is not None:
+        s = c.tradeoff
+        out.append(f"- “{s.text}”: {s.cell()} → **{s.verdict}**.")
     if c.one_seed is not None:
         o = c.one_seed
         out.append(
@@ -246,8 +246,7 @@ def _controls(c: nc.NarrowingClaims) -> list[str]:
     ]
     out += _moves(c)
     for _, s in c.sentences:
-        parts = "; ".join(f"{d.a} − {d.b}, {d.metric}: {_diff(d)} (want {w})" for d, w in s.parts)
-        out.append(f"- “{s.text}”: {parts} → **{s.verdict}**.")
+        out.append(f"- “{s.text}” (one Holm family): {s.cell(most=12)} → **{s.verdict}**.")
     return out + [""]
 
 
@@ -281,10 +280,9 @@ def _gamma(c: nc.NarrowingClaims) -> list[str]:
             f"γ = {r.gamma:g}: {_ms(r.pass1, r.pass1_sd)} / {_ms(r.pass256, r.pass256_sd)}" for r in g.itertuples()
         )
         out.append(f"- GRPO's γ sensitivity (pass@1 / pass@256): {cells}.")
-    out.append(
-        f"- “γ = 0.5 is the usual choice”: **{sensitivity.usual}**; “γ = 2 adds pass@256, costs pass@1”: "
-        f"**{sensitivity.two_verdict}**."
-    )
+    for s in (sensitivity.usual_sentence, sensitivity.two_sentence):
+        if s is not None:
+            out.append(f"- “{s.text}” (GRPO, its γ = 0.5, 1 and 2; one Holm family): {s.cell()} → **{s.verdict}**.")
     if sensitivity.curves is not None:
         exact = sensitivity.curves[sensitivity.curves["scoring"] == "exact"]
         for label in (nc.GRPO, nc.FOCAL, "F-GRPO γ=1 N=8"):
@@ -292,11 +290,14 @@ def _gamma(c: nc.NarrowingClaims) -> list[str]:
             if len(mean):
                 cells = ", ".join(f"k = {k}: {v:.3f}" for k, v in mean.items() if k in (1, 4, 16, 64, 256))
                 out.append(f"- pass@k of {label} (exact, selected checkpoints): {cells}.")
-    for name, d in sensitivity.growth.items():
-        out.append(f"- {name}: F-GRPO's pass@k lead at k = 256 − at k = 1: {_diff(d)} → **{sensitivity.lead}**.")
+    if sensitivity.lead_sentence is not None:
+        s = sensitivity.lead_sentence
+        out.append(
+            f"- “{s.text}” (our reading of Tables 12-14: the lead at k = 256 higher and grown from k = 1): {s.cell()} "
+            f"→ **{s.verdict}**."
+        )
     if c.fig1bc is not None:
-        parts = "; ".join(f"{d.a} − {d.b}, {d.metric}: {_diff(d)}" for d, _ in c.fig1bc.parts)
-        out.append(f"- Fig. 1(b,c) (“{c.fig1bc.text}”): {parts} → **{c.fig1bc.verdict}**.")
+        out.append(f"- Fig. 1(b,c) (“{c.fig1bc.text}”): {c.fig1bc.cell(most=6)} → **{c.fig1bc.verdict}**.")
     return out + [""]
 
 
@@ -335,27 +336,31 @@ def _record(c: nc.NarrowingClaims) -> list:
     rows = []
     s = c.pass1_sentence
     if s is not None:
-        rows += ledger.row("t2-pass1", "; ".join(f"{d.a} − {d.b}: {d.mean:+.3f}" for d, _ in s.parts), s.verdict)
+        rows += ledger.row("t2-pass1", s.cell(most=2), s.verdict)
     if c.rungs is not None:
         r = c.rungs
-        rows += ledger.row("t2-dip", f"worst N {r.pass256_shape.worst_n}; recovery {r.recovery.mean:+.3f}", r.dip)
-        rows += ledger.row("t2-dnll", "; ".join(f"{d.mean:+.2f}" for d, _ in r.dnll.parts), r.dnll.verdict)
+        if r.dip_sentence is not None:
+            rows += ledger.row("t2-dip", r.dip_sentence.cell(most=2), r.dip)
+        rows += ledger.row("t2-dnll", r.dnll.cell(), r.dnll.verdict)
         if 0.5 in r.reach:
-            d = r.reach[0.5].parts[0][0]
-            rows += ledger.row("t2-reach", f"F-GRPO N = 8 − GRPO N = 32, pass@256 {d.mean:+.3f}", r.reach[0.5].verdict)
+            rows += ledger.row("t2-reach", r.reach[0.5].cell(), r.reach[0.5].verdict)
+    if c.tradeoff is not None:
+        rows += ledger.row("t2-tradeoff", c.tradeoff.cell(), c.tradeoff.verdict)
     for key, sentence in c.sentences:
-        rows += ledger.row(key, "; ".join(f"{d.metric} {d.mean:+.3f}" for d, _ in sentence.parts), sentence.verdict)
+        rows += ledger.row(key, sentence.cell(most=3), sentence.verdict)
     sensitivity = c.sensitivity
-    rows += ledger.row("t67-usual", "GRPO's γ ∈ {0.5, 1, 2} by pass@1", sensitivity.usual)
-    rows += ledger.row("t67-two", "GRPO γ = 2 − γ = 0.5", sensitivity.two_verdict)
-    if sensitivity.growth:
-        d = next(iter(sensitivity.growth.values()))
-        rows += ledger.row("t1214", f"lead at k = 256 − at k = 1: {d.mean:+.3f}", sensitivity.lead)
+    for key, sentence in (("t67-usual", sensitivity.usual_sentence), ("t67-two", sensitivity.two_sentence),
+                          ("t1214", sensitivity.lead_sentence)):  # fmt: skip
+        if sentence is not None:
+            rows += ledger.row(key, sentence.cell(most=3), sentence.verdict)
     if c.fig1bc is not None:
-        rows += ledger.row("fig1bc", "; ".join(f"{d.mean:+.3f}" for d, _ in c.fig1bc.parts), c.fig1bc.verdict)
+        rows += ledger.row("fig1bc", c.fig1bc.cell(most=3), c.fig1bc.verdict)
     word, main = nc.answer(c)
     if main is not None:
         text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
+        if main.diffs:
+            d = max(main.diffs, key=lambda x: abs(x.mean) if x.mean == x.mean else -1.0)
+            text += f"; its largest level: {d.a} − {d.b} {d.metric} {d.describe()}: {d.outcome}"
         rows += ledger.row("appN-frontier", text, nc.frontier_word(main))
     return rows
 

@@ -7,9 +7,10 @@ prompt, so an update on one prompt moves no other. If narrowing comes from share
 teaching "use the listed digits" everywhere, the minority's correct answers included), the table keeps the minority's
 coverage and the transformer loses it.
 
-**Rules** (the preset rule's criterion and the report's noise rule): a rung *narrows* a prompt type when the type's
-final pass@256 lies below the SFT model's by more than twice the seeds' sd (one seed has no sd: not judged); the
-focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed
+**Rules** (the report's noise rule, :mod:`tailmiss.studies.rule`): a rung *narrows* a prompt type when the type's
+final pass@256 is *lower* than the SFT model's, per seed (paired: every seed starts from the SFT model), and *does not
+narrow* when it is shown *not lower* (within the margin, or higher); a tie shows neither (*cannot tell*, as too few
+seeds); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed
 (:func:`tailmiss.studies.rule.compare`).
 """
 
@@ -17,12 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from tailmiss.studies.rule import Difference, compare
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, compare_values, judge
 
-__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type", "narrows_word"]
+__all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type", "narrowing", "narrows_word"]
 
 RUNG_NAMES = {"table": "table (the simulator's policy)", "factorized": "factorized", "transformer": "transformer"}
 """The rungs' models, in the ladder's order."""
@@ -38,16 +38,29 @@ class SharingClaims:
     focal: dict
     """``(rung, type) -> Difference`` (F-GRPO γ = 1 − GRPO, final pass@256)."""
     needs_sharing: bool | None
-    """None when a rung is missing, or when one seed leaves a rung's narrowing unjudged."""
+    """From :attr:`needs`: True when it is reproduced, False when refuted, else None (a rung missing, a tie, too few
+    seeds)."""
+    needs: Sentence | None = None
+    """"Narrowing needs shared parameters": the transformer's minority final − SFT pass@256 *lower* and the table's
+    *not lower*, one Holm family."""
     steps: int = 0
     """The ladder's RL steps (its last evaluation)."""
 
 
-def narrows_word(flag: bool | None) -> str:
-    """A table cell for "does it narrow?": ``yes``, a bold ``**no**``, or ``cannot tell`` for one seed (no sd)."""
-    if flag is None or pd.isna(flag):
-        return "cannot tell (one seed)"
-    return "yes" if flag else "**no**"
+def narrowing(d: Difference) -> Verdict:
+    """Does a type narrow, from ``d`` (final − SFT pass@256, paired by seed)? *reproduced* when it is *lower*,
+    *refuted* when it is shown *not lower* (it keeps or widens), else *cannot tell* (a tie, too few seeds)."""
+    if judge("narrows", [(d, "lower")]).verdict == Verdict.REPRODUCED:
+        return Verdict.REPRODUCED
+    if judge("keeps", [(d, "not lower")]).verdict == Verdict.REPRODUCED:
+        return Verdict.REFUTED
+    return Verdict.CANNOT_TELL
+
+
+def narrows_word(verdict) -> str:
+    """A table cell for "does it narrow?": ``yes``, a bold ``**no**`` (shown not to), or ``cannot tell`` (a tie or
+    too few seeds: never a *no*)."""
+    return {Verdict.REPRODUCED: "yes", Verdict.REFUTED: "**no**"}.get(verdict, "cannot tell")
 
 
 def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
@@ -58,6 +71,9 @@ def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
         end = part[part["step"] == last.loc[part.index]].groupby("seed")[["mu_pos", "pass256"]].mean()
         change = end["pass256"] - start["pass256"]
         sd = float(end["pass256"].std(ddof=1)) if len(end) > 1 else float("nan")
+        seeds = end.index.intersection(start.index)
+        d = compare_values(end.loc[seeds, "pass256"], start.loc[seeds, "pass256"], "pass256", paired=True,
+                           labels=(f"{label} final", "SFT"))  # fmt: skip
         out.append(
             {
                 "rung": rung,
@@ -70,7 +86,8 @@ def _rows(rung: str, typed: pd.DataFrame) -> list[dict]:
                 "final_pass256": float(end["pass256"].mean()),
                 "final_pass256_sd": sd,
                 "change256": float(change.mean()),
-                "narrows": bool(change.mean() < -2 * sd) if np.isfinite(sd) else None,  # one seed: no sd
+                "change": d,
+                "narrows": narrowing(d),
             }
         )
     return out
@@ -99,10 +116,16 @@ def sharing_claims(ladder: dict) -> SharingClaims:
     if {"table", "transformer"} <= set(kinds) and len(table):
         minority = table[(table["type"] == "minority") & (table["label"] == "GRPO N=8")].set_index("rung")
         if {kinds["table"], kinds["transformer"]} <= set(minority.index):
-            flags = minority.loc[kinds["transformer"], "narrows"], minority.loc[kinds["table"], "narrows"]
-            needs = None if any(pd.isna(f) for f in flags) else bool(flags[0] and not flags[1])
+            parts = [
+                (minority.loc[kinds["transformer"], "change"], "lower"),
+                (minority.loc[kinds["table"], "change"], "not lower"),
+            ]
+            needs = judge(
+                "narrowing needs shared parameters: the transformer narrows the minority, the table does not", parts
+            )
+    answer = None if needs is None else {Verdict.REPRODUCED: True, Verdict.REFUTED: False}.get(needs.verdict)
     steps = max((int(t["step"].max()) for t in ladder.values() if len(t)), default=0)
-    return SharingClaims(table, focal, needs, steps)
+    return SharingClaims(table, focal, answer, needs=needs, steps=steps)
 
 
 def simulator_by_type(bridge: pd.DataFrame) -> pd.DataFrame:

@@ -40,11 +40,12 @@ def sharing_lines(c) -> list[str]:
         f"{RUNG_NAMES.get(rung.split('-')[0], rung)}, {kind}: {describe_difference(d)}"
         for (rung, kind), d in sh.focal.items()
     ]
+    needs = "" if sh.needs is None else f" ({sh.needs.cell()})"
     answer = {
         True: "**yes**: the transformer narrows the minority and the table does not",
-        False: "**no**: the table narrows the minority too, or the transformer does not",
-        None: "cannot tell (a rung is missing, or one seed: no spread to judge a fall against)",
-    }[sh.needs_sharing]
+        False: "**no**: the table narrows the minority too, or the transformer is shown not to",
+        None: "cannot tell (a rung is missing, a tie, or too few seeds)",
+    }[sh.needs_sharing] + needs
     return [
         "### Why it narrows: the ladder on the narrowing task, and what the simulator predicts",
         "",
@@ -52,8 +53,8 @@ def sharing_lines(c) -> list[str]:
         f"transformer, each from the {'first look' if c.quick else 'study'}'s SFT model (exact per-prompt "
         f"distributions), trained {sh.steps} steps on "
         "a fixed pool of 64 prompts that is also the evaluation set, GRPO and F-GRPO (γ = 1) at N = 8. A type "
-        "*narrows* when its final pass@256 lies below the SFT model's by more than two seed sds (with one seed it "
-        "is not judged).",
+        "*narrows* when its final pass@256 is lower than the SFT model's by the noise rule (paired by seed), does not "
+        "when it is shown not lower (within the margin), and a tie or too few seeds cannot tell.",
         "",
         table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
         "",

@@ -1,7 +1,7 @@
 r"""The paper's protocol in miniature (F-GRPO Table 2, Table 5, App. Q): the protocol ladder and its noise.
 
 Two questions about F-GRPO Table 2 (GRPO's pass@256 75.0 / 71.1 / 64.1 / 67.5
-/ 70.1 at N = 2 … 32, one training run per N):
+/ 70.1 at N = 2 … 32; v2 gives no seed count):
 
 1. **The protocol ladder.** From the multi-solution N sweep's protocol to the paper's, one ingredient per rung
    (:data:`RUNGS`); per rung, the seed mean and spread of pass@1, pass@256, ΔNLL_rare and M_ret by N, and three
@@ -15,7 +15,7 @@ Two questions about F-GRPO Table 2 (GRPO's pass@256 75.0 / 71.1 / 64.1 / 67.5
    single-seed sweep shows a Table-2-like pattern, and how often the App. Q test calls a same-config,
    different-seed pair significant (:class:`NoiseClaims`), against the test's own size (:func:`appq_verdict`).
 
-Checkpoint selection (F-GRPO's evaluation protocol, App. L.3/L.4): per run, the epoch-end checkpoint with the best
+Checkpoint selection (F-GRPO's evaluation protocol, App. L.4): per run, the epoch-end checkpoint with the best
 held-out pass@1; for a focal run, the best among its checkpoints that used no more compute than its baseline's
 selected one (GRPO at the same N and seed, so no later step).
 """
@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from tailmiss.analytic.regimes import NShape, n_shape
+from tailmiss.studies.dip import dip_sentence
 from tailmiss.studies.protocol.noise import NoiseClaims, noise_claims
 from tailmiss.studies.rule import (
     ALPHA,
@@ -165,13 +166,10 @@ class RungVerdicts:
     ----------
     pass256_shape : NShape
         GRPO's seed-mean pass@256 over N (lower is worse): its worst N, for printing.
-    best : tuple of Difference
-        pass@256 of the smallest N minus each other N (one Holm family), each wanted *not lower*.
-    recovery : Difference
-        pass@256 of the largest N minus the worst interior N (seed mean), wanted *higher*.
+    dip_sentence : Sentence or None
+        (a) Table 2's dip on pass@256 tested without picking the trough (:func:`tailmiss.studies.dip.dip_sentence`).
     dip : Verdict
-        (a) :func:`judge` over ``best`` and ``recovery``; *reproduced* or *partly* only when the seed-mean worst
-        N lies strictly inside the sweep (else *not resolved*).
+        Its verdict (*not testable* without an N near 8 inside the sweep).
     dnll : Sentence
         (b) ΔNLL_rare N=2 < N=32 < N=8: the gaps N=32 − N=2 and N=8 − N=32 (one Holm family), each wanted *higher*.
     reach : dict
@@ -180,8 +178,7 @@ class RungVerdicts:
     """
 
     pass256_shape: NShape
-    best: tuple
-    recovery: Difference
+    dip_sentence: Sentence | None
     dip: Verdict
     dnll: Sentence
     reach: dict
@@ -216,17 +213,9 @@ def rung_verdicts(chosen: pd.DataFrame) -> RungVerdicts:
     g = _grpo(rung_table(chosen))
     shape = n_shape(g.index.to_numpy(), g["pass256"].to_numpy(), g["pass256_sd"].to_numpy())
     ns = list(lab)
-    first, last, inner = ns[0], ns[-1], ns[1:-1]
-    best = holm(compare(chosen, lab[first], lab[n], "pass256") for n in ns[1:])
-    trough = min(inner, key=lambda n: g.loc[n, "pass256"])
-    recovery = compare(chosen, lab[last], lab[trough], "pass256")
-    dip = judge(
-        f"GRPO pass@256 best at N = {first}, worst inside, recovered at N = {last}",
-        [*((d, "not lower") for d in best), (recovery, "higher")],
-    ).verdict
-    if dip in (Verdict.REPRODUCED, Verdict.PARTLY) and shape.worst_n not in inner:
-        dip = Verdict.NOT_RESOLVED
-    gaps = holm([compare(chosen, lab[32], lab[2], "dnll"), compare(chosen, lab[8], lab[32], "dnll")])
+    text = f"GRPO pass@256 best at N = {ns[0]}, worst near N = 8, partly recovered at N = {ns[-1]}"
+    dip = dip_sentence(chosen, lab, "pass256", text)
+    gaps = [compare(chosen, lab[32], lab[2], "dnll"), compare(chosen, lab[8], lab[32], "dnll")]
     dnll = judge("ΔNLL_rare N=2 < N=32 < N=8", [(d, "higher") for d in gaps])
     reach = {}
     focal = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] > 0) & (chosen["group_size"] == 8)]
@@ -235,7 +224,7 @@ def rung_verdicts(chosen: pd.DataFrame) -> RungVerdicts:
         s = judge(f"F-GRPO γ = {row['gamma']:g} at N = 8 reaches GRPO N = 32 on pass@256", [(d, "not lower")])
         vacuous = shape.worst_n == 32 and s.verdict == Verdict.REPRODUCED
         reach[float(row["gamma"])] = replace(s, verdict=Verdict.NOT_RESOLVED) if vacuous else s
-    return RungVerdicts(shape, best, recovery, dip, dnll, reach)
+    return RungVerdicts(shape, dip, Verdict.NOT_TESTABLE if dip is None else dip.verdict, dnll, reach)
 
 
 @dataclass(frozen=True)
@@ -280,12 +269,12 @@ def ingredient_effects(verdicts: dict[str, RungVerdicts]) -> list[IngredientEffe
 class RateDifference(Difference):
     """``a − b`` between two shares (of tests called significant), judged by :func:`rate_difference`."""
 
-    rate_a: float
-    n_a: int
-    rate_b: float
-    n_b: int
-    low: float
-    high: float
+    rate_a: float = math.nan
+    n_a: int = 0
+    rate_b: float = math.nan
+    n_b: int = 0
+    low: float = math.nan
+    high: float = math.nan
     """Newcombe's (1 − α) interval of the difference (hybrid Wilson score)."""
 
     @property
@@ -327,7 +316,7 @@ def rate_difference(rate_a: float, n_a: int, rate_b: float, n_b: int, labels=("a
         outcome = Outcome.BELOW_DELTA if abs(diff) < delta else (Outcome.HIGHER if diff > 0 else Outcome.LOWER)
     return RateDifference(
         *labels, "share", diff, math.nan, min(n_a, n_b), "Fisher exact", math.nan, p, p, 1, delta,
-        (high - low) / 2, outcome, pa, n_a, pb, n_b, low, high,
+        (high - low) / 2, outcome, rate_a=pa, n_a=n_a, rate_b=pb, n_b=n_b, low=low, high=high,
     )  # fmt: skip
 
 

@@ -51,8 +51,8 @@ def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
         g = _grpo(t).set_index("group_size")
         curve = ", ".join(_ms(g.loc[n, "pass256"], g.loc[n, "pass256_sd"]) for n in g.index)
         dnll = ", ".join(_ms(g.loc[n, "dnll"], g.loc[n, "dnll_sd"], 2) for n in (2, 8, 32) if n in g.index)
-        gaps = "; ".join(_vs(d) for d, _ in v.dnll.parts)
-        reach = "; ".join(f"γ={gm:g}: {s.parts[0][0].describe()}: {_verdict(s.verdict)}" for gm, s in v.reach.items())
+        gaps = v.dnll.cell()
+        reach = "; ".join(f"γ={gm:g}: {s.cell()}: {_verdict(s.verdict)}" for gm, s in v.reach.items())
         rows.append(
             [
                 f"`{rung.name}`",
@@ -61,7 +61,7 @@ def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
                 curve,
                 str(v.pass256_shape.worst_n),
                 _verdict(v.dip),
-                f"{_vs(v.recovery)}",
+                _dip_cell(v),
                 dnll,
                 _verdict(v.dnll_order),
                 gaps,
@@ -71,9 +71,17 @@ def _ladder_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
     return rows
 
 
+def _dip_cell(v) -> str:
+    """(a)'s sentence in a table cell (how many parts hold and the one that decides it)."""
+    return "—" if v.dip_sentence is None else v.dip_sentence.cell(most=2)
+
+
 def _best_lines(claims: pc.ProtocolClaims) -> list[str]:
-    """(a)'s first part per rung: the smallest N against each other N, one Holm family."""
-    return [f"- `{rung.name}`: " + "; ".join(_vs(d) for d in claims.verdicts[rung.name].best) for rung in pc.RUNGS]
+    """(a) per rung: every comparison of its one Holm family."""
+    return [
+        f"- `{rung.name}`: " + (s.cell(most=20) if (s := claims.verdicts[rung.name].dip_sentence) is not None else "—")
+        for rung in pc.RUNGS
+    ]
 
 
 def _paper_rows(claims: pc.ProtocolClaims) -> list[list[str]]:
@@ -188,11 +196,11 @@ def _conclusion(claims: pc.ProtocolClaims) -> str:
     lines = [
         "**What this miniature can and cannot say about Table 2.** "
         + (
-            "Under the paper's protocol GRPO's pass@256 is best at N = 2, dips at an interior N and recovers at N = 32 "
-            f"beyond the seed noise (recovery {_vs(v.recovery)}), as in Table 2."
+            "Under the paper's protocol GRPO's pass@256 is best at N = 2, dips near N = 8 and recovers at N = 32 "
+            f"beyond the seed noise ({_dip_cell(v)}), as in Table 2."
             if v.dip == Verdict.REPRODUCED
-            else f"Under the paper's protocol Table 2's dip is {_verdict(v.dip)} (worst N = "
-            f"{v.pass256_shape.worst_n}; {_vs(v.recovery)})."
+            else f"Under the paper's protocol Table 2's dip is {_verdict(v.dip)} (worst N by the seed means "
+            f"{v.pass256_shape.worst_n}; {_dip_cell(v)})."
         )
     ]
     if worst_p is not None:
@@ -242,24 +250,23 @@ def _record(claims: pc.ProtocolClaims) -> list:
     seeds = f"{int(g['seeds'].min())} seeds, paired"
     rows += ledger.row(
         "t2-protocol",
-        f"paper's protocol, GRPO pass@256 by N {curve} (worst N = {v.pass256_shape.worst_n}); recovery "
-        f"{_vs(v.recovery)}; {seeds}",
+        f"paper's protocol, GRPO pass@256 by N {curve} ({seeds}); {_dip_cell(v)}",
         v.dip,
     )
     if v.reach:
         gamma = 0.5 if 0.5 in v.reach else min(v.reach)
         s = v.reach[gamma]
-        d = s.parts[0][0]
         rows += ledger.row(
             "t2-reach",
-            f"paper's protocol, pass@256 F-GRPO γ = {gamma:g} N = 8 − GRPO N = 32 {d.describe()}, {d.seeds} seeds"
+            f"paper's protocol, {s.cell()}"
             + (" (N = 32 is GRPO's worst: vacuous)" if v.pass256_shape.worst_n == 32 else ""),
             s.verdict,
         )
     q, same = claims.appq, claims.noise.same_config
     if q.diffs:
         rates = "; ".join(
-            f"{b} prompts: {d.rate_a:.1%} of {d.n_a} vs {d.rate_b:.1%}, {d.describe()}" for b, d in q.diffs.items()
+            f"{b} prompts: {d.rate_a:.1%} of {d.n_a} vs {d.rate_b:.1%}, seeds − null share {d.describe()}: {d.outcome}"
+            for b, d in q.diffs.items()
         )
         ours = f"same-config pairs called significant vs the test's own size: {rates}"
     else:
@@ -275,7 +282,7 @@ def _intro(claims: pc.ProtocolClaims) -> str:
     """The paragraph under the heading: Table 2's numbers, the rungs' presets and the rule behind the verdicts."""
     names = claims.names
     return (
-        "F-GRPO Table 2 (one run per N, Qwen2.5-7B, math): GRPO pass@256 "
+        "F-GRPO Table 2 (Qwen2.5-7B, math; v2 gives no seed count): GRPO pass@256 "
         + " / ".join(f"{v:.1f}" for v in pc.PAPER_PASS256.values())
         + " at N = 2 … 32, ΔNLL_rare 0.19 / 0.44 / 0.68 / 0.66 / 0.52 (N=2 < N=32 < N=8), F-GRPO N = 8 70.3 / 0.46. "
         "Each rung below changes one ingredient of the paper's protocol (F-GRPO Table 5) against the rung it names "
@@ -295,7 +302,7 @@ def _intro(claims: pc.ProtocolClaims) -> str:
 
 
 def _ladder_parts(claims: pc.ProtocolClaims) -> list[str]:
-    """The protocol ladder's table, (a)'s first part, each ingredient's effect and the paper-protocol table."""
+    """The protocol ladder's table, (a)'s families, each ingredient's effect and the paper-protocol table."""
     seeds_paper = int(claims.tables["selection"]["seeds"].max())
     return [
         "### The protocol ladder (figure `protocol.png`)",
@@ -306,9 +313,9 @@ def _ladder_parts(claims: pc.ProtocolClaims) -> list[str]:
                 "adds",
                 "seeds",
                 "GRPO pass@256 by N = " + ", ".join(map(str, _ns(claims.noise))),
-                "worst N",
+                "worst N (seed means)",
                 "(a) dip",
-                "(a) recovery",
+                "(a) its family",
                 "ΔNLL_rare N = 2, 8, 32",
                 "(b) order",
                 "(b) gaps",
@@ -317,7 +324,8 @@ def _ladder_parts(claims: pc.ProtocolClaims) -> list[str]:
             _ladder_rows(claims),
         ),
         "",
-        "(a)'s first part, N = 2 against each other N on pass@256 (one Holm family per rung):",
+        "(a) per rung, every comparison of its one Holm family (N = 2 not lower than each other N; some N of 8 and 16 "
+        "below N = 2 and N = 32):",
         "",
         *_best_lines(claims),
         "",
@@ -346,7 +354,7 @@ def _noise_parts(claims: pc.ProtocolClaims) -> list[str]:
         "",
         f"GRPO's selected checkpoints on the paper-protocol rung, pass@256 scored exactly (`exact-P`) and the paper's "
         f"way (`sampled-P`: {claims.noise.n_samples} answers per prompt drawn from the checkpoint's exact correct "
-        "masses, the unbiased estimator of F-GRPO App. L.3/L.4; P prompts). Seed mean ± sd by N = 2, 4, 8, 16, 32:",
+        "masses, the unbiased estimator of F-GRPO App. L.4, Eq. 27; P prompts). Seed mean ± sd by N = 2, 4, 8, 16, 32:",
         "",
         table(["scoring", "N=2", "N=4", "N=8", "N=16", "N=32"], _noise_rows(claims.noise)),
         "",

@@ -13,9 +13,9 @@ from tailmiss.studies.sharing.data import FRONTIER_LADDERS, N_LADDER, NARROWING_
 __all__ = ["STUDY"]
 
 STUDY = Study.of(
-    section, figures, ledger.NARROWING, families=(NARROWING_LADDER, SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)
+    section, figures, ledger.SHARING, families=(NARROWING_LADDER, SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)
 )
 """The shared rung's record (:class:`~tailmiss.studies.record.Study`): its section and figure; it reads the narrowing
 ladder, the shared rung's ladder, its N shape's and its frontier's (the last three have no quick version: the first
 look leaves them out). It judges one ledger claim, F-GRPO §5.1's caveat in the narrowing regime
-(``fig2-zones-narrowing``), under the narrowing regime's name."""
+(``fig2-zones-narrowing``), under its own section's name."""

@@ -37,14 +37,17 @@ RULES = (
     "the ladder's pool, scored every 20 steps, seeds 10-14 (presets `narrowing-ladder-frontier` and "
     "`narrowing-ladder-frontier-low`); the shared simulator runs the same arms from the shared rung's start on its 20 "
     "seeds. Per policy, on all 64 prompts, F-GRPO against GRPO and against GRPO low-LR (one Holm family) by the "
-    "narrowing study's plateau rules: whether each arm has plateaued (seed-mean pass@1 gains under 0.005 over the "
-    "last quarter), the *frontier* word at 8 matched pass@1 levels up to the highest pass@1 three seeds of each arm "
-    "reach (above, on, below, crosses, cannot tell; *on* means no level resolved, not equal), and the *end-point* "
-    "word when both arms have plateaued (dominates, is dominated, same point: pass@1 within ±0.02 and pass@256 within "
-    "±0.01 by two one-sided tests; cannot tell). A policy *reproduces the transformer's frontier answer* on a pair "
-    "when the transformer's frontier word is resolved (above, below or crosses) and its end point is judged (not "
-    "*cannot tell*), and the policy's two words are the transformer's; *no* when a word differs; *cannot tell* "
-    "otherwise."
+    "narrowing study's plateau rules: whether each arm has plateaued (its per-seed pass@1 gain over the last quarter "
+    "shown below 0.005 by the noise rule), the *frontier* word at 8 matched pass@1 levels up to the highest pass@1 "
+    "three seeds reach in both arms (above, on, below, crosses, cannot tell; *on* means no level resolved, not "
+    "equal), and the *end-point* word when both arms have plateaued (dominates, is dominated, same point: pass@1 "
+    "within ±0.02 and pass@256 within ±0.01 by two one-sided tests; cannot tell). A policy *reproduces the "
+    "transformer's frontier answer* on a pair when the transformer's frontier word is resolved (above, below or "
+    "crosses) and its end point is judged (not *cannot tell*), and the policy's two words are the transformer's; *no* "
+    "when a word of the policy's is judged and differs; *cannot tell* otherwise, a word of the policy's not judged "
+    "included. Amended 2026-12-06, after the runs, as the report's rule requires of every section: the plateau is a "
+    "test (it was the seed mean against 0.005), the levels rise to what three seeds reach in both arms (it was three "
+    "of each), and a missing judgement of the policy's reads *cannot tell* (it read *no*)."
 )
 """The rules, in the report's words."""
 
@@ -95,4 +98,10 @@ def reproduces(mine: FrontierRow, theirs: FrontierRow) -> bool | None:
     cannot tell)."""
     if theirs.frontier.word not in RESOLVED or theirs.end is None or theirs.end.word == "cannot tell":
         return None
-    return bool(mine.frontier.word == theirs.frontier.word and mine.end_word == theirs.end_word)
+    if mine.frontier.word in RESOLVED and mine.frontier.word != theirs.frontier.word:
+        return False
+    if mine.end is not None and mine.end.word != "cannot tell" and mine.end.word != theirs.end.word:
+        return False
+    if mine.frontier.word not in RESOLVED or mine.end is None or mine.end.word == "cannot tell":
+        return None  # a word of the policy's not judged: cannot tell, never no
+    return True

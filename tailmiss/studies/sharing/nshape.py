@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.analytic.regimes import n_shape
-from tailmiss.studies.rule import Difference, Outcome, compare_values
+from tailmiss.studies.dip import dip_sentence
+from tailmiss.studies.rule import Difference, Outcome, Verdict, compare_values
 
 __all__ = ["RULES", "TYPES", "NShapeRow", "n_shape_rows", "reproduces"]
 
@@ -24,12 +25,14 @@ RULES = (
     "4, 8, 16 and 32 on the ladder's pool (preset `narrowing-ladder-shared-n`, seeds 0-4), and the shared simulator "
     "runs the same N from the shared rung's start on its 20 seeds. Per policy and prompt type, read at the last "
     "step: the *N effect* is pass@256 at N = 32 − at N = 2, paired by seed, by the noise rule (higher, lower or a "
-    "tie); the *worst N* is the N of the lowest seed-mean pass@256, and there is a *dip* when the worst N lies inside "
-    "the sweep and N = 32 recovers from it by more than twice the two points' combined seed sd (the ladder's N-shape "
-    "rule). A policy *reproduces the transformer's N shape* on a type when the transformer's N effect is resolved "
-    "(higher or lower), its own is the same word, and it has a dip exactly when the transformer has one; *no* when "
-    "the words differ or one dips and the other does not; *cannot tell* when the transformer's N effect is a tie or "
-    "either side has fewer seeds than the rule needs."
+    "tie); the *worst N* is the N of the lowest seed-mean pass@256, and the *dip* is Table 2's "
+    "(`tailmiss.studies.dip`: N = 2 not lower than each N, some N of 8 and 16 below N = 2 and N = 32, one Holm "
+    "family): a dip when reproduced, "
+    "none when refuted, cannot tell otherwise. A policy *reproduces the transformer's N shape* on a type when the "
+    "transformer's N effect is resolved (higher or lower), its own is the same word, and its dip word is the "
+    "transformer's; *no* when a judged word differs; *cannot tell* when the transformer's N effect is a tie, a dip "
+    "cannot be told, or either side has fewer seeds than the rule needs. (Amended 2026-12-06, after the runs: the dip "
+    "was a recovery of more than twice the two points' seed sd, a second noise rule.)"
 )
 """The rules, in the report's words."""
 
@@ -48,7 +51,8 @@ class NShapeRow:
     effect: Difference | None
     """pass@256 at the largest N − at the smallest (paired by seed); None with one N."""
     worst_n: int
-    dip: bool
+    dip: Verdict
+    """Table 2's dip by the rule (:func:`tailmiss.studies.dip.dip_sentence`): reproduced, refuted or cannot tell."""
 
 
 def _finals(typed: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -79,7 +83,11 @@ def n_shape_rows(policies: dict) -> list[NShapeRow]:
                     labels=(f"N={ns[-1]}", f"N={ns[0]}"),
                 )  # fmt: skip
             shape = n_shape(ns, means, sd=sds)
-            dip = bool(shape.recovers) and len(wide) > 1
+            long = final.assign(label=final["n"].map(lambda n: f"GRPO N={n}"))
+            s = dip_sentence(long, {n: f"GRPO N={n}" for n in ns}, "pass256", f"{name}: Table 2's dip on {kind}")
+            dip = Verdict.CANNOT_TELL if s is None else s.verdict
+            if dip not in (Verdict.REPRODUCED, Verdict.REFUTED):
+                dip = Verdict.CANNOT_TELL
             rows.append(NShapeRow(name, kind, ns, tuple(means), tuple(sds), len(wide), effect, shape.worst_n, dip))
     return rows
 
@@ -91,4 +99,11 @@ def reproduces(mine: NShapeRow, theirs: NShapeRow) -> bool | None:
         return None
     if Outcome.CANNOT_TELL in (mine.effect.outcome, theirs.effect.outcome):
         return None
-    return bool(mine.effect.outcome == theirs.effect.outcome and mine.dip == theirs.dip)
+    if mine.effect.outcome in resolved and mine.effect.outcome != theirs.effect.outcome:
+        return False
+    judged = Verdict.CANNOT_TELL not in (mine.dip, theirs.dip)
+    if judged and mine.dip != theirs.dip:
+        return False
+    if not judged or mine.effect.outcome not in resolved:
+        return None
+    return True

@@ -12,7 +12,7 @@ from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing.sharing import RUNG_NAMES, narrows_word, sharing_claims
 from tailmiss.studies.narrowing.sharing import describe as describe_difference
-from tailmiss.studies.rule import Outcome, Verdict
+from tailmiss.studies.rule import Outcome, Verdict, compare_values, judge
 from tailmiss.studies.sharing.data import SharedRungData, rung_kind, shared_rung_data
 from tailmiss.studies.sharing.frontier import RULES as FRONTIER_RULES
 from tailmiss.studies.sharing.frontier import frontier_rows, plateau_history
@@ -40,14 +40,15 @@ ABOUT = (
 )
 """What the shared rung is, in the report's words."""
 RULES = (
-    "**Rules** (the narrowing ladder's, `tailmiss.studies.narrowing.sharing`, written with that ladder before the "
-    "shared rung existed; the shared rung's rate came from the learning ladder's calibration rule, not from this "
-    "task): a rung *narrows* a prompt type when the type's final pass@256 lies below the SFT model's by more than two "
-    "seed sds (one seed: not judged); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's "
-    "final pass@256, paired by seed (the report's noise rule). *Sharing of this kind is enough to narrow* when the "
-    "shared rung narrows the minority under GRPO and the table does not. The focal weight *acts on the shared rung as "
-    "on the transformer* when both effects on the minority are *higher* (direction only: the sizes are not compared); "
-    "this last reading was written after the shared rung's runs were seen."
+    "**Rules** (the narrowing ladder's, `tailmiss.studies.narrowing.sharing`; they were committed with the shared "
+    "rung's results (6a65856), not before them, and amended on 2026-12-06 to the report's one rule; the shared rung's "
+    "rate came from the learning ladder's calibration rule, not from this task): a rung *narrows* a prompt type when "
+    "the type's final pass@256 is *lower* than the SFT model's by the noise rule, paired by seed, and *does not* when "
+    "it is shown *not lower* (a tie: cannot tell); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on "
+    "the type's final pass@256, paired by seed. *Sharing of this kind is enough to narrow* when the shared rung's "
+    "minority change under GRPO is *lower* and the table's *not lower*, one Holm family. The focal weight *acts on "
+    "the shared rung as on the transformer* when both effects on the minority are *higher* and the two effects are "
+    "the *same* within the margin (two one-sided Welch tests on the per-seed effects), one Holm family."
 )
 """The section's rules, in the report's words."""
 
@@ -65,26 +66,46 @@ def _row(r) -> list[str]:
     return [model, r.label, r.type, pass1, pass256, f"{r.change256:+.3f}", narrows_word(r.narrows), str(r.seeds)]
 
 
-def _answers(c) -> tuple[str, str]:
+_ANSWER = {Verdict.REPRODUCED: "**yes**", Verdict.REFUTED: "**no**"}
+
+
+def _answer(s) -> str:
+    """A sentence's answer: **yes** (reproduced), **no** (refuted), else *cannot tell* with why, and its cell."""
+    if s is None:
+        return "cannot tell (a rung or its comparison is missing)"
+    why = "too few seeds or identical runs" if s.verdict == Verdict.CANNOT_TELL else f"{s.verdict}: a tie is not a *no*"
+    word = _ANSWER.get(s.verdict, f"cannot tell ({why})")
+    return f"{word} ({s.cell()})"
+
+
+def _answers(c, ladder: dict) -> tuple[str, str]:
     """The two answers ("enough to narrow?", "the focal weight as on the transformer?") in words."""
     minority = c.table[(c.table["type"] == "minority") & (c.table["label"] == "GRPO N=8")]
-    flags = {rung_kind(r.rung): r.narrows for r in minority.itertuples()}
-    if any(flags.get(k) is None for k in ("shared", "table")):
-        narrow = "cannot tell (a rung is missing, or one seed: no spread to judge a fall against)"
-    elif flags["shared"] and not flags["table"]:
-        narrow = "**yes**: the shared rung narrows the minority under GRPO and the table does not"
-    else:
-        narrow = "**no**: " + ("the table narrows too" if flags["table"] else "the shared rung does not narrow it")
+    changes = {rung_kind(r.rung): r.change for r in minority.itertuples()}
+    narrow = None
+    if {"shared", "table"} <= set(changes):
+        parts = [(changes["shared"], "lower"), (changes["table"], "not lower")]
+        narrow = judge("the shared rung narrows the minority and the table does not", parts)
     focal = {rung_kind(rung): d for (rung, kind), d in c.focal.items() if kind == "minority"}
-    if not {"shared", "transformer"} <= set(focal):
-        same = "cannot tell (a rung's focal comparison is missing)"
-    elif any(focal[k].outcome == Outcome.CANNOT_TELL for k in ("shared", "transformer")):
-        same = "cannot tell (too few seeds for the rule)"
-    elif all(focal[k].outcome == Outcome.HIGHER for k in ("shared", "transformer")):
-        same = "**yes, in direction**: F-GRPO raises the minority's pass@256 on both (sizes not compared)"
-    else:
-        same = f"**no**: shared {focal['shared'].outcome}, transformer {focal['transformer'].outcome}"
-    return narrow, same
+    same = None
+    if {"shared", "transformer"} <= set(focal):
+        effects = {k: _effects(ladder, k) for k in ("shared", "transformer")}
+        gap = compare_values(effects["shared"], effects["transformer"], "pass256", paired=False,
+                             labels=("shared focal effect", "transformer focal effect"))  # fmt: skip
+        parts = [(focal["shared"], "higher"), (focal["transformer"], "higher"), (gap, "same")]
+        same = judge("the focal weight acts on the shared rung as on the transformer", parts)
+    return _answer(narrow), _answer(same)
+
+
+def _effects(ladder: dict, kind: str):
+    """Per seed, F-GRPO − GRPO final minority pass@256 of the rung of model ``kind``."""
+    import pandas as pd
+
+    typed = next(t for name, t in ladder.items() if rung_kind(name) == kind)
+    part = typed[typed["type"] == "minority"]
+    last = part.groupby(["label", "seed"])["step"].transform("max")
+    wide = part[part["step"] == last].pivot_table(index="seed", columns="label", values="pass256")
+    return pd.Series(wide["F-GRPO γ=1 N=8"] - wide["GRPO N=8"]).dropna().to_numpy()
 
 
 def shared_rung_section(data: SharedRungData) -> str:
@@ -95,7 +116,7 @@ def shared_rung_section(data: SharedRungData) -> str:
         f"- {MODELS.get(rung_kind(rung), rung)}, {kind}: {describe_difference(d)}"
         for (rung, kind), d in c.focal.items()
     ]
-    narrow, same = _answers(c)
+    narrow, same = _answers(c, data.ladder)
     return blocks(
         HEADING,
         ABOUT,
@@ -161,6 +182,15 @@ def _frontier_part(data: SharedRungData) -> list:
     ]
 
 
+def _untold(mine, theirs) -> str:
+    """Why ``mine`` cannot tell whether it reproduces ``theirs`` (the transformer's N shape): the first side whose N
+    effect is not resolved, else a dip that cannot be told."""
+    for who, row in (("the transformer's", theirs), ("its own", mine)):
+        if row.effect is None or row.effect.outcome not in (Outcome.HIGHER, Outcome.LOWER):
+            return f"{who} N effect: {row.effect.outcome if row.effect is not None else 'one N'}"
+    return "a dip cannot be told"
+
+
 def _n_shape_part(data: SharedRungData) -> list:
     """The N shape of the shared rung, its simulator and the transformer: the rules, the table, the answers."""
     if data.n_shape is None:
@@ -178,7 +208,7 @@ def _n_shape_part(data: SharedRungData) -> list:
             *(_ms(m, sd) for m, sd in zip(r.means, r.sds)),
             describe_difference(r.effect) if r.effect is not None else "—",
             str(r.worst_n),
-            "yes" if r.dip else "no",
+            {Verdict.REPRODUCED: "yes", Verdict.REFUTED: "**no**"}.get(r.dip, "cannot tell"),
             str(r.seeds),
         ]
         for r in rows
@@ -192,8 +222,7 @@ def _n_shape_part(data: SharedRungData) -> list:
         for r in (r for r in rows if r.policy == policy and r.type in theirs):
             flag = reproduces(r, theirs[r.type])
             if flag is None:
-                why = theirs[r.type].effect.outcome if theirs[r.type].effect is not None else "one N"
-                words.append(f"{r.type}: cannot tell (the transformer's N effect: {why})")
+                words.append(f"{r.type}: cannot tell ({_untold(r, theirs[r.type])})")
             else:
                 words.append(f"{r.type}: " + ("**yes**" if flag else "**no**"))
         name = _POLICY.get(policy, policy)
@@ -207,23 +236,23 @@ def _n_shape_part(data: SharedRungData) -> list:
     ]
 
 
-_TYPES_WORDS = {True: "narrows", False: "does not narrow", None: "not judged"}
+_TYPES_WORDS = {Verdict.REPRODUCED: "narrows", Verdict.REFUTED: "does not narrow"}
 
 
-def _word(flag) -> str:
-    return _TYPES_WORDS[None if flag is None or flag != flag else bool(flag)]
+def _word(verdict) -> str:
+    return _TYPES_WORDS.get(verdict, "cannot tell")
 
 
-def _verb(flag) -> str:
-    """``narrows it``, ``does not narrow it`` or ``is not judged on it`` (one seed)."""
-    word = _word(flag)
-    return "is not judged on it" if word == "not judged" else f"{word} it"
+def _verb(verdict) -> str:
+    """``narrows it``, ``does not narrow it`` or ``cannot tell whether it narrows it``."""
+    word = _word(verdict)
+    return "cannot tell whether it narrows it" if word == "cannot tell" else f"{word} it"
 
 
 def _agreement(mine, theirs) -> str:
-    if any(w is None or w != w for w in (mine, theirs)):
+    if any(w not in _TYPES_WORDS for w in (mine, theirs)):
         return "cannot tell"
-    return "agree" if bool(mine) == bool(theirs) else "disagree"
+    return "agree" if mine == theirs else "disagree"
 
 
 def _simulator_part(data: SharedRungData) -> list:
@@ -239,14 +268,10 @@ def _simulator_part(data: SharedRungData) -> list:
         for (against, label, kind), d in b.versus.items()
     ]
     focal = [f"- {SIMULATOR}, {kind}: {describe_difference(d)}" for (_, kind), d in b.claims.focal.items()]
-    if b.predicts_minority is None:
-        predicts = "cannot tell (one seed on a side: no spread to judge a fall against)"
-    elif b.predicts_minority:
-        predicts = "**yes**: it narrows the minority under GRPO, as the transformer does"
-    else:
-        predicts = f"**no**: the simulator {_word(b.words['minority'][0])} the minority, the transformer " + _word(
-            b.words["minority"][1]
-        )
+    kind = {True: "yes, in kind (both narrow the minority under GRPO)", False: "no, not in kind"}.get(
+        b.predicts_minority, "cannot tell in kind"
+    )
+    predicts = f"{kind}; in kind and size: {_answer(b.predicts)}"
     agree = "; ".join(
         f"{kind}: the simulator {_verb(mine)}, the transformer {_verb(theirs)} ({_agreement(mine, theirs)})"
         for kind, (mine, theirs) in b.words.items()
@@ -279,8 +304,11 @@ def zones_row(data: SharedRungData) -> list:
         f"{kind} {_word(mine)} / {_word(theirs)} ({_agreement(mine, theirs)})"
         for kind, (mine, theirs) in b.words.items()
     )
-    size = b.versus.get(("transformer", "GRPO N=8", "minority"))
-    gap = f"; the minority's final pass@256, simulator − transformer: {size.mean:+.3f} ({size.outcome})" if size else ""
+    gap = (
+        f"; the minority's loss predicted in kind and in size: {b.predicts.cell()}: {b.predicts.verdict}"
+        if (b.predicts is not None)
+        else ""
+    )
     ours = (
         "section “Sharing across prompts”: the shared simulator from the shared rung's start (the SFT model's law; "
         "prompts interfere through shared "

@@ -16,7 +16,7 @@ import pandas as pd
 from tailmiss.experiments.sweep_config import Variant
 from tailmiss.studies.narrowing.data import by_type
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims
-from tailmiss.studies.rule import Difference, compare_values
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare_values, judge
 
 __all__ = ["RULES", "SIMULATOR", "simulator_typed", "SimulatorBridge", "simulator_bridge", "AGAINST"]
 
@@ -30,14 +30,18 @@ RULES = (
     "rung's law (the SFT model's exact distributions on the pool's 64 prompts, the same features, W = 0) and runs "
     "the ladder's update (`tailmiss.experiments.shared_bridge`: N = 8, γ = 0 and 1, 16 prompts a step drawn without "
     "replacement, the ladder's steps, Adam at the shared rung's rate), on 20 seeds of its own. It *narrows* a prompt "
-    "type by the ladder's rule (final pass@256 below the start by more than two seed sds). It *predicts the "
-    "transformer's narrowing* of a type when its word under GRPO (narrows or not) is the transformer's; it "
-    "*predicts the transformer's minority loss* when both narrow the minority under GRPO. Sizes: simulator − rung on "
-    "each type's final pass@256, by the noise rule's Welch test (the seeds are not paired): *higher*, *lower* or a "
-    "tie, and a tie is not *the same*. Against the transformer this is the prediction's error; against the trainer's "
-    "shared rung, which runs the same law on other random streams, it checks the bridge (the trainer also clips the "
-    "gradient norm at 1 and divides by its step's response tokens, which the simulator does not). The focal weight's "
-    "effect in the simulator: F-GRPO (γ = 1) − GRPO on the minority's final pass@256, paired by seed."
+    "type by the ladder's rule (final pass@256 lower than the start by the noise rule; shown not lower: it does not; "
+    "a tie: cannot tell). It *predicts the transformer's narrowing* of a type when its word under GRPO (narrows or "
+    "not) is the transformer's, both judged; it *predicts the transformer's minority loss* in kind when both narrow "
+    "the minority under GRPO, and in size when, besides, its final minority pass@256 is the transformer's within the "
+    "margin (two one-sided Welch tests), one Holm family. Sizes: simulator − rung on each type's final pass@256, by "
+    "the noise rule's Welch test (the seeds are not paired): *higher*, *lower* or a tie, and a tie is not *the "
+    "same*. Against the transformer this is the prediction's error; against the trainer's shared rung, which runs "
+    "the same law on other random streams, it checks the bridge (the trainer also clips the gradient norm at 1 and "
+    "divides by its step's response tokens, which the simulator does not). The focal weight's effect in the "
+    "simulator: F-GRPO (γ = 1) − GRPO on the minority's final pass@256, paired by seed. (Amended 2026-12-06 after "
+    "the runs, as the report's rule requires: narrowing was a fall of more than two seed sds, and the minority's "
+    "loss was predicted in kind alone.)"
 )
 """The rules, in the report's words."""
 
@@ -66,15 +70,20 @@ class SimulatorBridge:
     versus : dict
         ``(against, label, type) -> Difference``: simulator − rung (:data:`AGAINST`) on the type's final pass@256.
     words : dict
-        ``type -> (simulator narrows, transformer narrows)`` under GRPO (None: not judged).
+        ``type -> (simulator narrows, transformer narrows)`` under GRPO, each a
+        :func:`~tailmiss.studies.narrowing.sharing.narrowing` verdict.
+    predicts : Sentence or None
+        "It predicts the transformer's minority loss": both minority changes *lower* (in kind) and the final minority
+        pass@256 *same* (in size), one Holm family (None without the transformer).
     predicts_minority : bool or None
-        Whether both narrow the minority under GRPO (None when either is not judged).
+        In kind: True when both narrow the minority under GRPO, False when either is shown not to, else None.
     """
 
     claims: SharingClaims
     versus: dict
     words: dict
     predicts_minority: bool | None
+    predicts: Sentence | None = None
 
 
 def _finals(typed: pd.DataFrame, label: str, kind: str) -> np.ndarray:
@@ -108,5 +117,21 @@ def simulator_bridge(sim: pd.DataFrame, ladder: dict) -> SimulatorBridge:
         theirs = trans[(trans["type"] == kind) & (trans["label"] == grpo)]["narrows"]
         words[kind] = (mine.iloc[0] if len(mine) else None, theirs.iloc[0] if len(theirs) else None)
     pair = words["minority"]
-    predicts = None if any(w is None or pd.isna(w) for w in pair) else bool(pair[0] and pair[1])
-    return SimulatorBridge(claims, versus, words, predicts)
+    kind = None
+    if all(w == Verdict.REPRODUCED for w in pair):
+        kind = True
+    elif Verdict.REFUTED in pair:
+        kind = False
+    sentence = None
+    size = versus.get(("transformer", grpo, "minority"))
+    changes = [_change(t, grpo, "minority") for t in (table, trans)]
+    if size is not None and all(c is not None for c in changes):
+        parts = [(changes[0], "lower"), (changes[1], "lower"), (size, "same")]
+        sentence = judge("the shared simulator predicts the transformer's minority loss, in kind and in size", parts)
+    return SimulatorBridge(claims, versus, words, kind, sentence)
+
+
+def _change(table: pd.DataFrame, label: str, kind: str):
+    """The final − SFT pass@256 :class:`~tailmiss.studies.rule.Difference` of ``label`` on ``kind`` (None if absent)."""
+    rows = table[(table["type"] == kind) & (table["label"] == label)]
+    return rows["change"].iloc[0] if len(rows) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tailmiss.analytic.regimes import ZONE_THRESHOLD
 from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
-from tailmiss.studies.rule import Verdict
+from tailmiss.studies.rule import Verdict, both_readings
 from tailmiss.studies.simulation.claims import (
     KEEPS,
     VANISHED,
@@ -16,7 +16,7 @@ from tailmiss.studies.simulation.claims import (
     fig2_verdicts,
 )
 from tailmiss.studies.simulation.data import simulated_means
-from tailmiss.studies.text import Section, table, yes
+from tailmiss.studies.text import Section, table
 
 __all__ = ["HEADING", "write"]
 
@@ -34,8 +34,7 @@ def _rule(v: dict, key: str) -> str:
     if key not in v:
         return " → cannot tell (no γ = 1 runs or no zone II)"
     s = v[key]
-    outcomes = ", ".join(str(d.outcome) for d, _ in s.parts)
-    return f" → by the noise rule over seeds ({outcomes}): {_word(s.verdict)}"
+    return f" → by the noise rule over seeds ({s.cell(most=2)}): {_word(s.verdict)}"
 
 
 def _fig2_rows(label: str, c: Fig2Claims, v: dict) -> list[list[str]]:
@@ -58,14 +57,9 @@ def _fig2_rows(label: str, c: Fig2Claims, v: dict) -> list[list[str]]:
         [
             label,
             f"N = {c.nmax} alone keeps M_ret ≈ 1 throughout",
-            f"min over steps of M_ret at N = {c.nmax}, γ=0: {c.largest_min_mret:.3f}; N whose M_ret stays ≥ "
-            f"{KEEPS:g} at every step (the rule for ≈ 1): {', '.join(map(str, c.keepers)) or 'none'}. "
-            + (
-                "Keeps it: yes; alone: yes"
-                if c.alone
-                else f"Keeps it: {yes(c.largest_keeps)}; alone: **no**"
-                + (" (the small N of zone I keep it too)" if c.largest_keeps else "")
-            ),
+            f"min over steps of M_ret at N = {c.nmax}, γ=0: {c.largest_min_mret:.3f}; N whose seed mean stays ≥ "
+            f"{KEEPS:g} at every step: {', '.join(map(str, c.keepers)) or 'none'}; per seed, the lowest M_ret at "
+            f"N = {c.nmax} not lower than {KEEPS:g} and at every other N lower" + _rule(v, "fig2-alone"),
         ],
     ]
 
@@ -169,56 +163,36 @@ _READINGS = (
 )
 
 
-def _both(verdicts: list) -> Verdict:
-    """One row for two readings: their verdict when they agree, *partly* when they do not."""
-    return verdicts[0] if verdicts[0] == verdicts[1] else Verdict.PARTLY
-
-
 def _record_fig2(*readings) -> list:
     """F-GRPO Fig. 2's verdicts for the claims ledger, under both readings of App. J (each named with its
-    assumptions): one verdict when they agree, *partly* when they do not."""
+    assumptions, its comparisons and its verdict): :func:`tailmiss.studies.rule.both_readings` merges them."""
     rows = []
-    texts = {
-        "fig2-rises": lambda c: "final Q_pos against the start, every (N, γ)",
-        "fig2-nonmono": lambda c: (
-            f"min M_ret {c.min_mret:.3f} at N = {c.argmin}; ends {c.ends[0]:.3f} / {c.ends[1]:.3f}"
-        ),
-        "fig2-lift": lambda c: f"mean ΔM_ret {c.lift_in:+.3f} inside zone II, {c.lift_out:+.3f} outside",
-    }
-    for key, text in texts.items():
+    for key in ("fig2-rises", "fig2-nonmono", "fig2-lift", "fig2-alone"):
         words, verdicts = [], []
-        for name, (c, v) in zip(_READINGS, readings):
-            verdict = v[key].verdict if key in v else Verdict.CANNOT_TELL
-            verdicts.append(verdict)
-            words.append(f"{name}: {text(c)}, {verdict}")
-        rows += ledger.row(key, "; ".join(words), _both(verdicts))
-    words, verdicts = [], []
-    for name, (c, _) in zip(_READINGS, readings):
-        verdict = Verdict.REPRODUCED if c.alone else Verdict.PARTLY if c.largest_keeps else Verdict.REFUTED
-        verdicts.append(verdict)
-        words.append(f"{name}: M_ret ≥ {KEEPS:g} at every step at N = {', '.join(map(str, c.keepers)) or 'none'}, "
-                     f"{verdict}")  # fmt: skip
-    rows += ledger.row("fig2-alone", "; ".join(words), _both(verdicts))
+        for name, (_, v) in zip(_READINGS, readings):
+            if key in v:
+                verdicts.append(v[key].verdict)
+                words.append(f"{name}: {v[key].cell(most=2)}: {v[key].verdict}")
+            else:
+                verdicts.append(Verdict.CANNOT_TELL)
+                words.append(f"{name}: no γ = 1 runs or no zone II: cannot tell")
+        rows += ledger.row(key, "; ".join(words), both_readings(verdicts))
     return rows
-
-
-def _parts(s) -> str:
-    return ", ".join(f"{d.a} − {d.b} {d.mean:+.2g} ({d.outcome})" for d, _ in s.parts)
 
 
 def _record_brorl(b, v: dict) -> list:
     """BroRL Fig. 3's and §4.1's verdicts for the claims ledger, each by the noise rule over the preset's seeds."""
     rows = []
-    seeds = f" ({v['brorl-faster'].parts[0][0].seeds} seeds)"
     gains = ", ".join(f"{int(n)}: {g:+.4f}" for n, g in zip(b.group_sizes, b.gains))
-    rows += ledger.row("brorl-faster", f"ΔQ_pos by N {gains}{seeds}", v["brorl-faster"].verdict)
-    rows += ledger.row("brorl-regress", "end − start Q_pos at N ≤ 16: " + _parts(v["brorl-regress"]),
-                  v["brorl-regress"].verdict)  # fmt: skip
-    rows += ledger.row("brorl-concave", "gain per doubling " + ", ".join(f"{x:+.4f}" for x in b.slopes) + seeds,
-                  v["brorl-concave"].verdict)  # fmt: skip
-    drop = f"final worst drop at N = {int(b.group_sizes[-1])}: {b.worst_drop[-1]:.2e}{seeds}"
-    rows += ledger.row("brorl-drops", drop,
-                  v["brorl-drops"].verdict)  # fmt: skip
-    rows += ledger.row("brorl-improved", "% improved " + ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in
-                  zip(b.group_sizes, b.improved)) + seeds, v["brorl-improved"].verdict)  # fmt: skip
+    slopes = ", ".join(f"{x:+.4f}" for x in b.slopes)
+    improved = ", ".join(f"{int(n)}: {100 * f:.1f}" for n, f in zip(b.group_sizes, b.improved))
+    heads = {
+        "brorl-faster": f"ΔQ_pos by N {gains}",
+        "brorl-regress": "end − start Q_pos at N ≤ 16",
+        "brorl-concave": f"gain per doubling {slopes}",
+        "brorl-drops": f"final worst drop at N = {int(b.group_sizes[-1])}: {b.worst_drop[-1]:.2e}",
+        "brorl-improved": f"% improved {improved}",
+    }
+    for key, head in heads.items():
+        rows += ledger.row(key, f"{head}; {v[key].cell(most=2)}", v[key].verdict)
     return rows

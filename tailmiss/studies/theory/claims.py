@@ -38,8 +38,38 @@ class TheoryClaims:
     coupling_n: np.ndarray
     coupling: np.ndarray
     coupling_flip: int
+    """The smallest N where the coupling is positive (:func:`_first_positive`; 0 if none up to 2^17)."""
+    coupling_sign_changes: int
+    """Sign changes of the coupling over :data:`SIGN_GRID` (one: the flip is the only one there)."""
     mass_balance: object
     unsampled_change: object
+
+
+SIGN_GRID = np.unique(np.geomspace(2, 2**17, 400).round().astype(int))
+"""The N on which the coupling's sign is read before the flip is bisected: 400 points from 2 to 2^17 on a log scale."""
+
+
+def _first_positive(init) -> tuple[int, int]:
+    """BroRL Cor. 3 on the simulation's initial policy: the smallest N with a positive expected coupling
+    :math:`E[Q_{pos} U_{neg,2} - Q_{neg} U_{pos,2}]`, and the sign changes over :data:`SIGN_GRID`. The first positive
+    grid point's bracket is bisected on the integers, so the flip is exact when the grid sees one change (0 and the
+    count when no grid point is positive)."""
+    coupling = analytic.expected_unsampled_coupling(init.probs, init.correct, SIGN_GRID)
+    positive = coupling > 0
+    changes = int(np.sum(positive[1:] != positive[:-1]))
+    if not positive.any():
+        return 0, changes
+    i = int(np.argmax(positive))
+    if i == 0:
+        return int(SIGN_GRID[0]), changes
+    lo, hi = int(SIGN_GRID[i - 1]), int(SIGN_GRID[i])  # coupling(lo) <= 0 < coupling(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if analytic.expected_unsampled_coupling(init.probs, init.correct, np.array([mid]))[0] > 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi, changes
 
 
 def theory_claims() -> TheoryClaims:
@@ -64,8 +94,7 @@ def theory_claims() -> TheoryClaims:
     m = analytic.lr_matched_scale(np.array([0.0, 0.5, 1.0, 2.0]))
     ns = np.array([2, 512, 51200, 131072])
     coupling = analytic.expected_unsampled_coupling(init.probs, init.correct, ns)
-    sign_n = np.arange(50_000, 50_300)
-    flip = sign_n[np.argmax(analytic.expected_unsampled_coupling(init.probs, init.correct, sign_n) > 0)]
+    flip, changes = _first_positive(init)
     mb = analytic.mass_balance(
         [0.4, 0.1, 0.05, 0.3, 0.15], np.array([1, 1, 1, 0, 0], bool), np.array([1, 0, 0, 1, 0], bool), r_c=1.0, r_w=0.0
     )
@@ -92,6 +121,7 @@ def theory_claims() -> TheoryClaims:
         coupling_n=ns,
         coupling=coupling,
         coupling_flip=flip,
+        coupling_sign_changes=changes,
         mass_balance=mb,
         unsampled_change=uc,
     )

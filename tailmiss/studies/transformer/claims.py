@@ -11,12 +11,13 @@ Table 4 (the maze) live in :mod:`tailmiss.studies.transformer.objectives` and ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tailmiss.analytic.regimes import spearman
-from tailmiss.experiments.sweep_result import SweepResult
-from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, holm, judge
+from tailmiss.studies.dip import dip_sentence
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, judge
 from tailmiss.studies.transformer.objectives import (
     METRIC_NAMES,
     METRICS,
@@ -35,6 +36,9 @@ from tailmiss.studies.transformer.objectives import (
     seed_means,
     stat,
 )
+
+if TYPE_CHECKING:  # a type only: the claims import without the trainer (and torch)
+    from tailmiss.experiments.sweep_result import SweepResult
 
 __all__ = [
     "SATURATED",
@@ -83,6 +87,8 @@ class FocalReach:
     """Rollouts of each run (seed means)."""
     comparison: Difference
     """F-GRPO N = 8 − GRPO N = 32 on rare hit@256."""
+    sentence: Sentence
+    """The comparison wanted *not lower* (:func:`~tailmiss.studies.rule.judge`)."""
     verdict: Verdict
     vacuous: bool = False
     """GRPO's rare hit@256 is worst at N = 32 here (seed means): reaching it is no sign of a kept tail, so a verdict
@@ -114,11 +120,13 @@ class NsweepClaims:
     """F-GRPO Table 2's four qualitative claims on the group-size sweep (GRPO γ = 0 by N unless said otherwise).
 
     ``pass1_rises``: :func:`judge` over the largest − smallest N (wanted *higher*) and every consecutive step
-    (one Holm family, each wanted *not lower*); with the rise a tie it is *not resolved*.
-    ``dip``: :func:`judge` over the smallest N − every other N (one Holm family, each *not lower*) and the recovery,
-    the largest N − the worst interior N (seed means; wanted *higher*); a reproduced dip whose seed-mean best is not
-    the smallest N or whose worst is not N = 8 or 16 is *partly* (a dip with its recovery elsewhere), one whose
-    recovery is a tie *not resolved*; *not testable* with fewer than three N.
+    (each wanted *not lower*), one Holm family.
+    ``dip``: :func:`judge_any` of "best at the smallest N, worst near N = 8, partly recovered at the largest N"
+    tested without picking the trough: the smallest N − every other N (*not lower*), and for some N of 8 and 16
+    both the smallest and the largest N above it (*higher*), one Holm family; *not testable* with fewer than three N
+    or without N = 8 or 16.
+    ``tradeoff``: F-GRPO N = 8 − GRPO N = 32 *not lower* on rare hit@256 and on pass@1 (Table 2's "reaches ... at a
+    modest pass@1 trade-off"), one Holm family.
     """
 
     group_sizes: tuple[int, ...]
@@ -144,6 +152,10 @@ class NsweepClaims:
     dip: Verdict
     focal_reach: FocalReach | None
     dnll: DnllOrder | None
+    pass1_sentence: Sentence | None = None
+    dip_sentence: Sentence | None = None
+    tradeoff: Sentence | None = None
+    """Table 2's "reaches GRPO N = 32's pass@256 at a modest pass@1 trade-off" (None without F-GRPO N = 8)."""
 
 
 def _grpo_labels(runs) -> dict[int, str]:
@@ -151,34 +163,22 @@ def _grpo_labels(runs) -> dict[int, str]:
     return {int(n): label_of("grpo", 0.0, n) for n in sorted(g["group_size"].unique())}
 
 
-def _rises(runs, lab: dict[int, str]) -> tuple[Difference, tuple, Verdict]:
+def _rises(runs, lab: dict[int, str]) -> Sentence:
     ns = list(lab)
     rise = compare(runs, lab[ns[-1]], lab[ns[0]], "exact_pass_at_1")
-    steps = holm(compare(runs, lab[b], lab[a], "exact_pass_at_1") for a, b in zip(ns, ns[1:]))
-    verdict = judge(
-        f"pass@1 rises with N ({ns[0]} → {ns[-1]})", [(rise, "higher"), *((d, "not lower") for d in steps)]
-    ).verdict
-    return rise, steps, Verdict.NOT_RESOLVED if verdict == Verdict.PARTLY else verdict
+    steps = [compare(runs, lab[b], lab[a], "exact_pass_at_1") for a, b in zip(ns, ns[1:])]
+    return judge(f"pass@1 rises with N ({ns[0]} → {ns[-1]})", [(rise, "higher"), *((d, "not lower") for d in steps)])
 
 
-def _dip(runs, lab: dict[int, str], rare: dict[int, float]) -> tuple[tuple, Difference | None, Verdict]:
+def _dip(runs, lab: dict[int, str]) -> tuple[tuple, Difference | None, Sentence | None]:
     ns = list(lab)
-    best = holm(compare(runs, lab[ns[0]], lab[n], "rare_pass_at_256") for n in ns[1:])
-    inner = ns[1:-1]
-    if not inner:
-        return best, None, Verdict.NOT_TESTABLE
-    trough = min(inner, key=lambda n: rare[n])
-    recovery = compare(runs, lab[ns[-1]], lab[trough], "rare_pass_at_256")
-    verdict = judge(
-        f"GRPO rare hit@256 best at N = {ns[0]}, worst at N = 8 or 16, recovered at N = {ns[-1]}",
-        [*((d, "not lower") for d in best), (recovery, "higher")],
-    ).verdict
-    if verdict == Verdict.PARTLY:  # every "not lower" holds, the recovery is a tie: nothing resolved
-        verdict = Verdict.NOT_RESOLVED
-    shape = max(rare, key=rare.get) == ns[0] and min(rare, key=rare.get) in (8, 16)
-    if verdict == Verdict.REPRODUCED and not shape:
-        verdict = Verdict.PARTLY
-    return best, recovery, verdict
+    best = tuple(compare(runs, lab[ns[0]], lab[n], "rare_pass_at_256") for n in ns[1:])
+    text = f"GRPO rare hit@256 best at N = {ns[0]}, worst near N = 8, partly recovered at N = {ns[-1]}"
+    s = dip_sentence(runs, lab, "rare_pass_at_256", text)
+    recovery = None
+    if s is not None:
+        recovery = next(p.difference for p in s.parts if p.difference.a == lab[ns[-1]])
+    return best, recovery, s
 
 
 def nsweep_claims(result: SweepResult) -> NsweepClaims:
@@ -191,8 +191,8 @@ def nsweep_claims(result: SweepResult) -> NsweepClaims:
         raise ValueError(f"the group-size sweep needs GRPO at two N at least, got N = {list(ns)}")
     p1 = np.array([stat(runs, lab[n], "exact_pass_at_1").mean for n in ns])
     rare = {n: stat(runs, lab[n], "rare_pass_at_256").mean for n in ns}
-    rise, steps, rises = _rises(runs, lab)
-    best, recovery, dip = _dip(runs, lab, rare)
+    rises = _rises(runs, lab)
+    best, recovery, dip = _dip(runs, lab)
     p256 = runs["exact_pass_at_256"].to_numpy(float)
     worst = min(rare, key=rare.get)
     f8 = label_of("grpo", 0.5, 8)
@@ -201,9 +201,9 @@ def nsweep_claims(result: SweepResult) -> NsweepClaims:
         group_sizes=ns,
         pass1=tuple(float(v) for v in p1),
         pass1_spearman=spearman(np.asarray(ns, dtype=float), p1),
-        pass1_rise=rise,
-        pass1_steps=steps,
-        pass1_rises=rises,
+        pass1_rise=rises.parts[0].difference,
+        pass1_steps=rises.differences[1:],
+        pass1_rises=rises.verdict,
         pass256=tuple(stat(runs, lab[n], "exact_pass_at_256").mean for n in ns),
         pass256_range=(float(p256.min()), float(p256.max())),
         saturated=bool(np.all(p256 > 1 - SATURATED)),
@@ -212,10 +212,20 @@ def nsweep_claims(result: SweepResult) -> NsweepClaims:
         rare_worst_n=worst,
         rare_best=best,
         recovery=recovery,
-        dip=dip,
+        dip=Verdict.NOT_TESTABLE if dip is None else dip.verdict,
         focal_reach=_focal_reach(runs, f8, lab[32], vacuous=worst == 32) if has_f8 and 32 in lab else None,
         dnll=_dnll_order(runs, lab, f8 if has_f8 else None) if {2, 8, 32} <= set(ns) else None,
+        pass1_sentence=rises,
+        dip_sentence=dip,
+        tradeoff=_tradeoff(runs, f8, lab[32]) if has_f8 and 32 in lab else None,
     )
+
+
+def _tradeoff(runs, f8: str, g32: str) -> Sentence:
+    """Table 2's "F-GRPO N = 8 reaches GRPO N = 32's pass@256 at a modest pass@1 trade-off": F-GRPO − GRPO N = 32
+    *not lower* on rare hit@256 (pass@256 saturates here) and on pass@1 (a trade-off within the margin)."""
+    parts = [(compare(runs, f8, g32, m), "not lower") for m in ("rare_pass_at_256", "exact_pass_at_1")]
+    return judge("F-GRPO N = 8 reaches GRPO N = 32 at a modest pass@1 trade-off", parts)
 
 
 def _rollouts(runs, label: str) -> float:
@@ -224,7 +234,8 @@ def _rollouts(runs, label: str) -> float:
 
 def _focal_reach(runs, f8: str, g32: str, vacuous: bool = False) -> FocalReach:
     d = compare(runs, f8, g32, "rare_pass_at_256")
-    verdict = judge("F-GRPO N = 8 reaches GRPO N = 32 on rare hit@256", [(d, "not lower")]).verdict
+    sentence = judge("F-GRPO N = 8 reaches GRPO N = 32 on rare hit@256", [(d, "not lower")])
+    verdict = sentence.verdict
     if vacuous and verdict != Verdict.REFUTED:
         verdict = Verdict.NOT_RESOLVED
     return FocalReach(
@@ -233,6 +244,7 @@ def _focal_reach(runs, f8: str, g32: str, vacuous: bool = False) -> FocalReach:
         focal_rollouts=_rollouts(runs, f8),
         grpo32_rollouts=_rollouts(runs, g32),
         comparison=d,
+        sentence=sentence,
         verdict=verdict,
         vacuous=vacuous,
         reason=VACUOUS if vacuous else "",
@@ -241,8 +253,7 @@ def _focal_reach(runs, f8: str, g32: str, vacuous: bool = False) -> FocalReach:
 
 def _lower_chain(runs, text: str, labels: list[str]) -> Sentence:
     """``labels[0] < labels[1] < …`` on ΔNLL_rare: each gap wanted *lower*, the gaps one Holm family."""
-    gaps = holm(compare(runs, a, b, "dnll_rare") for a, b in zip(labels, labels[1:]))
-    return judge(text, [(d, "lower") for d in gaps])
+    return judge(text, [(compare(runs, a, b, "dnll_rare"), "lower") for a, b in zip(labels, labels[1:])])
 
 
 def _dnll_order(runs, lab: dict[int, str], f8: str | None) -> DnllOrder:

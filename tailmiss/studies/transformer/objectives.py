@@ -23,6 +23,7 @@ from tailmiss.studies.rule import (
     holm,
     identical_runs,
     judge,
+    practical_threshold,
 )
 
 __all__ = [
@@ -126,12 +127,11 @@ class MethodFocal:
     """Focal − base on pass@1, wanted *not lower* (a drop resolved by the test and at least δ fails)."""
 
     @property
-    def raises(self) -> Verdict:
-        return judge(f"the focal weight raises {self.method}'s rare hit@256", [(self.covers, "higher")]).verdict
-
-    @property
-    def kept(self) -> Verdict:
-        return judge(f"the focal weight keeps {self.method}'s pass@1", [(self.keeps, "not lower")]).verdict
+    def at_floor(self) -> bool:
+        """Both runs' rare hit@256 below its δ (:func:`~tailmiss.studies.rule.practical_threshold`): no room to show
+        a raise, so the method tests nothing of "raises" (DAPO with dynamic sampling here: 0.001 → 0.000)."""
+        delta = practical_threshold("rare_pass_at_256")
+        return self.base_rare.mean < delta and self.focal_rare.mean < delta
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,34 @@ class ObjectivesClaims:
         return tuple(p for p in self.methods if p.method not in self.same_as_grpo)
 
     @property
+    def at_floor(self) -> tuple[str, ...]:
+        """Counted methods whose rare hit@256 sits at the floor with and without the focal weight
+        (:attr:`MethodFocal.at_floor`): left out of "raises", which they cannot show."""
+        return tuple(p.method for p in self.counted if p.at_floor)
+
+    @property
+    def raises_sentence(self) -> Sentence | None:
+        """Table 1's "the focal weight raises pass@256 for every method": focal − base rare hit@256 *higher* for
+        every counted method off the floor, one Holm family (None without one)."""
+        parts = [(p.covers, "higher") for p in self.counted if not p.at_floor]
+        return judge("the focal weight raises pass@256 for every method", parts) if parts else None
+
+    @property
+    def keeps_sentence(self) -> Sentence | None:
+        """Table 1's "the focal weight keeps pass@1": focal − base pass@1 *not lower* (one-sided at the margin) for
+        every counted method, one Holm family (None without one)."""
+        parts = [(p.keeps, "not lower") for p in self.counted]
+        return judge("the focal weight keeps pass@1", parts) if parts else None
+
+    @property
     def raises(self) -> Verdict:
-        """Table 1's "the focal weight raises pass@256 for every method": :func:`combine` of the counted methods."""
-        return combine(p.raises for p in self.counted)
+        s = self.raises_sentence
+        return Verdict.NOT_TESTABLE if s is None else s.verdict
 
     @property
     def keeps(self) -> Verdict:
-        """Table 1's "the focal weight keeps pass@1": :func:`combine` of the counted methods."""
-        return combine(p.kept for p in self.counted)
+        s = self.keeps_sentence
+        return Verdict.NOT_TESTABLE if s is None else s.verdict
 
 
 def objectives_claims(result) -> ObjectivesClaims:

@@ -147,10 +147,8 @@ def maze_section(maze) -> Section:
         key = {1: "t4-pass1", 256: "t4-pass256"}.get(c.k)
         if key is not None:
             deltas = ", ".join(f"{n}: {100 * d:+.1f}" for n, d in c.deltas)
-            seeds = "one seed" if c.seeds < 2 else f"{c.seeds} seeds"
-            ledger_rows += ledger.row(
-                key, f"Δpass@{c.k} (points) by N {deltas} ({seeds}; {c.wins} N higher)", c.verdict
-            )
+            cell = "" if c.sentence is None else f"; {c.sentence.cell(most=2)}"
+            ledger_rows += ledger.row(key, f"Δpass@{c.k} (points) by N {deltas}{cell}", c.verdict)
     cfg = maze.config
     text = (
         f"{MAZE_HEADING} `{cfg.name}` (Table 4 / Fig. 6 analog; figure `maze.png`)\n\n"
@@ -210,22 +208,24 @@ def _dapo_rows(objectives) -> list[list[str]]:
 def _record_nsweep(c: NsweepClaims) -> list:
     """F-GRPO Table 2's verdicts on the group-size sweep, for the claims ledger."""
     rows = []
-    first, last = c.group_sizes[0], c.group_sizes[-1]
-    rows += ledger.row("t2-pass1", f"pass@1 by N {_by_n(c, c.pass1)}; N = {last} − N = {first} {_diff(c.pass1_rise)}",
+    rows += ledger.row("t2-pass1", f"pass@1 by N {_by_n(c, c.pass1)}; {c.pass1_sentence.cell(most=2)}",
                   c.pass1_rises)  # fmt: skip
-    r = c.recovery
-    recovery = "" if r is None else f"; recovery {r.a.split()[-1]} − {r.b.split()[-1]} {_diff(r)}"
+    dip = "" if c.dip_sentence is None else f"; {c.dip_sentence.cell(most=2)}"
     rows += ledger.row("t2-dip", f"rare hit@256 by N {_by_n(c, c.rare)} (exact pass@256 {c.pass256_range[0]:.3f}–"
-                  f"{c.pass256_range[1]:.3f}){recovery}", c.dip)  # fmt: skip
+                  f"{c.pass256_range[1]:.3f}){dip}", c.dip)  # fmt: skip
     if c.focal_reach is not None:
         f = c.focal_reach
-        rows += ledger.row("t2-reach", f"rare hit@256 {f.focal.mean:.3f} vs {f.grpo32.mean:.3f}, {_diff(f.comparison)}"
+        rows += ledger.row("t2-reach", f"rare hit@256 {f.focal.mean:.3f} vs {f.grpo32.mean:.3f}; {f.sentence.cell()}"
                       + (f" ({f.reason})" if f.reason else ""), f.verdict)  # fmt: skip
     else:
         rows += ledger.row("t2-reach", "the sweep has no F-GRPO N = 8 or no GRPO N = 32", Verdict.NOT_TESTABLE)
+    if c.tradeoff is not None:
+        rows += ledger.row("t2-tradeoff", c.tradeoff.cell(), c.tradeoff.verdict)
+    else:
+        rows += ledger.row("t2-tradeoff", "the sweep has no F-GRPO N = 8 or no GRPO N = 32", Verdict.NOT_TESTABLE)
     if c.dnll is not None:
         d = c.dnll
-        gaps = ", ".join(f"{g.a.split()[-1]} − {g.b.split()[-1]} {_diff(g)}" for g, _ in d.order.parts)
+        gaps = d.order.cell()
         rows += ledger.row("t2-dnll", f"N=2 {d.n2.mean:.2f}, N=32 {d.n32.mean:.2f}, N=8 {d.n8.mean:.2f}; {gaps}",
                       d.ordered)  # fmt: skip
     else:
@@ -239,11 +239,12 @@ def _record_objectives(objectives, c: ObjectivesClaims) -> list:
     rows = []
     same = ", ".join(m.upper() for m in c.same_as_grpo)
     left = f" (left out, its runs identical to GRPO's: {same})" if same else ""
-    lifts = ", ".join(f"{p.method.upper()} {p.base_rare.mean:.3f} → {p.focal_rare.mean:.3f} ({p.covers.outcome})"
-                      for p in c.counted)  # fmt: skip
-    rows += ledger.row("t1-pass256", f"rare hit@256, γ = 0 → {c.gamma:g}: {lifts}{left}", c.raises)
-    keeps = ", ".join(f"{p.method.upper()} {p.keeps.mean:+.4f} ({p.keeps.outcome})" for p in c.counted)
-    rows += ledger.row("t1-pass1", f"pass@1 focal − base: {keeps}{left}", c.keeps)
+    floor = ", ".join(m.upper() for m in c.at_floor)
+    at_floor = f" (left out, rare hit@256 at the floor with and without the focal weight: {floor})" if floor else ""
+    for key, s in (("t1-pass256", c.raises_sentence), ("t1-pass1", c.keeps_sentence)):
+        cell = s.cell(most=6) if s is not None else "no method to count"
+        rows += ledger.row(key, f"γ = 0 → {c.gamma:g}: {cell}{left}{at_floor if key == 't1-pass256' else ''}",
+                           s.verdict if s is not None else Verdict.NOT_TESTABLE)  # fmt: skip
     # "DAPO differs from GRPO" is this project's check of its own DAPO, not a claim of the paper: the section
     # shows it (its Table 1 rows), the ledger does not
     return rows

@@ -97,18 +97,15 @@ def compute_row(result) -> list[str]:
 
 
 def nsweep_rows(c: NsweepClaims) -> list[list[str]]:
-    """F-GRPO Table 2's four claims beside ours: [paper, ours] rows, each comparison with its test."""
-    first, last = c.group_sizes[0], c.group_sizes[-1]
-    steps = ", ".join(f"{d.b.split()[-1]} → {d.a.split()[-1]} {_diff(d)}" for d in c.pass1_steps)
-    best = ", ".join(f"N={first} − {d.b.split()[-1]} {_diff(d)}" for d in c.rare_best)
-    r = c.recovery
-    recovery = "" if r is None else f"; recovery {r.a.split()[-1]} − {r.b.split()[-1]} {_diff(r)}"
+    """F-GRPO Table 2's claims beside ours: [paper, ours] rows, each comparison with its test (the sentence's
+    cell: :meth:`~tailmiss.studies.rule.Sentence.cell`)."""
+    dip = c.dip_sentence
     rows = [
         [
             "pass@1 rises with N (36.2 → 39.2, N = 2 → 32)",
-            f"GRPO pass@1 by N: {_by_n(c, c.pass1)}; Spearman with N {c.pass1_spearman:+.2f}; N = {last} − N = "
-            f"{first} {_diff(c.pass1_rise)} (wanted higher); each step (one Holm family, wanted not lower): {steps}: "
-            + verdict_word(c.pass1_rises),
+            f"GRPO pass@1 by N: {_by_n(c, c.pass1)}; Spearman with N {c.pass1_spearman:+.2f}; the largest − the "
+            "smallest N wanted higher, each step wanted not lower, one Holm family: "
+            f"{c.pass1_sentence.cell(most=6)}: " + verdict_word(c.pass1_rises),
         ],
         [
             "GRPO pass@256 is non-monotone in N: best at N = 2, worst near N = 8, partly recovered at N = 32",
@@ -120,9 +117,9 @@ def nsweep_rows(c: NsweepClaims) -> list[list[str]]:
                 else f"exact pass@256 by N: {', '.join(f'{v:.4f}' for v in c.pass256)}. "
             )
             + "Rare-set hit@256 (the analog: the chance that 256 samples reach the SFT model's rarest correct "
-            f"answers) by N: {_by_n(c, c.rare)}; best N = {c.rare_best_n}, worst N = {c.rare_worst_n}; N = {first} "
-            f"against each other N (one Holm family, wanted not lower): {best}{recovery} (wanted higher): "
-            + verdict_word(c.dip),
+            f"answers) by N: {_by_n(c, c.rare)}; the smallest N not lower than any other, and some N of 8 and 16 "
+            "below the smallest and the largest N (the trough not picked), one Holm family: "
+            + (f"{dip.cell(most=6)}: {verdict_word(c.dip)}" if dip is not None else verdict_word(c.dip)),
         ],
     ]
     if c.focal_reach is not None:
@@ -132,7 +129,7 @@ def nsweep_rows(c: NsweepClaims) -> list[list[str]]:
                 "F-GRPO at N = 8 reaches GRPO N = 32's pass@256 with a quarter of the rollouts (70.3 vs 70.1)",
                 f"rare hit@256 {_fmt(f.focal)} vs {_fmt(f.grpo32)} with {f.grpo32_rollouts / f.focal_rollouts:.1f}× "
                 f"fewer rollouts ({int(f.focal_rollouts):,} vs {int(f.grpo32_rollouts):,}); F-GRPO − GRPO N = 32 "
-                f"{_diff(f.comparison)} (wanted not lower: a tie also reaches it): "
+                f"wanted not lower (one-sided at the margin: a tie reaches nothing): {f.sentence.cell()}: "
                 + verdict_word(f.verdict)
                 + (f" ({f.reason})" if f.reason else ""),
             ]
@@ -141,7 +138,7 @@ def nsweep_rows(c: NsweepClaims) -> list[list[str]]:
         d = c.dnll
         text = f"ΔNLL_rare N=2 {_fmt(d.n2)}, N=32 {_fmt(d.n32)}, N=8 {_fmt(d.n8)}"
         text += "" if d.focal is None else f", F-GRPO N=8 {_fmt(d.focal)}"
-        gaps = ", ".join(f"{g.a.split()[-1]} − {g.b.split()[-1]} {_diff(g)}" for g, _ in d.order.parts)
+        gaps = d.order.cell()
         between = "" if d.between is None else "; F-GRPO between N=2 and N=8: " + verdict_word(d.between.verdict)
         rows.append(
             [
@@ -166,21 +163,26 @@ def objectives_rows(c: ObjectivesClaims) -> list[list[str]]:
         for method in c.same_as_grpo
     ]
 
-    def line(p, base, focal, d: Difference) -> str:
+    def line(p, base, focal) -> str:
         note = " (identical to GRPO: not counted)" if p.method in c.same_as_grpo else ""
-        return f"{p.method.upper()} {_fmt(base)} → {_fmt(focal)}, {_diff(d)}{note}"
+        floor = " (at the floor: not counted)" if p.method in c.at_floor else ""
+        return f"{p.method.upper()} {_fmt(base)} → {_fmt(focal)}{note}{floor}"
 
-    cover = "; ".join(line(p, p.base_rare, p.focal_rare, p.covers) for p in c.methods)
-    keep = "; ".join(line(p, p.base_pass1, p.focal_pass1, p.keeps) for p in c.methods)
+    def judged(s) -> str:
+        return "no method to count" if s is None else f"{s.cell(most=6)}: {verdict_word(s.verdict)}"
+
+    cover = "; ".join(line(p, p.base_rare, p.focal_rare) for p in c.methods)
+    keep = "; ".join(line(p, p.base_pass1, p.focal_pass1) for p in c.methods)
     return rows + [
         [
             "the focal weight raises pass@256 for every method (math: +6.2 / +3.2 / +3.6 on Qwen2.5-7B)",
-            f"rare hit@256, γ = 0 → {c.gamma:g}, focal − base wanted higher: {cover}: {verdict_word(c.raises)}",
+            f"rare hit@256, γ = 0 → {c.gamma:g}: {cover}. Focal − base wanted higher, one Holm family: "
+            + judged(c.raises_sentence),
         ],
         [
             "the focal weight keeps pass@1 (9/9 pairs within +2.8 / −0.0)",
-            f"pass@1, focal − base wanted not lower (kept unless lower by the noise rule): {keep}: "
-            + verdict_word(c.keeps),
+            f"pass@1: {keep}. Focal − base wanted not lower (one-sided at the margin), one Holm family: "
+            + judged(c.keeps_sentence),
         ],
     ]
 
