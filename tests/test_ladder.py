@@ -26,6 +26,7 @@ from tailmiss.objectives import LossConfig
 from tailmiss.sim.config import SimConfig
 from tailmiss.sim.engine import simulate
 from tailmiss.studies.ladder.claims import focal_table, matched_table, shape_table
+from tailmiss.studies.rule import Verdict
 
 TASK = MultiSolutionTask(num_digits=2)
 OFF = 0.02
@@ -297,7 +298,9 @@ def test_shape_and_focal_tables():
     shape = shape_table(final)
     base = shape[shape["gamma"] == 0].iloc[0]
     assert base["worst_n"] == 8 and base["recovers"] and base["zones"] == ("I", "I", "I")
-    assert base["recovery"].test == "paired t" and base["recovery"].outcome == "higher"  # the noise rule
+    recovery = base["recovery"]  # the noise rule: N = 8 below both ends, paired, in one Holm family
+    assert recovery.verdict == Verdict.REPRODUCED
+    assert all(d.test == "paired t" for d in recovery.differences) and len(recovery.differences) == 2
     focal = focal_table(final)
     np.testing.assert_allclose(focal["mean"], 0.1)
     np.testing.assert_allclose(focal["sd"], 0.0, atol=1e-12)
