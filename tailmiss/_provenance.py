@@ -75,8 +75,8 @@ _CLOCKS: list[float] = []
 @contextlib.contextmanager
 def unit_clock() -> Iterator[None]:
     """Count the CPU seconds (user + system, every thread of this process) of the work inside: a unit sealed inside
-    records those spent since the clock started (:func:`cpu_seconds`). The pools start one per job, so each run,
-    simulation or comparison records what it cost; clocks nest, the innermost counts."""
+    records those spent since the clock started (:func:`tailmiss._provenance.cpu_seconds`). The pools start one per
+    job, so each run, simulation or comparison records what it cost; clocks nest, the innermost counts."""
     _CLOCKS.append(time.process_time())
     try:
         yield

@@ -387,7 +387,7 @@ def consult(path: str | os.PathLike, found, judge_at: Callable[[Path], object]):
     replaces the cache's (atomically) when it is fresh and the cache's is not, or is fresh and differs from it (the
     report follows the committed evidence), or is a stale unit that ``reuse_stale`` allows where the cache has nothing
     usable. Otherwise the cache is left as it is and ``found`` returned. A damaged archived unit raises
-    :class:`ArchiveError`, naming the file.
+    :class:`tailmiss.archive.ArchiveError`, naming the file.
     """
     path = Path(path)
     unit = find(path)

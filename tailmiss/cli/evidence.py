@@ -113,7 +113,7 @@ def run_budget(seconds: float, ctx, jobs: int) -> None:
 
 
 def run_spot_check(count: int, seed: int | None, as_json: bool) -> None:
-    """``--spot-check K``: archived runs trained again (:func:`tailmiss.evidence.regenerate.spot_check`)."""
+    """``--spot-check K``: archived runs trained again (:func:`tailmiss.evidence.spot_check.spot_check`)."""
     from tailmiss.evidence.spot_check import spot_check
 
     used, checks = spot_check(count, seed, say=lambda line: typer.echo(line, err=True))

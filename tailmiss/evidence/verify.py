@@ -2,7 +2,7 @@
 
 :func:`verify` re-derives ``paper_repro.md`` and its figures in a temporary folder from the evidence archive
 (:mod:`tailmiss.archive`) and nothing else: an empty cache, no unit computed
-(:data:`tailmiss.store.COMPUTE_NOTHING_ENV`: asking for one is an error that names it), then compares with the
+(:data:`tailmiss._units.COMPUTE_NOTHING_ENV`: asking for one is an error that names it), then compares with the
 committed files:
 
 * the report's text, byte for byte, once each stamp line's date is set aside;

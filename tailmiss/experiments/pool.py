@@ -76,7 +76,7 @@ class Schedule:
     Attributes
     ----------
     until : float or None
-        A :func:`time.monotonic` time: a job is started only if it is expected to end by then (the jobs running at
+        A ``time.monotonic()`` time: a job is started only if it is expected to end by then (the jobs running at
         that time finish; the others are left, and :func:`run_jobs` returns without them).
     cost : callable or None
         ``cost(job)``: the seconds it is expected to take (None or absent: unknown, counted as 0).

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["UnitSpec", "workload_units", "sweep_units", "ladder_units", "simulation_unit", "comparison_unit"]
+__all__ = ["KINDS", "UnitSpec", "workload_units", "sweep_units", "ladder_units", "simulation_unit", "comparison_unit"]
 
 KINDS = ("SFT run", "derived policy", "RL run", "sweep result", "bridge result", "by-type scores", "simulation")
 """The kinds of unit, in the order a regeneration makes them."""

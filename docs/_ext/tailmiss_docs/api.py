@@ -81,7 +81,15 @@ def resolve_reexport(app, env, node, contnode):
 
 # --- a package's public names ---------------------------------------------------------------------------------------
 
-INTERNALS = ("tailmiss._fingerprint", "tailmiss._checks", "tailmiss._device", "tailmiss._dist", "tailmiss._hash")
+INTERNALS = (
+    "tailmiss._fingerprint",
+    "tailmiss._units",
+    "tailmiss._provenance",
+    "tailmiss._checks",
+    "tailmiss._device",
+    "tailmiss._dist",
+    "tailmiss._hash",
+)
 """Private modules that have pages of their own (the API reference's "Internals")."""
 
 _ROLE = re.compile(r":(?!math:)[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")

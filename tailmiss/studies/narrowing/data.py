@@ -17,6 +17,7 @@ __all__ = [
     "TYPES",
     "KS",
     "FINAL_LABELS",
+    "BY_TYPE_FAMILIES",
     "final_labels",
     "NarrowingData",
     "narrowing_data",

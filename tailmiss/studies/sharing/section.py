@@ -281,8 +281,8 @@ def _simulator_part(data: SharedRungData) -> list:
         SIMULATOR_RULES,
         f"The simulator (`tailmiss.experiments.shared_bridge.simulate_rung`) ran {int(runs.sum())} runs "
         f"({', '.join(f'{label}: {n} seeds' for label, n in runs.items())}) of {data.simulator_shape[0]} prompts × "
-        f"{data.simulator_shape[1]:,} actions in {meta.get('elapsed_s', float('nan')):.1f} s on "
-        f"{meta.get('device', '?')}. The trainer's gradient norm peaked at {data.grad_norm_max:.3f} over the shared "
+        f"{data.simulator_shape[1]:,} actions on {meta.get('device', '?')} (its wall time is not part of the report: "
+        f"it differs from run to run). The trainer's gradient norm peaked at {data.grad_norm_max:.3f} over the shared "
         f"rung's runs, below its clip of {data.grad_clip:g}, so the clip never acted.",
         table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
         f"Does the shared simulator predict the transformer's minority loss? {predicts}. By type under GRPO: {agree}.",
