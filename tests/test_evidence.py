@@ -51,6 +51,9 @@ def _ctx(cache: Path) -> Context:
     return Context(cache_dir=cache.parent / "sim", llm_cache_dir=cache, options=RunOptions(progress=False, jobs=1))
 
 
+FRONTIER = ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low")
+
+
 # -- what the report reads ---------------------------------------------------------------------------------------
 
 
@@ -68,6 +71,7 @@ def test_the_full_report_reads_every_familys_runs_and_results_and_its_comparison
         "bridge result",
         "by-type scores",
         "simulation",
+        "shared simulation",
     }
     assert by_name["fgrpo-fig2"].sections[0] == "theory" and "simulation" in by_name["fgrpo-fig2"].sections
     assert by_name["multisolution-nsweep-bridge-lr0.1"].sections == ("transformer",)
@@ -77,6 +81,12 @@ def test_the_full_report_reads_every_familys_runs_and_results_and_its_comparison
     rl = next(n.spec for n in needed if n.spec.kind == "RL run" and n.spec.preset == "narrowing-ladder-shared")
     assert (
         by_name[rl.start].spec.kind == "derived policy" and by_name[by_name[rl.start].spec.start].spec.kind == "SFT run"
+    )
+    # the shared simulator of each shared rung, started from the rung's derived policy, read by the sharing section
+    simulated = {n.spec.preset: n for n in needed if n.spec.kind == "shared simulation"}
+    assert set(simulated) == {"narrowing-ladder-shared", "narrowing-ladder-shared-n", *FRONTIER}
+    assert all(
+        n.sections == ("sharing",) and by_name[n.spec.start].spec.kind == "derived policy" for n in simulated.values()
     )
 
 

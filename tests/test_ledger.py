@@ -8,7 +8,8 @@ import pytest
 from conftest import tiny_llm_sweeps
 
 from tailmiss.options import RunOptions
-from tailmiss.report import QUICK_DEFERRED, render_report, write_report
+from tailmiss.report import QUICK_DEFERRED, _merged_rows, render_report, write_report
+from tailmiss.report.stamps import read_stamps
 from tailmiss.studies import ledger as lg
 from tailmiss.studies.context import Context
 from tailmiss.studies.rule import Verdict
@@ -116,6 +117,25 @@ def test_the_first_look_names_the_command_for_each_deferred_claim_and_only_fills
     assert rows["DS-GRPO has a higher pass@256 and a lower pass@1 than F-GRPO"][2] in VERDICTS
     assert sum(r[2].startswith("not in this report") for r in rows.values()) == 8 - 2
     assert rows["pass@1 rises with N"][2] in VERDICTS  # the other sections' rows are kept from the stamps file
+    # writing the section again replaces its rows: the stamps file records each once, where they stood
+    recorded = read_stamps(report)["ledger"]
+    write_report(report, ctx, only="controls")
+    assert read_stamps(report)["ledger"] == recorded
+
+
+def test_a_section_written_again_replaces_its_rows_in_place():
+    recorded = [
+        ("a", "1", "reproduced", "S"),
+        ("b", "2", "refuted", "T"),
+        ("c", "3", "partly", "T"),
+        ("d", "4", "x", "U"),
+    ]
+    new = [("b", "5", "reproduced", "T"), ("c", "6", "refuted", "T")]
+    assert _merged_rows(recorded, new) == [recorded[0], *new, recorded[3]]
+    assert _merged_rows(_merged_rows(recorded, new), new) == _merged_rows(recorded, new)
+    # the same claim judged by another section is another row; a section judged for the first time comes last
+    other = [("b", "7", "caveat", "V")]
+    assert _merged_rows(recorded, other) == [*recorded, *other]
 
 
 def test_the_catalogue_file_is_refused_with_a_repeated_key_or_an_unknown_section(tmp_path):

@@ -296,3 +296,46 @@ def test_the_first_look_leaves_the_frontier_out():
     data = SharedRungData({"shared-adamw-lr0.03": _typed({"minority": 0.6, "rest": 0.9})}, ("a", "b"), quick=True)
     text = shared_rung_section(data)
     assert "### The frontier" in text and "`narrowing-ladder-frontier`" in text
+
+
+# ---- the shared simulator as a unit of the store -----------------------------------------------------------------
+
+
+def test_the_shared_simulator_is_stored_once_and_read_back(quick_ctx, monkeypatch, tmp_path):
+    """The section's simulator is the stored unit: what a first call saves is what simulate_rung gives, read by
+    type (to the stored tables' 10 digits); a second call reads it back; other seeds are simulated again; with
+    nothing to be computed (the report re-derived from the archive) a missing unit is an error that names it."""
+    from tailmiss.experiments.ladder import run_ladder
+    from tailmiss.experiments.shared_bridge import (
+        SIM_SEEDS,
+        run_rung_simulation,
+        rung_simulation_name,
+        simulate_rung,
+        typed_history,
+    )
+    from tailmiss.store import COMPUTE_NOTHING_ENV, MissingEvidence
+    from tailmiss.studies.runs import resolve_family
+    from tailmiss.studies.sharing.data import SHARED_LADDER, sharing_units
+
+    ladder = resolve_family(SHARED_LADDER, quick_ctx)
+    run_ladder(ladder, quick_ctx.llm_cache, quick_ctx.options)
+    root = quick_ctx.llm_cache
+    seeds = SIM_SEEDS[:3]
+    folder = root / rung_simulation_name(ladder)
+    first = run_rung_simulation(ladder, root, seeds, quick_ctx.options)
+    direct = typed_history(simulate_rung(ladder, root, seeds=seeds))
+    pd.testing.assert_frame_equal(first.typed, direct, rtol=1e-9, check_dtype=False)
+    assert sorted(first.typed["seed"].unique()) == list(seeds) and first.num_actions > first.num_prompts > 0
+    made = (folder / "meta.json").stat().st_mtime_ns
+    again = run_rung_simulation(ladder, root, seeds, quick_ctx.options)
+    assert (folder / "meta.json").stat().st_mtime_ns == made
+    pd.testing.assert_frame_equal(again.typed, first.typed)
+    other = run_rung_simulation(ladder, root, seeds[:2], quick_ctx.options)
+    assert sorted(other.typed["seed"].unique()) == list(seeds[:2])
+    monkeypatch.setenv(COMPUTE_NOTHING_ENV, "1")
+    with pytest.raises(MissingEvidence, match=rung_simulation_name(ladder)):
+        run_rung_simulation(ladder, root, seeds, quick_ctx.options)
+    # the study declares the unit, keyed by the report's seeds and started from the shared policy
+    (spec,) = [u for u in sharing_units(quick_ctx) if u.name == rung_simulation_name(ladder)]
+    assert spec.kind == "shared simulation" and spec.key == {"seeds": list(SIM_SEEDS)}
+    assert spec.start == ladder.sweeps()[0][1].sft.name

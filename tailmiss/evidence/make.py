@@ -21,11 +21,14 @@ def compute(ctx: Context, only: str | None = None, deferred: tuple[str, ...] = (
     from tailmiss.studies.bridge.data import bridge_jobs
     from tailmiss.studies.narrowing import data as narrowing
     from tailmiss.studies.runs import train_llm
+    from tailmiss.studies.sharing import data as sharing
     from tailmiss.studies.simulation.data import simulation_jobs
 
     extra = [] if only is not None else [*bridge_jobs(ctx), *simulation_jobs(ctx)]
     if only == "narrowing" or (only is None and "narrowing" not in deferred):
         extra += narrowing.bridge_jobs(ctx)
+    if only == "sharing" or (only is None and "sharing" not in deferred):
+        extra += sharing.simulation_jobs(ctx)
     with phase("llm pool"):
         train_llm(llm_families(only, deferred), ctx, extra)
 

@@ -110,6 +110,16 @@ def _by_type_job(sweep, labels, root, options) -> None:
     run_by_type(sweep, root, tuple(labels), options)
 
 
+def _shared_simulation_job(ladder, root, options) -> None:
+    """A pool job: the shared simulator from a ladder's shared rung, its shared policy restored from the archive
+    first when the cache lacks it."""
+    from tailmiss import archive
+    from tailmiss.experiments.shared_bridge import SIM_SEEDS, run_rung_simulation, shared_rung
+
+    archive.ensure(Path(root) / shared_rung(ladder)[1].sft.name)
+    run_rung_simulation(ladder, root, SIM_SEEDS, options.replace(progress=False))
+
+
 def _simulation_job(config, cache, options) -> None:
     """A pool job: a simulation preset."""
     from tailmiss.sim.runner import run_cached
@@ -153,6 +163,8 @@ def _jobs(entries: list[Entry], ctx: Context, options: RunOptions) -> list:
             job = Job(spec.name, _bridge_job, args, (), label, None, "simulating")
         elif spec.kind == "by-type scores":
             job = Job(spec.name, _by_type_job, (spec.config, spec.key["labels"], root), (), label, None, "scoring")
+        elif spec.kind == "shared simulation":
+            job = Job(spec.name, _shared_simulation_job, (spec.workload, root), (), label, None, "simulating")
         else:
             job = Job(spec.name, _simulation_job, (spec.config, ctx.cache_dir), (), label, None, "simulating")
         wanted = ({spec.start} if spec.start else set()) | set(spec.reads)

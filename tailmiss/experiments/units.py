@@ -14,9 +14,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["KINDS", "UnitSpec", "workload_units", "sweep_units", "ladder_units", "simulation_unit", "comparison_unit"]
+__all__ = [
+    "KINDS",
+    "UnitSpec",
+    "workload_units",
+    "sweep_units",
+    "ladder_units",
+    "simulation_unit",
+    "comparison_unit",
+    "rung_simulation_unit",
+]
 
-KINDS = ("SFT run", "derived policy", "RL run", "sweep result", "bridge result", "by-type scores", "simulation")
+KINDS = (
+    "SFT run",
+    "derived policy",
+    "RL run",
+    "sweep result",
+    "bridge result",
+    "by-type scores",
+    "simulation",
+    "shared simulation",
+)
 """The kinds of unit, in the order a regeneration makes them."""
 
 
@@ -158,4 +176,27 @@ def comparison_unit(kind: str, name: str, sweep, scope, key: dict, weights: bool
         reads=reads,
         weights=weights,
         key=dict(key),
+    )
+
+
+def rung_simulation_unit(ladder) -> UnitSpec:
+    """The unit of the shared simulator run from the shared rung of ``ladder``
+    (:func:`tailmiss.experiments.shared_bridge.run_rung_simulation`): keyed by the rung's sweep and the simulator's
+    seeds, started from the rung's derived shared policy (whose weights the archive keeps, so it can be computed
+    from the archive alone)."""
+    from tailmiss.experiments.shared_bridge import SCOPE, SIM_SEEDS, rung_simulation_name, shared_rung
+
+    _, sweep = shared_rung(ladder)
+    return UnitSpec(
+        "llm",
+        rung_simulation_name(ladder),
+        "shared simulation",
+        ladder.name,
+        sweep,
+        _sweep_config,
+        SCOPE,
+        _own(sweep.sft.task),
+        start=sweep.sft.name,
+        key={"seeds": list(SIM_SEEDS)},
+        workload=ladder,
     )

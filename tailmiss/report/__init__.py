@@ -199,7 +199,7 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         body = quick_note(section.text, _quick_presets(s, ctx)) if ctx.quick else section.text
         text = replace_section(path.read_text(), only, body)
         text, stamps, deferred = _restamp(record, text, ctx, s)
-        rows = [*(tuple(r) for r in record.get("ledger", [])), *_ledger_rows(s, section.rows)]
+        rows = _merged_rows([tuple(r) for r in record.get("ledger", [])], _ledger_rows(s, section.rows))
         if fence("ledger")[0] in text:  # (a report of other sections, a test's, may have no ledger)
             text = replace_section(text, "ledger", _ledger_body(rows, deferred, ctx.quick))
             top = next(h for h in _headings(text) if h.startswith(ledger.LEDGER_HEADING))
@@ -209,6 +209,17 @@ def write_report(path: str | Path, ctx: Context, only: str | None = None, deferr
         fh.write(text)
     write_stamps(path, stamps, quick=ctx.quick, deferred=deferred, ledger=rows)
     return path
+
+
+def _merged_rows(recorded: list, new: list) -> list:
+    """The ledger's rows once a section written again returns ``new``: the ``recorded`` rows less those it judged
+    before (the same claim and section), its new rows where the first of those stood (else at the end), so that
+    writing a section again leaves the rows a whole report would record."""
+    redone = {(key, where) for key, _, _, where in new}
+    kept = [r for r in recorded if (r[0], r[3]) not in redone]
+    at = next((i for i, r in enumerate(recorded) if (r[0], r[3]) in redone), len(recorded))
+    before = sum(1 for r in recorded[:at] if (r[0], r[3]) not in redone)
+    return [*kept[:before], *new, *kept[before:]]
 
 
 def _waiting(deferred: tuple[str, ...], quick: bool) -> dict:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from tailmiss.experiments.prompt_types import KS, TYPES, by_type
 from tailmiss.studies.context import Context
 from tailmiss.studies.runs import ladder_result, resolve_family, sweep_result
 
@@ -39,10 +40,6 @@ NARROWING_FAMILIES = (
 )
 """Every sweep and ladder family of the study (:data:`tailmiss.studies.runs.SWEEPS`, ``LADDERS``); the quick
 version reads ``narrowing`` (``narrowing-quick``) and the quick ladder alone."""
-TYPES = ("minority", "rest", "all")
-"""The prompt types of the per-type tables: the conflict's minority, the rest, and the whole stratified set."""
-KS = (1, 4, 16, 64, 256)
-"""The k of the per-type pass@k (exact, from the per-prompt correct mass)."""
 FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
 BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
@@ -60,7 +57,8 @@ class NarrowingData:
     finals : dict
         Family -> its final table (``SweepResult.final``; the SFT model included).
     typed : dict
-        Family -> :func:`by_type` of its runs: one row per run, evaluation step and prompt type.
+        Family -> :func:`~tailmiss.experiments.prompt_types.by_type` of its runs: one row per run, evaluation step
+        and prompt type.
     per_prompt : dict
         ``(label, seed) -> (steps, mu_pos)`` of every run of ``narrowing`` and ``narrowing-controls`` (their labels
         are distinct).
@@ -72,8 +70,8 @@ class NarrowingData:
         transformer's runs of ``narrowing`` (:func:`tailmiss.experiments.bridge.run_bridge`'s per-prompt rows), with
         each prompt's ``type``; None in quick mode.
     ladder : dict
-        Rung name (``table-adamw-lr0.1``, ...) -> :func:`by_type` of its runs on the training pool, which is the
-        ladder's evaluation set.
+        Rung name (``table-adamw-lr0.1``, ...) -> :func:`~tailmiss.experiments.prompt_types.by_type` of its runs on
+        the training pool, which is the ladder's evaluation set.
     tasks : dict
         Family -> its task (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`).
     minority : dict
@@ -94,34 +92,6 @@ class NarrowingData:
     minority: dict
     names: dict
     quick: bool
-
-
-def by_type(per_prompt: dict, minority: np.ndarray, ks=KS) -> pd.DataFrame:
-    """Per run, evaluation and prompt type (:data:`TYPES`): ``mu_pos`` (held-out pass@1) and exact pass@k,
-    :math:`1 - (1 - \\mu_x)^k` averaged over the type's prompts (F-GRPO Eq. 1 with the exact correct mass).
-
-    Parameters
-    ----------
-    per_prompt : dict
-        ``(label, seed) -> (steps (E,), mu_pos (E, P))`` (:func:`tailmiss.experiments.sweep.per_prompt_evals`).
-    minority : ndarray of bool, shape (P,)
-        Which evaluation prompts are the minority's.
-    """
-    minority = np.asarray(minority, dtype=bool)
-    masks = {"minority": minority, "rest": ~minority, "all": np.ones_like(minority)}
-    rows = []
-    for (label, seed), (steps, mu) in per_prompt.items():
-        mu = np.clip(np.asarray(mu, dtype=float), 0.0, 1.0)
-        if mu.shape[1] != minority.size:
-            raise ValueError(f"{label} seed {seed}: {mu.shape[1]} evaluation prompts, the mask has {minority.size}")
-        for kind, mask in masks.items():
-            if not mask.any():
-                continue
-            part = mu[:, mask]
-            cols = {f"pass{k}": (1.0 - (1.0 - part) ** k).mean(axis=1) for k in ks}
-            frame = pd.DataFrame({"label": label, "seed": int(seed), "step": np.asarray(steps, int), "type": kind})
-            rows.append(frame.assign(mu_pos=part.mean(axis=1), **cols))
-    return pd.concat(rows, ignore_index=True)
 
 
 def final_labels(sweep) -> tuple[str, ...]:

@@ -77,7 +77,7 @@ def regime_table(history: pd.DataFrame, typed: pd.DataFrame) -> tuple[pd.DataFra
 
 
 def typed_table(typed: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
-    """Every arm at its final step, by prompt type: held-out pass@k (:data:`~tailmiss.studies.narrowing.data.KS`)
+    """Every arm at its final step, by prompt type: held-out pass@k (:data:`~tailmiss.experiments.prompt_types.KS`)
     and μ_pos, seed mean and sd; the SFT model first (``label = "SFT"``)."""
     last = typed.groupby(["label", "seed"])["step"].transform("max")
     final = typed[typed["step"] == last]

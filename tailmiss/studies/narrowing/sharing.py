@@ -100,7 +100,7 @@ def _final(typed: pd.DataFrame, kind: str) -> pd.DataFrame:
 
 
 def sharing_claims(ladder: dict) -> SharingClaims:
-    """The ladder's claims from ``ladder`` (rung name -> :func:`tailmiss.studies.narrowing.data.by_type` of its
+    """The ladder's claims from ``ladder`` (rung name -> :func:`tailmiss.experiments.prompt_types.by_type` of its
     runs)."""
     rows, focal = [], {}
     for rung, typed in ladder.items():

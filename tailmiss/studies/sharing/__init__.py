@@ -8,12 +8,16 @@ from __future__ import annotations
 from tailmiss.studies import ledger
 from tailmiss.studies.record import Study
 from tailmiss.studies.sharing import figures, section
-from tailmiss.studies.sharing.data import FRONTIER_LADDERS, N_LADDER, NARROWING_LADDER, SHARED_LADDER
+from tailmiss.studies.sharing.data import FRONTIER_LADDERS, N_LADDER, NARROWING_LADDER, SHARED_LADDER, sharing_units
 
 __all__ = ["STUDY"]
 
 STUDY = Study.of(
-    section, figures, ledger.SHARING, families=(NARROWING_LADDER, SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)
+    section,
+    figures,
+    ledger.SHARING,
+    families=(NARROWING_LADDER, SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS),
+    units=sharing_units,
 )
 """The shared rung's record (:class:`~tailmiss.studies.record.Study`): its section and figure; it reads the narrowing
 ladder, the shared rung's ladder, its N shape's and its frontier's (the last three have no quick version: the first

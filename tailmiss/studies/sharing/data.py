@@ -24,6 +24,8 @@ __all__ = [
     "rung_kind",
     "SharedRungData",
     "shared_rung_data",
+    "sharing_units",
+    "simulation_jobs",
 ]
 
 NARROWING_LADDER = "narrowing-ladder"
@@ -50,7 +52,7 @@ class SharedRungData:
     Attributes
     ----------
     ladder : dict
-        Rung name (``shared-adamw-lr0.03``, ...) → :func:`tailmiss.studies.narrowing.data.by_type` of its runs:
+        Rung name (``shared-adamw-lr0.03``, ...) → :func:`tailmiss.experiments.prompt_types.by_type` of its runs:
         one row per run label, seed, evaluation step and prompt type (``mu_pos``, ``pass256``, ...); in
         :data:`RUNG_ORDER`.
     names : tuple of str
@@ -62,10 +64,10 @@ class SharedRungData:
     names: tuple[str, str]
     quick: bool
     simulator: pd.DataFrame | None = None
-    """The shared simulator from the shared rung's start (:func:`tailmiss.studies.sharing.simulator.simulator_typed`
-    of :func:`tailmiss.experiments.shared_bridge.simulate_rung`), in the rungs' form."""
+    """The shared simulator from the shared rung's start, in the rungs' form (the stored
+    :func:`tailmiss.experiments.shared_bridge.run_rung_simulation`)."""
     sim_meta: dict | None = None
-    """The simulation's meta (device, wall seconds, throughput)."""
+    """The simulation's meta (the device it ran on)."""
     simulator_shape: tuple[int, int] = (0, 0)
     """The simulated law's prompts and actions."""
     grad_norm_max: float = float("nan")
@@ -89,7 +91,7 @@ def _minority_of(sweep):
 
 
 def _typed(result, ctx: Context):
-    """A rung's sweep ``result`` split by prompt type (:func:`tailmiss.studies.narrowing.data.by_type` of its
+    """A rung's sweep ``result`` split by prompt type (:func:`tailmiss.experiments.prompt_types.by_type` of its
     per-prompt evaluations)."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
@@ -100,9 +102,8 @@ def _frontier(ctx: Context) -> dict | None:
     """The frontier ladders' runs by type per rung model, GRPO at half the rate relabelled, and the shared simulator
     of both ladders (None without them)."""
     from tailmiss.experiments.ladder import run_ladder
-    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
     from tailmiss.studies.sharing.frontier import GRPO, LOW
-    from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
+    from tailmiss.studies.sharing.simulator import SIMULATOR
 
     ladders = [resolve_family(name, ctx) for name in FRONTIER_LADDERS]
     if any(lad is None for lad in ladders):
@@ -113,7 +114,7 @@ def _frontier(ctx: Context) -> dict | None:
         result = run_ladder(ladder, ctx.llm_cache, ctx.options)
         for rung, r in result.sweeps.items():
             out.setdefault(rung_kind(rung), []).append(_typed(r, ctx).replace({"label": rename}))
-        sim = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
+        sim = _simulation(ladder, ctx).typed
         out.setdefault(SIMULATOR, []).append(sim.replace({"label": rename}))
     return {name: pd.concat(parts, ignore_index=True) for name, parts in out.items()}
 
@@ -121,44 +122,82 @@ def _frontier(ctx: Context) -> dict | None:
 def _n_shape(ctx: Context) -> dict | None:
     """The N ladder's runs by type per rung model, and the shared simulator at the same N (None without it)."""
     from tailmiss.experiments.ladder import run_ladder
-    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
-    from tailmiss.studies.sharing.simulator import SIMULATOR, simulator_typed
+    from tailmiss.studies.sharing.simulator import SIMULATOR
 
     ladder = resolve_family(N_LADDER, ctx)
     if ladder is None:
         return None
     result = run_ladder(ladder, ctx.llm_cache, ctx.options)
     out = {rung_kind(rung): _typed(r, ctx) for rung, r in result.sweeps.items()}
-    out[SIMULATOR] = simulator_typed(simulate_rung(ladder, ctx.llm_cache, seeds=SIM_SEEDS))
+    out[SIMULATOR] = _simulation(ladder, ctx).typed
     return out
 
 
 def shared_rung_data(ctx: Context) -> SharedRungData:
     """Run (or load) the narrowing ladder and the shared rung's ladder, split every run's evaluations by type, and
-    run the shared simulator from the shared rung's start (seconds: it is not stored)."""
+    run (or load) the shared simulator from the shared rung's start (:func:`_simulation`)."""
     from tailmiss.experiments.ladder import run_ladder
-    from tailmiss.experiments.shared_bridge import SIM_SEEDS, simulate_rung
-    from tailmiss.studies.sharing.simulator import simulator_typed
 
     base = ladder_result(ctx, NARROWING_LADDER)
     shared = run_ladder(resolve_family(SHARED_LADDER, ctx), ctx.llm_cache, ctx.options)
     results = sorted({**base.sweeps, **shared.sweeps}.items(), key=lambda kv: RUNG_ORDER.index(rung_kind(kv[0])))
     ladder = {rung: _typed(r, ctx) for rung, r in results}
-    sim = simulate_rung(shared.ladder, ctx.llm_cache, seeds=SIM_SEEDS)
+    sim = _simulation(shared.ladder, ctx)
     ((_, sweep),) = shared.sweeps.items()
     norms = [_grad_norm_max(Path(ctx.llm_cache) / cfg.name) for _, _, cfg in sweep.config.runs()]
     return SharedRungData(
         ladder=ladder,
         names=(base.ladder.name, shared.ladder.name),
         quick=ctx.quick,
-        simulator=simulator_typed(sim),
-        sim_meta=sim.meta,
-        simulator_shape=(sim.law.num_prompts, sim.law.num_actions),
+        simulator=sim.typed,
+        sim_meta={"device": sim.device},
+        simulator_shape=(sim.num_prompts, sim.num_actions),
         grad_norm_max=max(norms),
         grad_clip=float(shared.ladder.rl.optim.grad_clip),
         n_shape=_n_shape(ctx),
         frontier=_frontier(ctx),
     )
+
+
+def _simulation(ladder, ctx: Context):
+    """The shared simulator from ``ladder``'s shared rung, by prompt type: a unit of the store
+    (:func:`tailmiss.experiments.shared_bridge.run_rung_simulation`), simulated once and then read back."""
+    from tailmiss.experiments.shared_bridge import SIM_SEEDS, run_rung_simulation
+
+    return run_rung_simulation(ladder, ctx.llm_cache, seeds=SIM_SEEDS, options=ctx.options.replace(progress=False))
+
+
+def sharing_units(ctx: Context) -> list:
+    """The stored units :func:`shared_rung_data` reads besides its ladders' runs and sweeps: the shared simulator of
+    each ladder it reads that has a shared rung (:func:`_simulation`)."""
+    from tailmiss.experiments.units import rung_simulation_unit
+
+    ladders = [resolve_family(name, ctx) for name in (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)]
+    return [rung_simulation_unit(ladder) for ladder in ladders if ladder is not None]
+
+
+def simulation_jobs(ctx: Context) -> list:
+    """The shared simulators of :func:`sharing_units` as pool jobs, each once its ladder's shared policy is derived,
+    so that a report made on several processes does not simulate them one after another in its section."""
+    from tailmiss.experiments.pool import Job
+    from tailmiss.experiments.shared_bridge import rung_simulation_name, shared_rung
+
+    out = []
+    for name in (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS):
+        ladder = resolve_family(name, ctx)
+        if ladder is None:
+            continue
+        start = shared_rung(ladder)[1].sft.name
+        unit = rung_simulation_name(ladder)
+        out.append(Job(unit, _simulation_job, (ctx, name), (start,), f"shared simulation {unit}", None, "simulating"))
+    return out
+
+
+def _simulation_job(ctx: Context, family: str, options) -> None:
+    """A pool job: :func:`_simulation` of the ladder ``family``, saved where :func:`shared_rung_data` loads it."""
+    from dataclasses import replace
+
+    _simulation(resolve_family(family, ctx), replace(ctx, options=options.replace(jobs=1)))
 
 
 def _grad_norm_max(run: Path) -> float:

@@ -2,7 +2,7 @@
 
 The simulator runs the shared rung's law from its start (:mod:`tailmiss.experiments.shared_bridge`): the SFT model's
 exact answer distributions on the ladder's pool, the digit features, the ladder's update. Its runs are read as the
-ladder's are (:func:`tailmiss.studies.narrowing.data.by_type`) and judged by :data:`RULES`, written before the
+ladder's are (:func:`tailmiss.experiments.prompt_types.by_type`) and judged by :data:`RULES`, written before the
 simulator's first run on this task (2026-12-03).
 """
 
@@ -14,11 +14,10 @@ import numpy as np
 import pandas as pd
 
 from tailmiss.experiments.sweep_config import Variant
-from tailmiss.studies.narrowing.data import by_type
 from tailmiss.studies.narrowing.sharing import SharingClaims, sharing_claims
 from tailmiss.studies.rule import Difference, Sentence, Verdict, compare_values, judge
 
-__all__ = ["RULES", "SIMULATOR", "simulator_typed", "SimulatorBridge", "simulator_bridge", "AGAINST"]
+__all__ = ["RULES", "SIMULATOR", "SimulatorBridge", "simulator_bridge", "AGAINST"]
 
 SIMULATOR = "shared simulator"
 """The simulator's name in the section's tables."""
@@ -44,19 +43,6 @@ RULES = (
     "loss was predicted in kind alone.)"
 )
 """The rules, in the report's words."""
-
-
-def simulator_typed(result) -> pd.DataFrame:
-    """The simulation ``result`` (:class:`~tailmiss.sim.shared.LawSimResult`) in the ladder's form: one row per run
-    label, seed, logged step and prompt type (:func:`tailmiss.studies.narrowing.data.by_type`)."""
-    h = result.history
-    types = np.asarray(result.law.prompt_types)
-    per_prompt = {}
-    for (n, gamma, seed), part in h.groupby(["group_size", "gamma", "seed"]):
-        wide = part.pivot_table(index="step", columns="prompt", values="q_pos").sort_index()
-        label = Variant("grpo", float(gamma), int(n)).label
-        per_prompt[(label, int(seed))] = (wide.index.to_numpy(), wide[sorted(wide.columns)].to_numpy())
-    return by_type(per_prompt, types == "minority")
 
 
 @dataclass(frozen=True)
@@ -93,8 +79,8 @@ def _finals(typed: pd.DataFrame, label: str, kind: str) -> np.ndarray:
 
 
 def simulator_bridge(sim: pd.DataFrame, ladder: dict) -> SimulatorBridge:
-    """The claims of the simulator ``sim`` (:func:`simulator_typed`) against ``ladder`` (rung name → its
-    :func:`~tailmiss.studies.narrowing.data.by_type`), by :data:`RULES`."""
+    """The claims of the simulator ``sim`` (:func:`tailmiss.experiments.shared_bridge.typed_history`) against
+    ``ladder`` (rung name → its :func:`~tailmiss.experiments.prompt_types.by_type`), by :data:`RULES`."""
     claims = sharing_claims({SIMULATOR: sim})
     rungs = {name.split("-")[0]: typed for name, typed in ladder.items()}
     versus: dict[tuple[str, str, str], Difference] = {}
