@@ -334,3 +334,30 @@ def test_ladder_figures_title_fits_and_legend_names_every_curve(name, quick_ctx)
             assert any(label.endswith("held-out") for label in labels)
     finally:
         plt.close(fig)
+
+
+def test_figures_drawn_from_the_same_data_read_it_once(tmp_path):
+    """Two panels of one study's claims compute the claims once; a figure of other data reads its own."""
+    import matplotlib.pyplot as plt
+
+    from tailmiss.studies.context import Context
+    from tailmiss.studies.figure import FigureSpec, render
+
+    calls = []
+
+    def claims(ctx):
+        calls.append("claims")
+        return [1, 2]
+
+    def other(ctx):
+        calls.append("other")
+        return [3]
+
+    def plot(data):
+        fig, ax = plt.subplots()
+        ax.plot(data)
+        return fig
+
+    specs = [FigureSpec(n, "", "", d, plot) for n, d in (("a", claims), ("b", other), ("c", claims))]
+    written = render(specs, tmp_path, Context(quick=True))
+    assert calls == ["claims", "other"] and len(written) == 6

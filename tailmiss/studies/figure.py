@@ -11,6 +11,7 @@ PNG and PDF atomically.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,10 @@ class FigureSpec:
 
 
 def render(specs: Iterable[FigureSpec], out_dir: str | Path = "figures", ctx: Context | None = None) -> list[Path]:
-    """Render ``specs`` to ``out_dir/<name>.png`` and ``.pdf``; return the written paths."""
+    """Render ``specs`` to ``out_dir/<name>.png`` and ``.pdf``; return the written paths.
+
+    Figures drawn from the same :attr:`FigureSpec.data` (a study's claims behind several panels) read it once: it is
+    kept until the last of them is drawn."""
     import matplotlib.pyplot as plt
 
     from tailmiss.studies.style import paper_style
@@ -48,8 +52,15 @@ def render(specs: Iterable[FigureSpec], out_dir: str | Path = "figures", ctx: Co
     train_llm([f for spec in specs for f in spec.llm], ctx)
     out_dir = Path(out_dir)
     written = []
+    left = Counter(spec.data for spec in specs)
+    kept: dict = {}
     for spec in specs:
-        data = spec.data(ctx)
+        if spec.data not in kept:
+            kept[spec.data] = spec.data(ctx)
+        data = kept[spec.data]
+        left[spec.data] -= 1
+        if not left[spec.data]:
+            del kept[spec.data]
         with paper_style():
             fig = spec.plot(data)
             for ext in ("png", "pdf"):
