@@ -454,6 +454,7 @@ def test_noise_claims_score_the_paper_way_and_count_same_config_significance():
     same = claims.same_config
     assert same["null_tests"].tolist() == [9, 9] and set(same["form"]) == {"corrected"}
     assert same[["significant", "null_significant"]].apply(lambda c: c.between(0, 1)).all().all()
+    nc._LAST.clear()  # computed again, not the kept claims
     again = nc.noise_claims(pd.DataFrame(rows), per_prompt, n_samples=1024, iterations=100, m=256)
     pd.testing.assert_frame_equal(again.same_config, same)  # the per-pair seeds are deterministic
     with pytest.raises(ValueError, match="'pivot'"):
@@ -488,3 +489,28 @@ def test_blank_teacher_puts_its_incorrect_mass_on_the_blank_token():
     assert plain.teacher_digit_probs(prompt).sum() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="incorrect"):
         MultiSolutionTask(incorrect="blanks")
+
+
+def test_noise_claims_asked_again_are_a_copy_of_the_kept_ones_and_new_inputs_are_computed(monkeypatch):
+    """The section and its figures ask for the same App. Q claims: the second ask runs no test and returns a copy
+    (editing it leaves the kept claims as they were); another input (one mass moved) runs them again."""
+    rng = np.random.default_rng(1)
+    rows, per_prompt = [], {}
+    for n in (2, 8):
+        for seed in range(3):
+            rows.append(dict(label=f"GRPO N={n}", method="grpo", gamma=0.0, group_size=n, seed=seed, step=4))
+            per_prompt[(f"GRPO N={n}", seed)] = (np.array([0, 4]), rng.uniform(0.001, 0.01, size=(2, 40)))
+    calls = []
+    real = nc._same_config
+    monkeypatch.setattr(nc, "_same_config", lambda *a: calls.append(1) or real(*a))
+    nc._LAST.clear()
+    first = nc.noise_claims(pd.DataFrame(rows), per_prompt, iterations=50)
+    first.same_config.loc[:, "pairs"] = -1
+    second = nc.noise_claims(pd.DataFrame(rows), per_prompt, iterations=50)
+    assert len(calls) == 1 and (second.same_config["pairs"] == 6).all()  # 3 pairs of seeds at 2 N
+    moved = dict(per_prompt)
+    steps, mu = moved[("GRPO N=8", 0)]
+    moved[("GRPO N=8", 0)] = (steps, mu + np.eye(2, 40) * 1e-3)
+    nc.noise_claims(pd.DataFrame(rows), moved, iterations=50)
+    nc.noise_claims(pd.DataFrame(rows), per_prompt, iterations=60)
+    assert len(calls) == 3
