@@ -178,7 +178,7 @@ def margin(metric: str, level: float) -> float:
     with δ the metric's practical threshold (:func:`practical_threshold`), :math:`\ell` the level and
     :math:`s` = :data:`NEAR_BOUND_SHARE`: where little is left to gain (pass@1 ≈ 0.99), "keeps pass@1" must exclude a
     loss of a tenth of the remaining failure rate, not of δ (0.005 there would be half of it). A success rate is a
-    metric of :data:`_RATES`.
+    metric of ``_RATES``.
     """
     delta = practical_threshold(metric)
     family = metric if metric in THRESHOLDS else _FAMILY.get(metric)

@@ -150,8 +150,8 @@ class Part:
 
 @dataclass(frozen=True)
 class Sentence:
-    """One of the paper's sentences, its parts (:class:`Part`: each a wanted direction of a :class:`Difference`,
-    decided in the sentence's one Holm family) and a verdict."""
+    """One of the paper's sentences, its parts (:class:`~tailmiss.studies.rule.Part`: each a wanted direction of a
+    :class:`Difference`, decided in the sentence's one Holm family) and a verdict."""
 
     text: str
     parts: tuple
@@ -163,10 +163,10 @@ class Sentence:
         return tuple(p.difference for p in self.parts)
 
     def cell(self, most: int = 4) -> str:
-        """Every part described (:meth:`Part.describe`), for the ledger's cell and the section's bullet alike; a
-        sentence of more than ``most`` parts is summed up (how many hold, are open, fail, cannot be told) with the
-        part that decides it described: the first that fails, else the first open or unknown one, else the holding
-        part of the largest p."""
+        """Every part described (:meth:`~tailmiss.studies.rule.Part.describe`), for the ledger's cell and the
+        section's bullet alike; a sentence of more than ``most`` parts is summed up (how many hold, are open, fail,
+        cannot be told) with the part that decides it described: the first that fails, else the first open or unknown
+        one, else the holding part of the largest p."""
         if len(self.parts) <= most:
             return "; ".join(p.describe() for p in self.parts)
         counts = {s: sum(p.status == s for p in self.parts) for s in ("holds", "open", "fails", "unknown")}

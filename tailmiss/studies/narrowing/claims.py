@@ -89,7 +89,7 @@ class NarrowingClaims:
     """Could one seed show Table 2's dip? Over every sweep of one seed per N (``one_seed_dip``)."""
     pass1_sentence: Sentence | None
     tradeoff: Sentence | None
-    """Table 2's "reaches GRPO N = 32 at a modest pass@1 trade-off" (:func:`_tradeoff`)."""
+    """Table 2's "reaches GRPO N = 32 at a modest pass@1 trade-off" (``_tradeoff``)."""
     rollouts: dict
     """Equal-rollout comparisons: name -> Difference."""
     frontier: dict

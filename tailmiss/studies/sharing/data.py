@@ -135,7 +135,8 @@ def _n_shape(ctx: Context) -> dict | None:
 
 def shared_rung_data(ctx: Context) -> SharedRungData:
     """Run (or load) the narrowing ladder and the shared rung's ladder, split every run's evaluations by type, and
-    run (or load) the shared simulator from the shared rung's start (:func:`_simulation`)."""
+    run (or load) the shared simulator from the shared rung's start (stored:
+    :func:`tailmiss.experiments.shared_bridge.run_rung_simulation`)."""
     from tailmiss.experiments.ladder import run_ladder
 
     base = ladder_result(ctx, NARROWING_LADDER)
@@ -169,7 +170,8 @@ def _simulation(ladder, ctx: Context):
 
 def sharing_units(ctx: Context) -> list:
     """The stored units :func:`shared_rung_data` reads besides its ladders' runs and sweeps: the shared simulator of
-    each ladder it reads that has a shared rung (:func:`_simulation`)."""
+    each ladder it reads that has a shared rung
+    (:func:`tailmiss.experiments.shared_bridge.run_rung_simulation`)."""
     from tailmiss.experiments.units import rung_simulation_unit
 
     ladders = [resolve_family(name, ctx) for name in (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)]
@@ -194,7 +196,7 @@ def simulation_jobs(ctx: Context) -> list:
 
 
 def _simulation_job(ctx: Context, family: str, options) -> None:
-    """A pool job: :func:`_simulation` of the ladder ``family``, saved where :func:`shared_rung_data` loads it."""
+    """A pool job: the shared simulator of the ladder ``family``, saved where :func:`shared_rung_data` loads it."""
     from dataclasses import replace
 
     _simulation(resolve_family(family, ctx), replace(ctx, options=options.replace(jobs=1)))

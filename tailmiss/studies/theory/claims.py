@@ -38,9 +38,9 @@ class TheoryClaims:
     coupling_n: np.ndarray
     coupling: np.ndarray
     coupling_flip: int
-    """The smallest N where the coupling is positive (:func:`_first_positive`; 0 if none up to 2^17)."""
+    """The smallest N where the coupling is positive (``_first_positive``; 0 if none up to 2^17)."""
     coupling_sign_changes: int
-    """Sign changes of the coupling over :data:`SIGN_GRID` (one: the flip is the only one there)."""
+    """Sign changes of the coupling over ``SIGN_GRID`` (one: the flip is the only one there)."""
     mass_balance: object
     unsampled_change: object
 
@@ -51,7 +51,7 @@ SIGN_GRID = np.unique(np.geomspace(2, 2**17, 400).round().astype(int))
 
 def _first_positive(init) -> tuple[int, int]:
     """BroRL Cor. 3 on the simulation's initial policy: the smallest N with a positive expected coupling
-    :math:`E[Q_{pos} U_{neg,2} - Q_{neg} U_{pos,2}]`, and the sign changes over :data:`SIGN_GRID`. The first positive
+    :math:`E[Q_{pos} U_{neg,2} - Q_{neg} U_{pos,2}]`, and the sign changes over ``SIGN_GRID``. The first positive
     grid point's bracket is bisected on the integers, so the flip is exact when the grid sees one change (0 and the
     count when no grid point is positive)."""
     coupling = analytic.expected_unsampled_coupling(init.probs, init.correct, SIGN_GRID)

@@ -121,10 +121,10 @@ class NsweepClaims:
 
     ``pass1_rises``: :func:`judge` over the largest − smallest N (wanted *higher*) and every consecutive step
     (each wanted *not lower*), one Holm family.
-    ``dip``: :func:`judge_any` of "best at the smallest N, worst near N = 8, partly recovered at the largest N"
-    tested without picking the trough: the smallest N − every other N (*not lower*), and for some N of 8 and 16
-    both the smallest and the largest N above it (*higher*), one Holm family; *not testable* with fewer than three N
-    or without N = 8 or 16.
+    ``dip``: :func:`~tailmiss.studies.rule.judge_any` of "best at the smallest N, worst near N = 8, partly recovered
+    at the largest N" tested without picking the trough: the smallest N − every other N (*not lower*), and for some
+    N of 8 and 16 both the smallest and the largest N above it (*higher*), one Holm family; *not testable* with fewer
+    than three N or without N = 8 or 16.
     ``tradeoff``: F-GRPO N = 8 − GRPO N = 32 *not lower* on rare hit@256 and on pass@1 (Table 2's "reaches ... at a
     modest pass@1 trade-off"), one Holm family.
     """
