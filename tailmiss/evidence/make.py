@@ -28,7 +28,7 @@ def compute(ctx: Context, only: str | None = None, deferred: tuple[str, ...] = (
     if only == "narrowing" or (only is None and "narrowing" not in deferred):
         extra += narrowing.bridge_jobs(ctx)
     if only == "sharing" or (only is None and "sharing" not in deferred):
-        extra += sharing.simulation_jobs(ctx)
+        extra += sharing.shared_simulation_jobs(ctx)
     with phase("llm pool"):
         train_llm(llm_families(only, deferred), ctx, extra)
 

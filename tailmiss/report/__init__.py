@@ -216,10 +216,13 @@ def _merged_rows(recorded: list, new: list) -> list:
     before (the same claim and section), its new rows where the first of those stood (else at the end), so that
     writing a section again leaves the rows a whole report would record."""
     redone = {(key, where) for key, _, _, where in new}
-    kept = [r for r in recorded if (r[0], r[3]) not in redone]
-    at = next((i for i, r in enumerate(recorded) if (r[0], r[3]) in redone), len(recorded))
-    before = sum(1 for r in recorded[:at] if (r[0], r[3]) not in redone)
-    return [*kept[:before], *new, *kept[before:]]
+    out, placed = [], False
+    for row in recorded:
+        if (row[0], row[3]) not in redone:
+            out.append(row)
+        elif not placed:
+            out, placed = [*out, *new], True
+    return out if placed else [*out, *new]
 
 
 def _waiting(deferred: tuple[str, ...], quick: bool) -> dict:

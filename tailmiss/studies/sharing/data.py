@@ -24,8 +24,9 @@ __all__ = [
     "rung_kind",
     "SharedRungData",
     "shared_rung_data",
+    "SIMULATED_LADDERS",
     "sharing_units",
-    "simulation_jobs",
+    "shared_simulation_jobs",
 ]
 
 NARROWING_LADDER = "narrowing-ladder"
@@ -36,6 +37,8 @@ N_LADDER = "narrowing-ladder-shared-n"
 """The N shape's ladder preset (the shared rung and the transformer, GRPO at N = 2 … 32); not in the first look."""
 FRONTIER_LADDERS = ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low")
 """The frontier's ladder presets (the arms at the rungs' rates, and GRPO at half of them); not in the first look."""
+SIMULATED_LADDERS = (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)
+"""The ladders whose shared rung the shared simulator is run from (a stored unit each, :func:`sharing_units`)."""
 RUNG_ORDER = ("table", "factorized", "shared", "transformer")
 """The rungs' models in the ladder's order: the shared rung between the factorized policy and the transformer."""
 
@@ -174,18 +177,18 @@ def sharing_units(ctx: Context) -> list:
     (:func:`tailmiss.experiments.shared_bridge.run_rung_simulation`)."""
     from tailmiss.experiments.units import rung_simulation_unit
 
-    ladders = [resolve_family(name, ctx) for name in (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS)]
+    ladders = [resolve_family(name, ctx) for name in SIMULATED_LADDERS]
     return [rung_simulation_unit(ladder) for ladder in ladders if ladder is not None]
 
 
-def simulation_jobs(ctx: Context) -> list:
+def shared_simulation_jobs(ctx: Context) -> list:
     """The shared simulators of :func:`sharing_units` as pool jobs, each once its ladder's shared policy is derived,
     so that a report made on several processes does not simulate them one after another in its section."""
     from tailmiss.experiments.pool import Job
     from tailmiss.experiments.shared_bridge import rung_simulation_name, shared_rung
 
     out = []
-    for name in (SHARED_LADDER, N_LADDER, *FRONTIER_LADDERS):
+    for name in SIMULATED_LADDERS:
         ladder = resolve_family(name, ctx)
         if ladder is None:
             continue
