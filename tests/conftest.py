@@ -112,7 +112,8 @@ def tiny_llm_sweeps() -> dict:
 def tiny_narrowing_sweeps(full: bool = False) -> dict:
     """Seconds-sized stand-ins for the narrowing study's sweeps: the quick one (``narrowing``: GRPO at N = 2, 8, 32,
     F-GRPO γ = 0.5 and the low-LR control at N = 8, two seeds), and with ``full`` every family of the full study at
-    the same size (the search's three strengths, the controls, the visible and no-conflict tasks), three seeds."""
+    the same size (the search's three strengths, the controls, the visible and no-conflict tasks, the plateau runs),
+    three seeds."""
     from tailmiss.experiments.presets import llm_sweep
     from tailmiss.experiments.sweep import Variant
 
@@ -166,6 +167,7 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
     out["narrowing-controls"] = shrink("narrowing-controls").replace(sft=out["narrowing"].sft, rl=out["narrowing"].rl)
     out["narrowing-visible"] = shrink("narrowing-visible")
     out["narrowing-none"] = shrink("narrowing-none")
+    out["narrowing-plateau"] = shrink("narrowing-plateau").replace(sft=out["narrowing"].sft)
     return out
 
 

@@ -621,6 +621,15 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
             super().__init__(**kwargs)
 
     monkeypatch.setattr(context_module, "Context", _Tiny)
+    # the full study's answer as an archive would give it (the committed archive's own: test_plateau_claims.py)
+    from tailmiss.studies.narrowing import archived
+
+    quoted = [
+        archived.ArchivedAnswer(0.5, "GRPO N=8 low-LR", "no", "on", "same point", 0.002, (10, 11, 12), 1600),
+        archived.ArchivedAnswer(2.0, "GRPO N=8 low-LR-m2", "cannot tell", "above", "not judged", float("nan"),
+                                (10, 11, 12), 1600),
+    ]  # fmt: skip
+    monkeypatch.setattr(archived, "archived_answers", lambda root=None: quoted)
     runner = CliRunner(env={"COLUMNS": "200"})
     out = tmp_path / "first" / "paper_repro.md"
     args = ["repro", "--quick", "--no-progress", "--no-figures", "--jobs", "1", "--out", str(out)]
@@ -636,6 +645,10 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     assert all(0 <= r[k] <= 1 for r in summary["narrowing"] for k in ("all", "minority", "rest"))
     assert summary["ledger"] == ledger_counts(out.read_text()) and sum(summary["ledger"].values()) == len(CATALOGUE)
     assert summary["report"] == str(out) and summary["figures"] == []
+    assert [(a["gamma"], a["word"], a["gain256"]) for a in summary["study_answer"]] == [
+        (0.5, "no", 0.002),
+        (2.0, "cannot tell", None),  # JSON has no NaN: a gain not judged is null
+    ]
 
     with _no_retraining("the summary"):  # the first call trained what was missing
         table = runner.invoke(app, [*args, "--cache", str(quick_ctx.cache_dir)])
@@ -646,6 +659,11 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     assert any("SFT model" in line and f"{summary['narrowing'][0]['all']:.3f}" in line for line in lines)
     assert any(line.strip().startswith("ledger") and f"{len(CATALOGUE)} claims" in line for line in lines)
     assert "under three seeds the noise rule cannot tell" in table.stdout  # the stand-ins have two seeds
+    assert "the full study, read from the committed evidence archive (not these runs): 3 seeds (10-12)" in table.stdout
+    assert "gamma = 0.5: no (frontier on, end point same point; pass@256 at the end point +0.002)" in table.stdout
+    assert "gamma = 2: cannot tell (frontier above, end point not judged; pass@256 at the end point not judged)" in (
+        table.stdout
+    )
     one_error_line(runner.invoke(app, [*args, "--only", "ladder", "--json"]), "does not go with --only")
 
 

@@ -9,6 +9,7 @@ ledger's counts. :meth:`ReportSummary.lines` writes them as a short table, :meth
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,11 @@ class ReportSummary:
         Empty when the report leaves the regime out.
     ledger : dict
         The claims ledger's counts, verdict word -> claims.
+    study_answer : list of dict
+        In the first look, the full narrowing study's answer by γ as the committed evidence archive holds it
+        (:func:`tailmiss.studies.narrowing.archived.archived_answers`): ``gamma``, ``against``, ``word``,
+        ``frontier``, ``end``, ``gain256`` (None when not judged), ``seeds``, ``steps``. Empty in a full report
+        (its section says it) or when the archive does not hold the plateau runs.
     """
 
     report: Path
@@ -74,6 +80,7 @@ class ReportSummary:
     simulator: dict | None
     narrowing: list = field(default_factory=list)
     ledger: dict = field(default_factory=dict)
+    study_answer: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The summary as plain JSON types."""
@@ -85,6 +92,7 @@ class ReportSummary:
             "simulator": self.simulator,
             "narrowing": self.narrowing,
             "ledger": self.ledger,
+            "study_answer": self.study_answer,
         }
 
     def lines(self) -> list[str]:
@@ -115,6 +123,7 @@ class ReportSummary:
                 )
         else:
             out.append("  narrowing  not in this report")
+        out += self._answer_lines()
         if self.ledger:
             counts = ", ".join(f"{n} {w}" for w, n in self.ledger.items())
             out.append(f"  ledger     {sum(self.ledger.values())} claims: {counts}")
@@ -123,6 +132,36 @@ class ReportSummary:
             folders = sorted({str(p.parent) for p in self.figures})
             out.append(f"  figures    {len(self.figures)} files in {', '.join(folders)}")
         return out
+
+    def _answer_lines(self) -> list[str]:
+        """The full study's answer by γ, from the archive, labelled as such."""
+        if not self.study_answer:
+            return []
+        first = self.study_answer[0]
+        seeds = first["seeds"]
+        out = [
+            f"  answer     the full study, read from the committed evidence archive (not these runs): "
+            f"{len(seeds)} seeds ({min(seeds)}-{max(seeds)}), {first['steps']:,} steps; is F-GRPO more than GRPO "
+            "at the rate lr x m_gamma?"
+        ]
+        for a in self.study_answer:
+            gain = "not judged" if a["gain256"] is None else f"{a['gain256']:+.3f}"
+            out.append(
+                f"             gamma = {a['gamma']:g}: {a['word']} (frontier {a['frontier']}, end point {a['end']}; "
+                f"pass@256 at the end point {gain})"
+            )
+        return out
+
+
+def _study_answer() -> list[dict]:
+    from dataclasses import asdict
+
+    from tailmiss.studies.narrowing.archived import archived_answers
+
+    def plain(a) -> dict:  # JSON has no NaN: a gain not judged is null
+        return {**asdict(a), "seeds": list(a.seeds), "gain256": a.gain256 if math.isfinite(a.gain256) else None}
+
+    return [plain(a) for a in archived_answers()]
 
 
 def _simulator(ctx: Context) -> dict:
@@ -200,4 +239,5 @@ def report_summary(report: str | Path, ctx: Context, figures=(), deferred: tuple
         simulator=_simulator(ctx),
         narrowing=[] if "narrowing" in deferred else _narrowing(ctx),
         ledger=ledger_counts(report.read_text()),
+        study_answer=_study_answer() if ctx.quick and "narrowing" not in deferred else [],
     )

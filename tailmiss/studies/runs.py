@@ -53,6 +53,8 @@ SWEEPS = {
             "narrowing",
         )
     },
+    # the frontier's arms to their plateau: no quick version (the first look quotes the archived answer)
+    "narrowing-plateau": ("narrowing-plateau", None),
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {

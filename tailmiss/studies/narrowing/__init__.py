@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tailmiss.studies import ledger
 from tailmiss.studies.narrowing import figures, section
-from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, narrowing_units
+from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU, narrowing_units
 from tailmiss.studies.record import Study
 
 __all__ = ["STUDY"]
@@ -14,10 +14,11 @@ STUDY = Study.of(
     section,
     figures,
     ledger.NARROWING,
-    families=NARROWING_FAMILIES,
+    families=(*NARROWING_FAMILIES, PLATEAU),
     claims=("appN-frontier",),
     units=narrowing_units,
 )
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
-sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`) and the claim only it
-judges; the first look shows its quick version (``narrowing-quick``)."""
+sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES` and the plateau runs,
+:data:`~tailmiss.studies.narrowing.data.PLATEAU`) and the claim only it judges; the first look shows its quick version
+(``narrowing-quick``)."""

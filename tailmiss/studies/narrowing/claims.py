@@ -23,6 +23,7 @@ import pandas as pd
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import GammaClaims, focal_label, gamma_claims, seed_table
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
+from tailmiss.studies.narrowing.plateau_claims import PlateauClaims, plateau_claims
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
 from tailmiss.studies.narrowing.sharing import SharingClaims, narrowing, sharing_claims, simulator_by_type
@@ -109,6 +110,8 @@ class NarrowingClaims:
     """The categorical simulator from the SFT model's per-prompt distributions beside the transformer, by type (None
     in the quick version, which runs no bridge)."""
     names: dict
+    plateau: PlateauClaims | None = None
+    """The frontier carried to the plateau on fresh seeds (:mod:`.plateau_claims`; None in the first look)."""
 
 
 _STUDY = ("narrowing", "narrowing-controls")
@@ -297,6 +300,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         sharing=sharing_claims(data.ladder),
         simulator=simulator_by_type(data.bridge) if data.bridge is not None else None,
         names=dict(data.names),
+        plateau=plateau_claims(data.plateau, data.plateau_typed) if data.plateau is not None else None,
     )
 
 

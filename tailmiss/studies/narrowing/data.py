@@ -26,6 +26,7 @@ __all__ = [
     "final_by_type",
     "bridge_jobs",
     "narrowing_units",
+    "PLATEAU",
 ]
 
 SEARCH_FAMILIES = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1")
@@ -40,6 +41,9 @@ NARROWING_FAMILIES = (
 )
 """Every sweep and ladder family of the study (:data:`tailmiss.studies.runs.SWEEPS`, ``LADDERS``); the quick
 version reads ``narrowing`` (``narrowing-quick``) and the quick ladder alone."""
+PLATEAU = "narrowing-plateau"
+"""The plateau runs' family: the frontier's arms carried to their plateau on fresh seeds (full report only; the first
+look quotes their archived answer, :mod:`tailmiss.studies.narrowing.archived`)."""
 FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
 BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
@@ -92,6 +96,10 @@ class NarrowingData:
     minority: dict
     names: dict
     quick: bool
+    plateau: pd.DataFrame | None = None
+    """The plateau runs' history (:data:`PLATEAU`; None in the first look)."""
+    plateau_typed: pd.DataFrame | None = None
+    """The plateau runs' held-out metrics by prompt type (:func:`by_type`; None in the first look)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -216,9 +224,10 @@ def _finals(results: dict, ctx: Context) -> pd.DataFrame:
     )
 
 
-def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
+def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True) -> NarrowingData:
     """Run (or load) the study's sweeps and split every run's held-out evaluations by prompt type; with ``finals``,
-    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`).
+    score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`); with ``plateau``, read the plateau
+    runs (:data:`PLATEAU`) too.
 
     The quick version (``ctx.quick``, the first look) neither scores the final models again nor runs the bridge:
     each scores every run's held-out prompts over their answers again, which costs more than the quick runs."""
@@ -246,4 +255,14 @@ def narrowing_data(ctx: Context, finals: bool = True) -> NarrowingData:
         minority=minority,
         names={f: r.config.name for f, r in results.items()},
         quick=ctx.quick,
+        **(_plateau(ctx) if plateau and not ctx.quick else {}),
     )
+
+
+def _plateau(ctx: Context) -> dict:
+    """The plateau runs' history and their held-out metrics by prompt type (:class:`NarrowingData`'s fields)."""
+    from tailmiss.experiments.sweep import per_prompt_evals
+
+    result = sweep_result(PLATEAU, ctx)
+    typed = by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority(result.config))
+    return {"plateau": result.history, "plateau_typed": typed}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tailmiss.studies.figure import FigureSpec
-from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, NarrowingData, narrowing_data
+from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU, NarrowingData, narrowing_data
 from tailmiss.studies.style import honest_panels, seeds_note
 
 __all__ = ["FIGURES", "ARMS"]
@@ -96,8 +96,10 @@ def _frontier_plot(data: NarrowingData):
     arms = {k: v for k, v in ARMS.items() if k in set(hist["label"])}
     main = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
     panels = [main] + ([tuple(arms)] if set(arms) - set(main) else [])  # the second only with more arms to draw
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels) - 0.5, 5.0), squeeze=False)
-    axes = axes[0]
+    plateau = data.plateau is not None
+    fig = plt.figure(figsize=(max(6.5 * len(panels) - 0.5, 16.0 if plateau else 0.0), 10.4 if plateau else 5.0))
+    top, bottom = fig.subfigures(2, 1) if plateau else (fig, None)
+    axes = top.subplots(1, len(panels), squeeze=False)[0]
     for ax, chosen in zip(axes, panels):
         for label in chosen:
             if label not in arms:
@@ -118,16 +120,92 @@ def _frontier_plot(data: NarrowingData):
     axes[0].set_title("GRPO, F-GRPO and GRPO at the matched lower rate")
     if len(panels) > 1:
         axes[1].set_title("every arm at N = 8 (thin: seeds; thick: seed mean; dot: last step)")
-    fig.suptitle(
-        "Along the frontier: pass@256 against pass@1 over training" + (" (quick presets)" if data.quick else ""),
+    top.suptitle(
+        "Along the frontier: pass@256 against pass@1 over training"
+        + (" (quick presets)" if data.quick else "")
+        + (" — the study's runs, 400 steps" if plateau else ""),
         fontsize=11,
     )
-    fig.tight_layout()
+    if plateau:
+        _plateau_row(bottom, data.plateau)
+    else:
+        fig.tight_layout()
     return fig
 
 
+_SLOWER_COLORS = {
+    "GRPO N=8 low-LR": "#31a354",
+    "GRPO N=8 low-LR-m1": "#238b45",
+    "GRPO N=8 low-LR-m2": "#005a32",
+    "GRPO N=8 speed-LR": "#74c476",
+}
+
+
+def _interval(values) -> tuple[float, float]:
+    """Seed mean and the half-width of its 95 % t interval (0 with one seed)."""
+    from scipy import stats
+
+    x = pd.Series(values, dtype=float).dropna().to_numpy()
+    if x.size < 2:
+        return (float(x.mean()) if x.size else float("nan")), 0.0
+    return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / x.size**0.5)
+
+
+def _plateau_row(sub, history: pd.DataFrame) -> None:
+    """The plateau runs, one panel per γ: F-GRPO, GRPO and the slower GRPO runs of that γ; seed-mean paths, pass@256
+    at the pair F-GRPO − GRPO's levels and at the end points, with 95 % intervals over seeds."""
+    from tailmiss.studies.narrowing.frontier import at_levels
+    from tailmiss.studies.narrowing.plateau import end_points, plateau_levels
+    from tailmiss.studies.narrowing.plateau_claims import PLATEAU_GRPO, SLOWER, SPEED, focal
+
+    hist = history.dropna(subset=["mu_pos"])
+    have = set(hist["label"])
+    colors = {**ARMS, **_SLOWER_COLORS}
+    axes = sub.subplots(1, 3, sharey=True)
+    for ax, gamma in zip(axes, (0.5, 1.0, 2.0)):
+        arms = [x for x in (focal(gamma), PLATEAU_GRPO, SLOWER[gamma], SPEED if gamma == 1 else None) if x in have]
+        if focal(gamma) not in have or PLATEAU_GRPO not in have:
+            ax.set_visible(False)
+            continue
+        try:
+            levels = plateau_levels(hist, focal(gamma), PLATEAU_GRPO)
+        except ValueError:
+            levels = []
+        points = at_levels(hist, arms, levels) if len(levels) else pd.DataFrame(columns=["label", "level", "pass256"])
+        ends = end_points(hist, arms)
+        for label in arms:
+            color = colors.get(label, "#636363")
+            mean = hist[hist["label"] == label].groupby("step")[["mu_pos", "exact_pass_at_256"]].mean()
+            ax.plot(mean["mu_pos"], mean["exact_pass_at_256"], color=color, lw=1.2, alpha=0.8, label=label)
+            at = points[points["label"] == label].groupby("level")["pass256"]
+            cells = [(lv, *_interval(v)) for lv, v in at]
+            if cells:
+                lv, m, h = zip(*cells)
+                ax.errorbar(lv, m, yerr=h, fmt="o", ms=3, color=color, capsize=2, lw=0.9)
+            e = ends[ends["label"] == label]
+            (x, hx), (y, hy) = _interval(e["pass1"]), _interval(e["pass256"])
+            ax.errorbar([x], [y], xerr=[hx], yerr=[hy], fmt="s", ms=6, color=color, mec="k", capsize=3, lw=1.2)
+        for lv in levels:
+            ax.axvline(lv, color="0.85", lw=0.6, zorder=0)
+        ax.set_title(f"γ = {gamma:g}: levels of F-GRPO − GRPO (grey); squares: end points", fontsize=9)
+        ax.set_xlabel("held-out pass@1 (exact)")
+        ax.legend(fontsize=7, loc="lower left")
+    axes[0].set_ylabel("held-out pass@256 (exact)")
+    seeds = hist["seed"].nunique()
+    sub.suptitle(
+        f"To the plateau on fresh seeds ({seeds} seeds, {int(hist['step'].max())} steps): seed-mean paths, pass@256 at "
+        "the matched pass@1 levels and at the end points, 95 % intervals over seeds",
+        fontsize=11,
+    )
+
+
 def _figure_data(ctx) -> NarrowingData:
-    """The study's data without the re-scored final models (the figures draw none)."""
+    """The study's data without the re-scored final models (the figures draw none) nor the plateau runs."""
+    return narrowing_data(ctx, finals=False, plateau=False)
+
+
+def _frontier_data(ctx) -> NarrowingData:
+    """The study's data with the plateau runs (the frontier figure's second row), without the re-scored models."""
     return narrowing_data(ctx, finals=False)
 
 
@@ -146,9 +224,11 @@ FIGURES += [
         "focal-frontier",
         "F-GRPO App. N / Fig. 1(b,c) (analog)",
         "held-out pass@256 against pass@1 along every run at N = 8 (GRPO, F-GRPO γ = 0.5, 1, 2, low-LR, entropy, KL, "
-        "DS-GRPO, CISPO), seeds shown",
-        _figure_data,
+        "DS-GRPO, CISPO), seeds shown; in the full report a second row carries the frontier's arms to their plateau "
+        "on fresh seeds (GRPO, F-GRPO γ = 0.5, 1, 2, GRPO at lr × m_γ and at the speed-matched rate) with pass@256 at "
+        "the matched pass@1 levels and at the end points, 95 % intervals",
+        _frontier_data,
         _frontier_plot,
-        llm=NARROWING_FAMILIES,
+        llm=(*NARROWING_FAMILIES, PLATEAU),
     ),
 ]

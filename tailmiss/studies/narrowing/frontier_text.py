@@ -18,9 +18,25 @@ def frontier_lines(c: nc.NarrowingClaims) -> list[str]:
         levels = ", ".join(f"{x:.3f}" for x in v.levels) or "none (a run never raises pass@1)"
         diffs = "; ".join(f"{d.mean:+.3f} ({d.outcome})" for d in v.diffs) or "—"
         rows.append([f"{a} against {b}", levels, diffs, f"**{v.word}**"])
+    later = c.plateau is not None
+    heading = (
+        "### The pass@1–pass@256 frontier at 400 steps (figure `focal-frontier.png`, upper row)"
+        if later
+        else "### Is F-GRPO more than a slower GRPO? The pass@1–pass@256 frontier (figure `focal-frontier.png`)"
+    )
     out = [
-        "### Is F-GRPO more than a slower GRPO? The pass@1–pass@256 frontier (figure `focal-frontier.png`)",
+        heading,
         "",
+        *(
+            [
+                "The study's runs (seeds 0-9; GRPO N = 8's seeds 0-2 are the search's runs), read as the study read "
+                "them before the plateau runs; the section's answer is read to the plateau, on fresh seeds, in the "
+                "next part.",
+                "",
+            ]
+            if later
+            else []
+        ),
         "Each run's held-out pass@256 is read where its pass@1 first reaches each of 5 levels, evenly spaced from "
         "the SFT model's pass@1 to the lowest pass@1 that every run of the pair reaches (fixed before any "
         "comparison). At each level the two rows are compared paired by seed by the noise rule, the levels one Holm "
@@ -40,9 +56,8 @@ def frontier_lines(c: nc.NarrowingClaims) -> list[str]:
             if word != "cannot tell"
             else "**cannot tell** whether F-GRPO (γ = 0.5) lies above, on or below"
         )
-        out.append(
-            f"**The answer**: {where} GRPO N = 8's frontier: {main.describe()} (by γ: {by_gamma}). " + _low_lr_line(c)
-        )
+        lead = "At 400 steps" if later else "**The answer**"
+        out.append(f"{lead}: {where} GRPO N = 8's frontier: {main.describe()} (by γ: {by_gamma}). " + _low_lr_line(c))
         out.append("")
     return out
 

@@ -13,6 +13,8 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
+from tailmiss.studies.narrowing.plateau_claims import answer_verdict
+from tailmiss.studies.narrowing.plateau_text import plateau_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
 from tailmiss.studies.rule import Verdict
@@ -355,14 +357,36 @@ def _record(c: nc.NarrowingClaims) -> list:
             rows += ledger.row(key, sentence.cell(most=3), sentence.verdict)
     if c.fig1bc is not None:
         rows += ledger.row("fig1bc", c.fig1bc.cell(most=3), c.fig1bc.verdict)
+    return rows + _appn(c)
+
+
+def _appn(c: nc.NarrowingClaims) -> list:
+    """The ledger's App. N row: from the plateau runs (F-GRPO γ = 0.5 against GRPO at lr × m_0.5, the paper's
+    control; the frontier and the end point together) when the report has them, else from the 400-step frontier."""
+    p = c.plateau
+    if p is not None and p.main in p.answers:
+        a, b = p.main
+        end = p.ends[p.main]
+        text = (
+            f"{a} − {b}, seeds {min(p.seeds)}-{max(p.seeds)} to step {p.steps}: frontier "
+            f"{p.frontiers[p.main].describe()}; end point "
+            f"{end.describe() if end is not None else 'cannot tell (' + _late(p) + ')'} → more than a slower GRPO: "
+            f"{p.answers[p.main]}"
+        )
+        return ledger.row("appN-frontier", text, answer_verdict(p.answers[p.main]))
     word, main = nc.answer(c)
-    if main is not None:
-        text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
-        if main.diffs:
-            d = max(main.diffs, key=lambda x: abs(x.mean) if x.mean == x.mean else -1.0)
-            text += f"; its largest level: {d.a} − {d.b} {d.metric} {d.describe()}: {d.outcome}"
-        rows += ledger.row("appN-frontier", text, nc.frontier_word(main))
-    return rows
+    if main is None:
+        return []
+    text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
+    if main.diffs:
+        d = max(main.diffs, key=lambda x: abs(x.mean) if x.mean == x.mean else -1.0)
+        text += f"; its largest level: {d.a} − {d.b} {d.metric} {d.describe()}: {d.outcome}"
+    return ledger.row("appN-frontier", text, nc.frontier_word(main))
+
+
+def _late(p) -> str:
+    """Why the main pair's end point is not judged: the arms that have not plateaued."""
+    return " and ".join(x for x in p.main if not p.checks[x].plateaued) + " not plateaued"
 
 
 def narrowing_text(c: nc.NarrowingClaims) -> Section:
@@ -384,6 +408,7 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_task_controls(c),
         *_nsweep(c),
         *frontier_lines(c),
+        *plateau_lines(c.plateau),
         *_controls(c),
         *_gamma(c),
         *_typed(c),
