@@ -24,6 +24,7 @@ from tailmiss.experiments.units import KINDS, UnitSpec
 from tailmiss.studies.context import Context
 
 __all__ = [
+    "PENDING",
     "Needed",
     "Entry",
     "Plan",
@@ -35,6 +36,8 @@ __all__ = [
     "section_of",
 ]
 
+PENDING = " (pending)"
+"""What a section's name carries in a plan for the units of its pending families (:attr:`Needed.pending`)."""
 CHECKPOINT = "checkpoint.pt"
 _SEED = re.compile(r"-s\d+$")
 
@@ -45,6 +48,9 @@ class Needed:
 
     spec: UnitSpec
     sections: tuple[str, ...]
+    pending: bool = False
+    """Read by no section yet: a unit of a study's pending family (:attr:`tailmiss.studies.record.Study.pending`),
+    whose section is named ``"<study>" + PENDING``."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -87,7 +93,26 @@ def report_units(ctx: Context | None = None) -> list[Needed]:
                 readers.setdefault(key, [])
                 if top.name not in readers[key]:
                     readers[key].append(top.name)
-    return [Needed(specs[k], tuple(readers[k])) for k in specs]
+    out = [Needed(specs[k], tuple(readers[k])) for k in specs]
+    return out + _pending_units(ctx, set(specs))
+
+
+def _pending_units(ctx: Context, read: set) -> list[Needed]:
+    """The units of the studies' pending families that no section reads yet, each once, as ``"<study> (pending)"``."""
+    from tailmiss.experiments.units import workload_units
+    from tailmiss.report.registry import STUDIES
+    from tailmiss.studies.runs import resolve_family
+
+    out: dict[tuple[str, str], Needed] = {}
+    for top in STUDIES:
+        for s in (top, *top.parts):
+            for family in s.pending:
+                workload = resolve_family(family, ctx)
+                for spec in workload_units(workload) if workload is not None else []:
+                    key = (spec.tier, spec.name)
+                    if key not in read and key not in out:
+                        out[key] = Needed(spec, (top.name + PENDING,), pending=True)
+    return list(out.values())
 
 
 def section_of(entries: Iterable[Needed]) -> dict[str, list[Needed]]:
@@ -168,6 +193,11 @@ class Plan:
     @property
     def todo(self) -> list[Entry]:
         return [e for e in self.entries if e.todo]
+
+    @property
+    def missing(self) -> list[Entry]:
+        """The units to compute that some section reads (:attr:`todo` less the pending families' units)."""
+        return [e for e in self.todo if not e.needed.pending]
 
     def sections(self) -> dict[str, dict]:
         """Per section: ``units`` read, ``todo`` units to compute and their ``cpu_s`` (known part) and ``unknown``

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from tailmiss.evidence.plan import Entry, Plan, kind_order, plan
+from tailmiss.evidence.plan import PENDING, Entry, Plan, kind_order, plan
 from tailmiss.options import RunOptions
 from tailmiss.studies.context import Context
 
@@ -43,11 +43,13 @@ def parse_duration(text: str) -> float:
 
 def priority(found: Plan) -> list[Entry]:
     """The units to compute, most-needed first: section by section, the cheapest section to complete first (its
-    known CPU seconds, then its units of unknown cost), each unit once; within a section by kind (starting points,
+    known CPU seconds, then its units of unknown cost), the pending families' units after every section's, each unit
+    once; within a section by kind (starting points,
     runs, then what is read off them)."""
     sections = found.sections()
     order = sorted(
-        (s for s, row in sections.items() if row["todo"]), key=lambda s: (sections[s]["cpu_s"], sections[s]["unknown"])
+        (s for s, row in sections.items() if row["todo"]),
+        key=lambda s: (s.endswith(PENDING), sections[s]["cpu_s"], sections[s]["unknown"]),
     )
     out: list[Entry] = []
     seen: set = set()

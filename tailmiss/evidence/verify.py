@@ -123,7 +123,7 @@ def verify(
     started = time.perf_counter()
     base = ctx or Context()
     found = plan(base, root)
-    lacking = {s: [e.spec.name for e in found.todo if s in e.needed.sections] for s in found.sections()}
+    lacking = {s: [e.spec.name for e in found.missing if s in e.needed.sections] for s in found.sections()}
     lacking = {s: names for s, names in lacking.items() if names}
     if lacking and not partial:
         return Verification([], lacking, [], time.perf_counter() - started)

@@ -70,6 +70,10 @@ class Study:
     units: Callable[[Context], list] | None = None
     parts: tuple[Study, ...] = ()
     """The ``###`` parts of its section that have a record of their own (written by its writer)."""
+    pending: tuple[str, ...] = ()
+    """LLM families whose runs the study will read once the evidence archive holds them all, and does not read yet:
+    planned and computed last (``tailmiss repro --plan``, ``--budget``, as the section ``"<name> (pending)"``), never
+    a unit the report lacks (``--verify``), so that a regeneration of many hours lands in parts."""
 
     @classmethod
     def of(cls, section: ModuleType, figures: ModuleType, ledger: str, /, **fields) -> Study:
