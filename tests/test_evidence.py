@@ -112,6 +112,33 @@ def test_the_plan_lists_what_the_archive_lacks_with_its_section_why_and_cost(tra
     assert not part.complete("narrowing")
 
 
+def test_a_pending_familys_units_are_planned_and_computed_last_but_never_missing(trained, root, monkeypatch):
+    """A study's pending family (runs it will read once all are archived): its units are planned under
+    '<study> (pending)', computed after every section's, and never what --verify calls missing."""
+    from tailmiss.evidence.regenerate import priority
+
+    later = tiny_narrowing_sweeps(full=True)["narrowing-plateau"]
+    read = _needed()
+    pending = [evidence.Needed(n.spec, ("narrowing" + evidence.PENDING,), pending=True) for n in _needed(later)]
+    monkeypatch.setattr(evidence, "report_units", lambda ctx=None: [*pending, *read])
+    found = evidence.plan(_ctx(trained), root)
+    assert len(found.todo) == len(read) + len(pending) and len(found.missing) == len(read)
+    assert set(found.sections()) == {"narrowing", "narrowing (pending)"}
+    order = priority(found)
+    assert [e.needed.pending for e in order] == [False] * len(read) + [True] * len(pending)
+    evidence.archive_units(_ctx(trained), root)  # the cache holds the read units, not the pending ones
+    found = evidence.plan(_ctx(trained), root)
+    assert not found.missing and found.complete("narrowing") and not found.complete("narrowing (pending)")
+
+
+def test_the_full_reports_pending_families_are_no_sections_reads():
+    """The registry's pending families plan units no section reads (else they would not be pending)."""
+    needed = evidence.report_units(Context())
+    read = {n.key for n in needed if not n.pending}
+    pending = [n for n in needed if n.pending]
+    assert all(n.key not in read and len(n.sections) == 1 and n.sections[0].endswith(evidence.PENDING) for n in pending)
+
+
 def test_the_plan_follows_starts_configs_and_code(trained, root, tiny_report, monkeypatch):
     from tailmiss.experiments.units import sweep_units
 

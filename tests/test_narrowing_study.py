@@ -207,7 +207,9 @@ def test_full_section_on_tiny_sweeps(tmp_path):
     from tailmiss.studies.narrowing.section import write as narrowing_section
 
     out = narrowing_section(_ctx(tmp_path, quick=False))
-    for part in ("**The search**", "**The task's controls**", "**The answer**", "F-GRPO Table 3 in this regime"):
+    parts = ("**The search**", "**The task's controls**", "**The answer, by γ**", "F-GRPO Table 3 in this regime")
+    parts += ("**Each regime's mechanism.**", "The frontier to the plateau, on fresh seeds", "At 400 steps")
+    for part in parts:
         assert part in out.text
     assert {k for k, _, _ in out.rows} >= {"t2-pass1", "t2-dip", "t3-lowlr", "t67-usual", "fig1bc", "appN-frontier"}
 
@@ -224,6 +226,17 @@ def test_one_seed_dip_counts_every_one_seed_sweep():
     # recovers: N = 8 at 0.7 (4), or at 0.85 between 0.9 and 0.9 (1)
     assert out["sweeps"] == 8 and out["p_table2"] == 0.25 and out["p_interior"] == 5 / 8 and out["mean_worst_n"] == 8
     assert one_seed_dip(pd.DataFrame(rows[:4])) is None
+    # when N does nothing: the least of 3 exchangeable values is the middle one with chance 1/3, and the share of
+    # one-seed sweeps with the paper's pattern is that of ordered draws of 3 of the 6 pooled values (by enumeration)
+    import itertools
+
+    from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
+
+    pooled = [0.9, 0.8, 0.7, 0.85, 0.8, 0.9]
+    draws = list(itertools.permutations(pooled, 3))
+    table2 = [d[0] - d[1] >= PAPER_DIP and d[2] - d[1] >= PAPER_RECOVERY for d in draws]  # the middle is least
+    assert out["null_interior"] == pytest.approx(1 / 3)
+    assert out["null_table2"] == pytest.approx(sum(table2) / len(draws), abs=0.005)
 
 
 def test_the_final_models_scored_by_type_are_the_ones_each_sweep_has():

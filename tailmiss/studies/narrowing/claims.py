@@ -145,7 +145,9 @@ def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
     """Over every sweep made of one seed per N (GRPO, selected checkpoints, held-out pass@256): the share whose
     minimum lies strictly inside N and whose dip from N = 2 and recovery at the largest N reach the paper's
     (Table 2: :data:`~tailmiss.studies.protocol.noise.PAPER_DIP`, ``PAPER_RECOVERY``), the share with any interior
-    minimum that recovers, and whether the seed means show the pattern. None with fewer than three N."""
+    minimum that recovers, and whether the seed means show the pattern; beside them the same shares when N does
+    nothing (``null_interior``: :math:`(K - 2)/K` for K exchangeable values, the chance that the least is one of the
+    K - 2 inside; ``null_table2``: sweeps drawn from the pooled values). None with fewer than three N."""
     g = chosen[(chosen["method"] == "grpo") & (chosen["gamma"] == 0) & chosen["label"].str.fullmatch(r"GRPO N=\d+")]
     wide = g.pivot_table(index="group_size", columns="seed", values="pass256").sort_index().dropna(axis=1)
     if len(wide) < 3 or wide.shape[1] == 0:
@@ -165,7 +167,21 @@ def one_seed_dip(chosen: pd.DataFrame) -> dict | None:
         "p_interior": float(recovers.mean()),
         "mean_worst_n": int(wide.index[int(mean.argmin())]),
         "ns": [int(n) for n in wide.index],
+        "null_interior": (len(values) - 2) / len(values),
+        "null_table2": _null_table2(values),
     }
+
+
+def _null_table2(values: np.ndarray, draws: int = 100_000) -> float:
+    """The share of one-seed sweeps that show Table 2's pattern when N does nothing: ``draws`` sweeps whose values are
+    drawn without replacement from all the N sweep's values pooled (exchangeable across N), a fixed generator."""
+    pooled = values.ravel()
+    rng = np.random.default_rng(0)
+    picks = pooled[np.argsort(rng.random((draws, pooled.size)), axis=1)[:, : len(values)]].T  # (N, draws)
+    worst = picks.argmin(axis=0)
+    low = picks.min(axis=0)
+    inside = (worst > 0) & (worst < len(values) - 1)
+    return float((inside & (picks[0] - low >= PAPER_DIP) & (picks[-1] - low >= PAPER_RECOVERY)).mean())
 
 
 def _frontiers(history: pd.DataFrame) -> dict:

@@ -11,7 +11,8 @@ coverage and the transformer loses it.
 final pass@256 is *lower* than the SFT model's, per seed (paired: every seed starts from the SFT model), and *does not
 narrow* when it is shown *not lower* (within the margin, or higher); a tie shows neither (*cannot tell*, as too few
 seeds); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on the type's final pass@256, paired by seed
-(:func:`tailmiss.studies.rule.compare`).
+(:func:`tailmiss.studies.rule.compare`), every rung and type of one ladder one Holm family
+(:func:`tailmiss.studies.rule.holm`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, compare_values, judge
+from tailmiss.studies.rule import Difference, Sentence, Verdict, compare, compare_values, holm, judge
 
 __all__ = ["RUNG_NAMES", "SharingClaims", "sharing_claims", "simulator_by_type", "narrowing", "narrows_word"]
 
@@ -36,7 +37,7 @@ class SharingClaims:
 
     table: pd.DataFrame
     focal: dict
-    """``(rung, type) -> Difference`` (F-GRPO γ = 1 − GRPO, final pass@256)."""
+    """``(rung, type) -> Difference`` (F-GRPO γ = 1 − GRPO, final pass@256), every rung and type one Holm family."""
     needs_sharing: bool | None
     """From :attr:`needs`: True when it is reproduced, False when refuted, else None (a rung missing, a tie, too few
     seeds)."""
@@ -110,6 +111,7 @@ def sharing_claims(ladder: dict) -> SharingClaims:
             for kind in ("minority", "rest"):
                 final = _final(typed, kind)
                 focal[(rung, kind)] = compare(final, "F-GRPO γ=1 N=8", "GRPO N=8", "pass256")
+    focal = dict(zip(focal, holm(focal.values()), strict=True))  # every rung and type: one family
     table = pd.DataFrame(rows)
     needs = None
     kinds = {r.split("-")[0]: r for r in ladder}

@@ -58,9 +58,8 @@ def sharing_lines(c) -> list[str]:
         "",
         table(["policy", "run", "prompts", "pass@1", "pass@256", "change", "narrows", "seeds"], rows),
         "",
-        f"Does narrowing need shared parameters? {answer}. The focal weight (F-GRPO − GRPO, final pass@256): "
-        + "; ".join(focal)
-        + ".",
+        f"Does narrowing need shared parameters? {answer}. The focal weight (F-GRPO − GRPO, final pass@256; every "
+        "rung and type one Holm family): " + "; ".join(focal) + ".",
         "",
         *_simulator(c),
     ]

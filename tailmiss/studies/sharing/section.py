@@ -45,10 +45,11 @@ RULES = (
     "rate came from the learning ladder's calibration rule, not from this task): a rung *narrows* a prompt type when "
     "the type's final pass@256 is *lower* than the SFT model's by the noise rule, paired by seed, and *does not* when "
     "it is shown *not lower* (a tie: cannot tell); the focal weight's effect on a rung is F-GRPO (γ = 1) − GRPO on "
-    "the type's final pass@256, paired by seed. *Sharing of this kind is enough to narrow* when the shared rung's "
-    "minority change under GRPO is *lower* and the table's *not lower*, one Holm family. The focal weight *acts on "
-    "the shared rung as on the transformer* when both effects on the minority are *higher* and the two effects are "
-    "the *same* within the margin (two one-sided Welch tests on the per-seed effects), one Holm family."
+    "the type's final pass@256, paired by seed, every rung and type of the table one Holm family (amended on "
+    "2026-12-07: each effect was a family of its own). *Sharing of this kind is enough to narrow* when the shared "
+    "rung's minority change under GRPO is *lower* and the table's *not lower*, one Holm family. The focal weight "
+    "*acts on the shared rung as on the transformer* when both effects on the minority are *higher* and the two "
+    "effects are the *same* within the margin (two one-sided Welch tests on the per-seed effects), one Holm family."
 )
 """The section's rules, in the report's words."""
 
