@@ -65,12 +65,13 @@ def archived_history(name: str = PLATEAU, root: Path | None = None) -> pd.DataFr
 def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:
     """By γ, the study's answer to "is F-GRPO more than a slower GRPO?" from the archived plateau runs (empty when
     the archive does not hold them): each γ against GRPO at lr × m_γ (F-GRPO App. N's scale for that γ)."""
-    from tailmiss.studies.narrowing.plateau_claims import SLOWER, focal, plateau_claims
+    from tailmiss.studies.narrowing.plateau_claims import COMPARISONS, SLOWER, focal, plateau_claims
 
     history = archived_history(PLATEAU, root)
     if history is None:
         return []
-    p = plateau_claims(history)
+    slower = "GRPO at lr × m_γ"
+    p = plateau_claims(history, comparisons={slower: COMPARISONS[slower]})
     out = []
     for gamma, slower in SLOWER.items():
         pair = (focal(gamma), slower)

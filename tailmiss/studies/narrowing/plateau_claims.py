@@ -155,7 +155,7 @@ def _family(history: pd.DataFrame, pairs, checks: dict) -> dict:
     return verdicts
 
 
-def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None) -> PlateauClaims:
+def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None, comparisons=None) -> PlateauClaims:
     """The plateau runs' verdicts (module docstring).
 
     Parameters
@@ -167,9 +167,12 @@ def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None) -> 
         Its runs' held-out metrics by prompt type (:func:`tailmiss.studies.narrowing.data.by_type`); without it the
         claims have no regime table and GRPO's narrowing *cannot tell* (the first look's summary reads the answer
         alone).
+    comparisons : dict, optional
+        Which of :data:`COMPARISONS` to read (default all); each is its own family, so a subset reads the same.
     """
     have = set(history["label"])
-    pairs = {name: tuple(p for p in ps if set(p) <= have) for name, ps in COMPARISONS.items()}
+    chosen = COMPARISONS if comparisons is None else comparisons
+    pairs = {name: tuple(p for p in ps if set(p) <= have) for name, ps in chosen.items()}
     arms = sorted({x for ps in pairs.values() for p in ps for x in p})
     checks: dict[str, PlateauCheck] = {a: plateaued(history, a) for a in arms}
     frontiers: dict[tuple, PlateauFrontier] = {p: plateau_frontier(history, *p) for ps in pairs.values() for p in ps}
