@@ -131,3 +131,17 @@ def test_the_seed_count_names_an_arm_it_lacks():
     history = _history(0.02, 0.04)
     with pytest.raises(ValueError, match="low-LR-m1"):
         end_point_seeds(history[history["label"] != "GRPO N=8 low-LR-m1"])
+
+
+def test_the_end_point_presets_seeds_are_the_rules_count_on_the_archived_plateau_runs():
+    """``narrowing-endpoint`` trains the seeds the rule sets from the plateau runs the checkout's archive holds."""
+    from pathlib import Path
+
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.studies.narrowing.archived import archived_history
+
+    history = archived_history("narrowing-plateau", Path(__file__).resolve().parents[1] / "evidence")
+    count = end_point_seeds(history)
+    sweep = llm_sweep("narrowing-endpoint")
+    assert sweep.seeds == count.seeds and {v.label for v in sweep.variants} == set(END_POINT_ARMS)
+    assert sweep.sft == llm_sweep("narrowing-plateau").sft and sweep.rl == llm_sweep("narrowing-plateau").rl

@@ -88,6 +88,17 @@ seeds no earlier run used, and the rules below judge them.
   the frontier word (with the pass@1 range its levels cover) and the end-point word together.
   (:mod:`tailmiss.studies.narrowing.plateau` applies these rules; :mod:`tailmiss.studies.equivalence` is the
   equivalence test.)
+
+**The end point on enough fresh seeds** (``narrowing-endpoint``). On seeds 10-14 the end points' paired spread of
+pass@1 is too wide to show two arms the same point within ±0.02. The rule that sets the seed count
+(:mod:`tailmiss.studies.narrowing.end_point_seeds`, committed before these runs) read the plateau runs of seeds 10-14
+(``python benchmarks/end_point_seeds.py``, 2026-12-07): paired sds of pass@1 0.016, 0.024, 0.008 and 0.033 (γ = 0.5
+and 1 against GRPO, against GRPO at lr × m_γ), needing 9, 18, 5 and more than 30 seeds for pass@1's equivalence at
+power 0.8, and 8, 5, nothing and 9 for pass@256's measured differences (+0.018, +0.051, +0.007, +0.051). The count is
+the most the rule allows, **30 seeds (15-44)**, at which γ = 1's equivalence against GRPO at lr × m_1 has power 0.77
+and every other wanted test at least 0.98. The runs: the plateau recipe (1,600 steps, scored every 20), GRPO,
+F-GRPO γ = 0.5 and 1, GRPO at lr × m_0.5 and lr × m_1, at N = 8: 150 runs, about 8 CPU-hours. The end points are
+judged on these seeds alone, by the rules of the plateau runs (above).
 """
 
 from __future__ import annotations
@@ -113,6 +124,7 @@ __all__ = [
     "PLATEAU_STEPS",
     "PLATEAU_SEEDS",
     "SPEED_MATCHED_SCALE",
+    "END_POINT_SEEDS",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -179,6 +191,9 @@ PLATEAU_STEPS = 1600
 """Steps of the plateau runs (module docstring)."""
 PLATEAU_SEEDS = tuple(range(10, 15))
 """The plateau runs' seeds: none of them used by the search, the study or its controls."""
+_END_POINT_ARMS = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR", "GRPO N=8 low-LR-m1")
+END_POINT_SEEDS = tuple(range(15, 45))
+"""The end-point runs' seeds: the count the seed rule set from seeds 10-14 (module docstring), none used before."""
 SPEED_MATCHED_SCALE = 0.823
 """GRPO's rate scale that matches F-GRPO γ = 1's pass@1 speed, from the study's seeds 0-4 (module docstring)."""
 
@@ -249,6 +264,13 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
             study_rl.replace(name="narrowing-plateau", steps=PLATEAU_STEPS, checkpoint_every=200),
             _plateau_arms(base.optim.lr),
             seeds=PLATEAU_SEEDS,
+        ),
+        LLMSweep(
+            "narrowing-endpoint",
+            study_sft,
+            study_rl.replace(name="narrowing-plateau", steps=PLATEAU_STEPS, checkpoint_every=200),
+            tuple(v for v in _plateau_arms(base.optim.lr) if v.label in _END_POINT_ARMS),
+            seeds=END_POINT_SEEDS,
         ),
     ]
     return {s.name: s for s in out}

@@ -17,6 +17,7 @@ STUDY = Study.of(
     families=(*NARROWING_FAMILIES, PLATEAU),
     claims=("appN-frontier",),
     units=narrowing_units,
+    pending=("narrowing-endpoint",),
 )
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
 sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES` and the plateau runs,
