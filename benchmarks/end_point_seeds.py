@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tailmiss.studies.narrowing.archived import archived_history
+from tailmiss.studies.narrowing.data import archived_history
 from tailmiss.studies.narrowing.end_point_seeds import END_POINT_MOST_SEEDS, END_POINT_POWER, end_point_seeds
 
 

@@ -138,7 +138,7 @@ def test_the_end_point_presets_seeds_are_the_rules_count_on_the_archived_plateau
     from pathlib import Path
 
     from tailmiss.experiments.presets import llm_sweep
-    from tailmiss.studies.narrowing.archived import archived_history
+    from tailmiss.studies.narrowing.data import archived_history
 
     history = archived_history("narrowing-plateau", Path(__file__).resolve().parents[1] / "evidence")
     count = end_point_seeds(history)

@@ -2,26 +2,23 @@
 the first look's summary.
 
 The first look trains one seed for a few steps, too little for any verdict. The full study's answer rests on the
-plateau runs (``narrowing-plateau``), whose sweep result the evidence archive keeps. :func:`archived_history` reads
-that unit from the archive (its bytes verified against the archive's record, its config the preset's as the code now
-defines it) and :func:`archived_answers` reads it by the study's own rules
+plateau runs (``narrowing-plateau``), whose sweep result the evidence archive keeps.
+:func:`~tailmiss.studies.narrowing.data.archived_history` reads that unit from the archive (its bytes verified
+against the archive's record, its config the preset's as the code now defines it) and :func:`archived_answers` reads
+it by the study's own rules
 (:func:`~tailmiss.studies.narrowing.plateau_claims.plateau_claims`): by γ, the word against GRPO at lr × m_γ, the
 pass@256 difference at the end point, the seeds.
 """
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+from tailmiss.studies.narrowing.data import PLATEAU, archived_history
 
-from tailmiss import archive
-from tailmiss.studies.narrowing.data import PLATEAU
-
-__all__ = ["ArchivedAnswer", "archived_history", "archived_answers"]
+__all__ = ["ArchivedAnswer", "archived_answers"]
 
 
 @dataclass(frozen=True)
@@ -40,26 +37,6 @@ class ArchivedAnswer:
     """F-GRPO − the slower GRPO, pass@256 at the end point (the mean paired difference; NaN when not judged)."""
     seeds: tuple[int, ...]
     steps: int
-
-
-def archived_history(name: str = PLATEAU, root: Path | None = None) -> pd.DataFrame | None:
-    """The history of sweep ``name`` from the evidence archive ``root`` (default: the archive the store reads), or
-    None when the archive does not hold it or holds it for another config than the preset's.
-
-    ``ArchiveError`` (a ``ValueError``) when the archived bytes differ from those the archive recorded.
-    """
-    from tailmiss.experiments.presets import llm_sweep
-    from tailmiss.experiments.sweep_config import LLMSweep
-
-    unit = archive.find(Path("runs/llm") / name, root)
-    if unit is None:
-        return None
-    files = unit.files()
-    config = LLMSweep.from_toml(unit.path / "config.toml")  # kept plain, its bytes verified by files()
-    if config != llm_sweep(name):
-        return None
-    history = pd.read_csv(io.BytesIO(files["history.csv"]), dtype={"gamma": "float64", "seed": "int64"})
-    return history
 
 
 def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:

@@ -316,7 +316,9 @@ def narrowing_claims(data) -> NarrowingClaims:
         sharing=sharing_claims(data.ladder),
         simulator=simulator_by_type(data.bridge) if data.bridge is not None else None,
         names=dict(data.names),
-        plateau=plateau_claims(data.plateau, data.plateau_typed) if data.plateau is not None else None,
+        plateau=plateau_claims(data.plateau, data.plateau_typed, rates=data.plateau_rates)
+        if data.plateau is not None
+        else None,
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "bridge_jobs",
     "narrowing_units",
     "PLATEAU",
+    "archived_history",
 ]
 
 SEARCH_FAMILIES = ("narrowing-search-str0.25", "narrowing-search-str0.5", "narrowing-search-str1")
@@ -100,6 +101,8 @@ class NarrowingData:
     """The plateau runs' history (:data:`PLATEAU`; None in the first look)."""
     plateau_typed: pd.DataFrame | None = None
     """The plateau runs' held-out metrics by prompt type (:func:`by_type`; None in the first look)."""
+    plateau_rates: dict | None = None
+    """The plateau runs' arms -> their learning rate over the study's (None in the first look)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -265,4 +268,29 @@ def _plateau(ctx: Context) -> dict:
 
     result = sweep_result(PLATEAU, ctx)
     typed = by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority(result.config))
-    return {"plateau": result.history, "plateau_typed": typed}
+    base = result.config.rl.optim.lr
+    rates = {v.label: float(dict(v.overrides).get("optim.lr", base)) / base for v in result.config.variants}
+    return {"plateau": result.history, "plateau_typed": typed, "plateau_rates": rates}
+
+
+def archived_history(name: str = PLATEAU, root=None) -> pd.DataFrame | None:
+    """The history of sweep ``name`` from the evidence archive ``root`` (default: the archive the store reads), or
+    None when the archive does not hold it or holds it for another config than the preset's (read without training
+    or restoring anything: the first look's summary, :mod:`tailmiss.studies.narrowing.archived`).
+
+    ``ArchiveError`` (a ``ValueError``) when the archived bytes differ from those the archive recorded.
+    """
+    import io
+    from pathlib import Path
+
+    from tailmiss import archive
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.experiments.sweep_config import LLMSweep
+
+    unit = archive.find(Path("runs/llm") / name, root)
+    if unit is None:
+        return None
+    files = unit.files()  # every stored file checked against the archive's record
+    if LLMSweep.from_toml(unit.path / "config.toml") != llm_sweep(name):  # config.toml is kept plain
+        return None
+    return pd.read_csv(io.BytesIO(files["history.csv"]), dtype={"gamma": "float64", "seed": "int64"})

@@ -16,7 +16,7 @@ The comparisons, each one family (the end points' Holm families; the frontier's 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -134,6 +134,8 @@ class PlateauClaims:
     pass@256 *lower* than the SFT model's by the noise rule; *cannot tell* without the comparison)."""
     change: Difference | None = None
     """GRPO N = 8's final − SFT pass@256, paired by seed (None when the history has no such arm)."""
+    rates: dict = field(default_factory=dict)
+    """Arm -> its learning rate over the study's (empty when not given)."""
 
     def end_word(self, pair) -> str:
         """The end-point word of ``pair``, ``"not judged"`` when an arm has not plateaued."""
@@ -155,7 +157,9 @@ def _family(history: pd.DataFrame, pairs, checks: dict) -> dict:
     return verdicts
 
 
-def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None, comparisons=None) -> PlateauClaims:
+def plateau_claims(
+    history: pd.DataFrame, typed: pd.DataFrame | None = None, comparisons=None, rates: dict | None = None
+) -> PlateauClaims:
     """The plateau runs' verdicts (module docstring).
 
     Parameters
@@ -169,6 +173,8 @@ def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None, com
         alone).
     comparisons : dict, optional
         Which of :data:`COMPARISONS` to read (default all); each is its own family, so a subset reads the same.
+    rates : dict, optional
+        Arm -> its learning rate over the study's (the section's rate column).
     """
     have = set(history["label"])
     chosen = COMPARISONS if comparisons is None else comparisons
@@ -193,6 +199,7 @@ def plateau_claims(history: pd.DataFrame, typed: pd.DataFrame | None = None, com
         regime=regime,
         narrows=Verdict.CANNOT_TELL if change is None else narrowing(change),
         change=change,
+        rates=dict(rates or {}),
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from tailmiss.analytic import lr_matched_scale
-from tailmiss.experiments.narrowing_presets import SPEED_MATCHED_SCALE
 from tailmiss.studies.narrowing.plateau import (
     PASS1_BOUND,
     PASS256_BOUND,
@@ -49,7 +48,9 @@ def _range(seeds) -> str:
 
 def _arms(p: PlateauClaims) -> list[str]:
     """Every arm's rate, end point (seed mean ± sd), final pass@256 by prompt type and plateau check."""
-    scale = {**_SCALE, SPEED: f"lr × {SPEED_MATCHED_SCALE:g} (speed-matched)"}
+    scale = dict(_SCALE)
+    if SPEED in p.rates:
+        scale[SPEED] = f"lr × {p.rates[SPEED]:g} (speed-matched)"
     typed = p.regime.set_index(["label", "type"]) if len(p.regime) else None
     rows = []
     for label, check in p.checks.items():
