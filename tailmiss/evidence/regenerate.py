@@ -44,8 +44,7 @@ def parse_duration(text: str) -> float:
 def priority(found: Plan) -> list[Entry]:
     """The units to compute, most-needed first: section by section, the cheapest section to complete first (its
     known CPU seconds, then its units of unknown cost), the pending families' units after every section's, each unit
-    once; within a section by kind (starting points,
-    runs, then what is read off them)."""
+    once; within a section by kind (starting points, runs, then what is read off them)."""
     sections = found.sections()
     order = sorted(
         (s for s, row in sections.items() if row["todo"]),
