@@ -156,20 +156,37 @@ def test_search_rule_picks_the_qualifying_setting_that_falls_furthest():
 # -- the ledger --------------------------------------------------------------------------------------------------
 
 
-def test_the_narrowing_verdict_is_the_row_and_the_learning_regime_its_contrast():
+def test_the_ledger_gives_each_regime_its_own_column_headed_by_its_mechanism():
+    """Both regimes as equals: a claim judged in both has both verdicts, each in its regime's column, whatever the
+    order of the rows; the counts are per regime; a claim one regime does not judge reads — there."""
     rows = [
         ("t3-lowlr", "learning numbers", "refuted", ledger.CONTROLS),
         ("t3-lowlr", "narrowing numbers", "reproduced", ledger.NARROWING),
         ("t3-ds", "ds numbers", "partly", ledger.CONTROLS),
+        ("fig1a", "closed", "reproduced", ledger.THEORY),
     ]
+    from tailmiss.report.summary import ledger_counts
+
+    learning, narrowing = ledger.REGIMES
     for order in (rows, rows[::-1]):
         text = ledger.ledger_section(list(order))
+        header = next(x for x in text.splitlines() if x.startswith("| source") and learning.header in x)
+        assert header.index(learning.mechanism) < header.index(narrowing.mechanism)
         line = next(x for x in text.splitlines() if "GRPO low-LR improves" in x)
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[2:5] == ["narrowing numbers", "reproduced", ledger.NARROWING]
-        assert cells[5] == f"refuted ({ledger.CONTROLS}: learning numbers)"
+        assert cells[2:] == [
+            f"**refuted** ({ledger.CONTROLS}): learning numbers",
+            f"reproduced ({ledger.NARROWING}): narrowing numbers",
+        ]
         ds = next(x for x in text.splitlines() if "DS-GRPO has" in x)
         assert ds.rstrip().endswith("| — |")
+        parts = ledger_counts(text)["parts"]
+        assert parts["closed forms"]["reproduced"] == 1 and parts[narrowing.name]["reproduced"] == 1
+        assert (parts[learning.name]["refuted"], parts[learning.name]["partly"]) == (1, 1)
+    quick = ledger.ledger_section(rows, quick=True)
+    assert f"({ledger.CONTROLS}, quick): learning numbers" in quick and ", quick)" not in ledger.ledger_section(rows)
+    with pytest.raises(ValueError, match="belongs to no regime"):
+        ledger.regime_of(ledger.LADDER)
 
 
 # -- the section on tiny sweeps ------------------------------------------------------------------------------------

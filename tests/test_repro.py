@@ -645,7 +645,11 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     arms = [r["label"] for r in summary["narrowing"]]
     assert arms[0] == "SFT model" and "GRPO N=8" in arms and len(arms) >= 3
     assert all(0 <= r[k] <= 1 for r in summary["narrowing"] for k in ("all", "minority", "rest"))
-    assert summary["ledger"] == ledger_counts(out.read_text()) and sum(summary["ledger"].values()) == len(CATALOGUE)
+    assert summary["ledger"] == ledger_counts(out.read_text()) and summary["ledger"]["claims"] == len(CATALOGUE)
+    parts = summary["ledger"]["parts"]
+    assert list(parts) == ["closed forms", *(r.name for r in ledger.REGIMES), "untested"]
+    once = sum(parts["closed forms"].values()) + sum(parts["untested"].values())
+    assert once + max(sum(parts[r.name].values()) for r in ledger.REGIMES) <= len(CATALOGUE)
     assert summary["report"] == str(out) and summary["figures"] == []
     assert [(a["gamma"], a["word"], a["gain256"]) for a in summary["study_answer"]] == [
         (0.5, "no", 0.002),
@@ -669,22 +673,20 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     one_error_line(runner.invoke(app, [*args, "--only", "ladder", "--json"]), "does not go with --only")
 
 
-def test_the_quick_ledger_names_whose_quick_evidence_each_row_shows(quick_ctx):
-    """In the first look every judged row's section says whose quick evidence it is (closed forms, the simulator,
-    the learning regime, the narrowing regime, both for the ladder); the ledger itself adds no such words."""
-    from tailmiss.report import QUICK_DEFERRED, QUICK_EVIDENCE
+def test_the_quick_ledger_marks_every_judged_cell_as_quick_evidence(quick_ctx):
+    """In the first look every judged cell says it is quick evidence, in its regime's column (the closed forms in
+    their own table); the full ledger adds no such word."""
+    from tailmiss.report import QUICK_DEFERRED
     from tailmiss.studies.text import fence
 
     text = render_report(quick_ctx, deferred=QUICK_DEFERRED)
-    table = text[text.index(ledger.LEDGER_HEADING) : text.index(fence("ledger")[1])]
-    cells = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")][2:]  # header, rule
-    labelled = {f"{where} ({whose}, quick)" for where, whose in QUICK_EVIDENCE.items()} | {ledger.NARROWING}
-    judged = [c[4] for c in cells if c[2] != "—"]  # a row no section judged has no number
-    assert judged and all(where in labelled for where in judged), set(judged) - labelled
-    assert set(judged) >= {f"{ledger.LLM} (learning regime, quick)", ledger.NARROWING}
-    assert set(judged) >= {f"{ledger.THEORY} (closed forms, quick)", f"{ledger.SIM} (the simulator, quick)"}
-    every = {ledger.THEORY, ledger.SIM, ledger.LLM, ledger.LADDER, ledger.PROTOCOL, ledger.CONTROLS, ledger.NARROWING,
-             ledger.SHARING}  # fmt: skip
-    assert set(QUICK_EVIDENCE) == every
-    rows = [("fig1a", "x", "reproduced", ledger.THEORY)]
-    assert "closed forms" not in ledger.ledger_section(rows)  # the report adds the words, in quick mode only
+    table = text[text.index("### The claims about training, by regime") : text.index(fence("ledger")[1])]
+    table = table[: table.index("### Not testable")]
+    cells = [c for line in table.splitlines()[4:] if line.startswith("| ") for c in line.split(" | ")[2:]]
+    judged = [c for c in cells if c.strip(" |") != "—" and not c.startswith(("not in this report", "not judged"))]
+    assert judged and all(", quick): " in c for c in judged), [c[:80] for c in judged if ", quick): " not in c]
+    learning, narrowing = ledger.REGIMES
+    regimes = {ledger.regime_of(c.split(" (", 1)[1].split(", quick)")[0]).name for c in judged}
+    assert regimes == {learning.name, narrowing.name}  # the first look shows both regimes
+    rows = [("t2-pass1", "x", "reproduced", ledger.NARROWING)]
+    assert ", quick)" not in ledger.ledger_section(rows)  # the report adds the word, in quick mode only

@@ -34,7 +34,6 @@ __all__ = [
     "deferred_section",
     "SECTIONS",
     "QUICK_DEFERRED",
-    "QUICK_EVIDENCE",
 ]
 
 HEADER = """# paper_repro: F-GRPO (arXiv 2602.06717 v2) and BroRL claims beside ours
@@ -70,34 +69,10 @@ def _ledger_rows(s: Study, rows) -> list[tuple[str, str, str, str]]:
     return [(key, ours, verdict.value, s.ledger) for key, ours, verdict in rows]
 
 
-QUICK_EVIDENCE = {
-    ledger.THEORY: "closed forms",
-    ledger.SIM: "the simulator",
-    ledger.LLM: "learning regime",
-    ledger.LADDER: "both regimes",
-    ledger.PROTOCOL: "learning regime",
-    ledger.CONTROLS: "learning regime",
-    ledger.NARROWING: "narrowing regime",
-    ledger.SHARING: "narrowing regime",
-}
-"""Whose quick evidence each section's ledger rows show in the first look: the closed forms, the simulator, the
-learning regime (the transformer raises coverage: per-prompt sharpening), the narrowing regime (it loses coverage
-through interference between prompts) or, for the ladder, both."""
-
-
-def _quick_rows(rows: list) -> list:
-    """The ledger's rows with the regime of their quick evidence in their section's name (:data:`QUICK_EVIDENCE`);
-    the narrowing regime's name already says it (and keeps its rows first in the ledger)."""
-    return [
-        (key, ours, verdict, where if where == ledger.NARROWING else f"{where} ({QUICK_EVIDENCE[where]}, quick)")
-        for key, ours, verdict, where in rows
-    ]
-
-
 def _ledger_body(rows: list, deferred: tuple[str, ...], quick: bool) -> str:
-    """The ledger's section from the sections' rows; in the quick report each row names whose quick evidence it
-    shows."""
-    return ledger.ledger_section(_quick_rows(rows) if quick else rows, _waiting(deferred, quick))
+    """The ledger's section from the sections' rows; in the quick report each judged cell says it is quick
+    evidence."""
+    return ledger.ledger_section(rows, _waiting(deferred, quick), quick=quick)
 
 
 def _ledger_text(rows: list, deferred: tuple[str, ...], quick: bool) -> str:

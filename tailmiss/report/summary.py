@@ -22,22 +22,24 @@ FIG5_MU_POS, FIG5_TAU = 0.64, 6.3e-5
 """F-GRPO Fig. 5's initial policy: the correct mass μ_pos and the rare-correct mass τ at which the report's theory
 section finds the tail miss's peak."""
 
-_COUNTS = re.compile(r"one row each \(([^)]*)\)\.")
+_COUNTS = re.compile(r"one row each: (\d+) claims \(([^)]*)\)\.")
 _NARROWING_ROWS = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The narrowing regime's arms the summary shows (those the report has), after the SFT model."""
 
 
-def ledger_counts(report_text: str) -> dict[str, int]:
-    """The claims ledger's counts as its opening sentence states them (``"one row each (12 reproduced, 3 partly,
-    …)"``): verdict word -> number of claims. ``ValueError`` when ``report_text`` has no ledger."""
+def ledger_counts(report_text: str) -> dict:
+    """The claims ledger's counts as its opening sentence states them (``"one row each: 49 claims (closed forms: 10
+    reproduced; the learning regime: 3 reproduced, 5 refuted, …; …)"``): ``{"claims": 49, "parts": {part: {verdict
+    word: claims}}}``, the parts being the closed forms, each regime, and the claims not tested. A claim judged in
+    both regimes counts in both. ``ValueError`` when ``report_text`` has no ledger."""
     found = _COUNTS.search(report_text)
     if found is None:
-        raise ValueError("the report has no claims ledger (no 'one row each (...)' sentence)")
-    counts = {}
-    for part in found.group(1).split(", "):
-        number, _, word = part.partition(" ")
-        counts[word] = int(number)
-    return counts
+        raise ValueError("the report has no claims ledger (no 'one row each: N claims (...)' sentence)")
+    parts = {}
+    for part in found.group(2).split("; "):
+        name, _, counts = part.partition(": ")
+        parts[name] = {w: int(n) for n, _, w in (c.partition(" ") for c in counts.split(", "))}
+    return {"claims": int(found.group(1)), "parts": parts}
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ class ReportSummary:
         model first): ``label``, ``all``, ``minority``, ``rest``, ``seeds``.
         Empty when the report leaves the regime out.
     ledger : dict
-        The claims ledger's counts, verdict word -> claims.
+        The claims ledger's counts (:func:`ledger_counts`): ``claims``, the
+        number of claims, and ``parts``, part -> verdict word -> claims, for
+        the closed forms, each regime and the claims not tested.
     study_answer : list of dict
         In the first look, the full narrowing study's answer by γ as the committed evidence archive holds it
         (:func:`tailmiss.studies.narrowing.archived.archived_answers`): ``gamma``, ``against``, ``word``,
@@ -125,8 +129,11 @@ class ReportSummary:
             out.append("  narrowing  not in this report")
         out += self._answer_lines()
         if self.ledger:
-            counts = ", ".join(f"{n} {w}" for w, n in self.ledger.items())
-            out.append(f"  ledger     {sum(self.ledger.values())} claims: {counts}")
+            out.append(f"  ledger     {self.ledger['claims']} claims, by where they are judged:")
+            width = max(len(part) for part in self.ledger["parts"])
+            for part, counts in self.ledger["parts"].items():
+                words = ", ".join(f"{n} {w}" for w, n in counts.items())
+                out.append(f"             {part:<{width}}  {words}")
         out.append(f"  report     {self.report}")
         if self.figures:
             folders = sorted({str(p.parent) for p in self.figures})

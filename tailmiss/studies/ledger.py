@@ -4,9 +4,12 @@
 Lemma H.1, Figs 1-7, Tables 1-14, App. N and Q; BroRL's mass balance, Cor. 3, Fig. 3 and its trends), each with the
 section that shows it. While :func:`tailmiss.report.render_report` writes the sections, each section returns its
 verdicts as rows (:func:`row`: the same numbers and rules its own rows print); the closed forms are judged here
-(:func:`theory_records`). A claim no section judged is written as *not testable at this scale* with the catalogue's
-reason, or as left out of this report (a section the first look defers). Verdicts: *reproduced* (the section's rule
-says yes), *refuted* (no), *partly*, *not resolved* (the rule cannot tell: one seed, a tie, a vacuous comparison).
+(:func:`theory_records`). :func:`ledger_section` writes three tables: the closed forms; the claims about training,
+one column per regime of :data:`REGIMES` (the learning regime, where coverage rises through per-prompt sharpening,
+and the narrowing regime, where interference between prompts loses it), as equals; and the claims not testable at
+this scale (with the catalogue's reason) or left out of this report (a section the first look defers). Verdicts:
+*reproduced* (the section's rule says yes), *refuted* (no), *partly*, *not resolved* (the rule cannot tell: one
+seed, a tie, a vacuous comparison).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from tailmiss.studies.rule import Verdict, rule_text
 
 __all__ = [
     "LEDGER_HEADING",
+    "REGIMES",
+    "Regime",
+    "regime_of",
     "CATALOGUE",
     "CATALOGUE_PATH",
     "Claim",
@@ -204,65 +210,151 @@ def theory_records(claims=None, mc_groups: int = 200_000) -> list:
     ]
 
 
-def _judged(rows: list) -> tuple[dict, dict]:
-    """Each claim's row (the last one given wins; one of :data:`NARROWING` wins over any other, the regime the
-    paper's LLM claims are about) and the other regime's row beside it (the learning regime's, as the contrast)."""
-    judged, contrast = {}, {}
+@dataclass(frozen=True)
+class Regime:
+    """A regime the ledger judges claims in: its name, what coverage does there, its mechanism, and the report's
+    sections whose rows are its verdicts."""
+
+    name: str
+    coverage: str
+    mechanism: str
+    sections: tuple[str, ...]
+
+    @property
+    def header(self) -> str:
+        """The regime's column header: its name, what coverage does, and its mechanism."""
+        return f"{self.name} ({self.coverage}): {self.mechanism}"
+
+
+REGIMES = (
+    Regime("the learning regime", "coverage rises", "per-prompt sharpening", (SIM, LLM, PROTOCOL, CONTROLS)),
+    Regime(
+        "the narrowing regime", "coverage falls", "interference between prompts through shared parameters",
+        (NARROWING, SHARING),
+    ),
+)  # fmt: skip
+"""The two regimes, as equals: where RL raises coverage and acts on each prompt's own rare answers (the simulator's
+independent prompts, the transformer's sweeps, the paper's protocol, the controls), and where a hidden conflict
+between prompts makes GRPO lose coverage (the narrowing study and the sharing ladder). :data:`THEORY`'s closed forms
+belong to neither."""
+
+
+def regime_of(section: str) -> Regime | None:
+    """The regime whose verdicts ``section``'s ledger rows are (None for :data:`THEORY`'s closed forms).
+
+    ``section`` may carry a ``"## "`` prefix and a subtitle after ``":"`` or ``" ("``; ``ValueError`` for a section
+    that belongs to no regime (:data:`LADDER` compares them and judges no claim)."""
+    base = section.split(":")[0].split(" (")[0].removeprefix("## ")
+    if base == THEORY:
+        return None
+    for regime in REGIMES:
+        if base in regime.sections:
+            return regime
+    raise ValueError(f"the ledger section {section!r} belongs to no regime (Theory or one of {_regime_sections()})")
+
+
+def _regime_sections() -> list[str]:
+    return [s for r in REGIMES for s in r.sections]
+
+
+def _judged(rows: list) -> dict:
+    """``(claim key, regime name or None) -> (ours, verdict, section)``: in each regime (and for the closed forms)
+    the last row given on a claim wins."""
+    judged = {}
     for key, ours, verdict, where in rows:
-        new = (ours, verdict, where)
-        old = judged.get(key)
-        if old is not None and old[2] == NARROWING and where != NARROWING:
-            contrast[key] = new
-            continue
-        if old is not None and where == NARROWING and old[2] != NARROWING:
-            contrast[key] = old
-        judged[key] = new
-    return judged, contrast
+        regime = regime_of(where)
+        judged[key, regime.name if regime else None] = (ours, verdict, where.split(":")[0].removeprefix("## "))
+    return judged
 
 
-def ledger_section(rows: list, deferred: dict | None = None) -> str:
-    """The ledger as markdown: one row per claim of :data:`CATALOGUE`, judged by ``rows`` (``(key, ours, verdict,
-    section)``; for a claim the narrowing regime judges, its verdict, with the learning regime's beside it as the
-    contrast); ``deferred`` maps a claim's key to the command that adds its section (one the first look leaves
-    out)."""
+def _word(verdict: str) -> str:
+    return f"**{verdict}**" if verdict == "refuted" else verdict
+
+
+def _cell(judged: tuple | None, quick: bool) -> str:
+    """A regime's cell: its verdict, the section and its numbers; ``—`` when no section of the regime judged it."""
+    if judged is None:
+        return "—"
+    ours, verdict, where = judged
+    return f"{_word(verdict)} ({where}{', quick' if quick else ''}): {ours}".replace("\n", " ")
+
+
+def _counts(words: list[str]) -> str:
+    counts = {w: sum(1 for v in words if v.strip("*").startswith(w)) for w in _COUNTED}
+    return ", ".join(f"{n} {w}" for w, n in counts.items() if n)
+
+
+def ledger_section(rows: list, deferred: dict | None = None, quick: bool = False) -> str:
+    """The ledger as markdown, each claim of :data:`CATALOGUE` once, in three tables.
+
+    The closed forms (:data:`THEORY`: our number and verdict); the claims about training, one column per regime of
+    :data:`REGIMES` headed by its mechanism, each cell the verdict of that regime's sections with their numbers
+    (``—`` where no section of the regime judges the claim); and the claims not testable at this scale with the
+    catalogue's reason (and the settings the report follows). ``rows`` are ``(key, ours, verdict, section)``;
+    ``deferred`` maps a claim's key to the command that adds its section (one the first look leaves out); ``quick``
+    marks each judged cell as quick evidence.
+    """
     from tailmiss.studies.text import table
 
-    judged, contrast = _judged(rows)
-    out = []
+    judged = _judged(rows)
+    closed, trained, untested = [], [], []
     for c in CATALOGUE:
-        if c.key in judged:
-            ours, verdict, where = judged[c.key]
-            where = where.split(":")[0].removeprefix("## ") or c.section
-        elif deferred and c.key in deferred:
-            ours, verdict, where = "—", f"not in this report: `{deferred[c.key]}` adds it", c.section
-        elif c.note:
-            ours, verdict, where = "—", c.note, c.section
-        elif c.untestable:
-            ours, verdict, where = "—", f"not testable at this scale: {c.untestable}", c.section
+        home = regime_of(c.section)
+        found = {r.name: judged.get((c.key, r.name)) for r in REGIMES}
+        if (c.key, None) in judged:
+            ours, verdict, _ = judged[c.key, None]
+            closed.append([c.source, c.sentence, ours.replace("\n", " "), _word(verdict)])
+        elif any(found.values()) or (home is not None and _waits(c, deferred)):
+            cells = [_cell(found[r.name], quick) for r in REGIMES]
+            if not any(found.values()):
+                cells[REGIMES.index(home)] = _waiting(c, deferred)
+            trained.append([c.source, c.sentence, *cells])
+        elif _waits(c, deferred):
+            closed.append([c.source, c.sentence, "—", _waiting(c, deferred)])
         else:
-            ours, verdict, where = "—", "not judged: its section was not written in this report", c.section
-        word = f"**{verdict}**" if verdict == "refuted" else verdict
-        other = contrast.get(c.key)
-        beside = f"{other[1]} ({other[2]}: {other[0]})" if other else "—"
-        out.append([c.source, c.sentence, ours.replace("\n", " "), word, where, beside.replace("\n", " ")])
-    counts = {w: sum(1 for r in out if r[3].strip("*").startswith(w)) for w in _COUNTED}
-    summary = ", ".join(f"{n} {w}" for w, n in counts.items() if n)
+            why = c.note or f"not testable at this scale: {c.untestable}"
+            untested.append([c.source, c.sentence, why, c.section])
+    words = {"closed forms": [r[3] for r in closed]}
+    words |= {r.name: [row[2 + i] for row in trained if row[2 + i] != "—"] for i, r in enumerate(REGIMES)}
+    words["untested"] = [r[2] for r in untested]
+    summary = "; ".join(f"{part}: {_counts(w)}" for part, w in words.items() if w)
     return (
         f"{LEDGER_HEADING}\n\nEvery claim of F-GRPO (arXiv 2602.06717 v2; numbers follow v2, with v1's figure and "
-        "lemma numbers in brackets where they differ) and of BroRL §4.1 (arXiv 2510.01180), one row each ("
+        "lemma numbers in brackets where they differ) and of BroRL §4.1 (arXiv 2510.01180), one row each: "
+        + f"{len(CATALOGUE)} claims ("
         + summary
         + "). Every verdict comes from the one noise rule below, applied by the section named, over seeds: "
         "*reproduced* (every part of the sentence goes its way), ***refuted*** (a part goes the other way beyond "
         "noise and δ), *partly* (some parts hold, the rest are ties), *not resolved* (ties), *cannot tell* (too few "
         "seeds, or a comparison with a copy of another run), *caveat* (a caution of the paper's, shown beside our "
-        "numbers, not a prediction to reproduce), *not testable* (with the reason). The paper's LLM claims are about "
-        "a regime where RL loses coverage; where the narrowing regime judges a claim, its verdict is the row's and "
-        "the learning regime's (where RL raises coverage) stands beside it as the contrast.\n\n"
+        "numbers, not a prediction to reproduce), *not testable* (with the reason).\n\n"
+        "The claims about training are judged in two regimes, as equals, one column each headed by its mechanism: "
+        + "; ".join(f"*{r.name}* ({r.coverage}; {', '.join(r.sections)}): {r.mechanism}" for r in REGIMES)
+        + ". A cell gives that regime's verdict, the section that judged it and its numbers; — where no section of the "
+        "regime judges the claim. The closed forms hold or fail in either regime.\n\n"
         + rule_text()
-        + "\n\n"
-        + table(["source", "the paper's claim", "ours", "verdict", "section", "the learning regime (contrast)"], out)
+        + "\n\n### The closed forms\n\n"
+        + table(["source", "the paper's claim", "ours", "verdict"], closed)
+        + "\n\n### The claims about training, by regime\n\n"
+        + table(["source", "the paper's claim", *(r.header for r in REGIMES)], trained)
+        + "\n\n### Not testable at this scale, and settings\n\n"
+        + table(["source", "the paper's claim", "why", "section"], untested)
         + "\n"
     )
+
+
+def _waits(c: Claim, deferred: dict | None) -> bool:
+    """Whether claim ``c``, judged by no section, waits for its section (rather than being untestable or a
+    setting)."""
+    return bool(deferred and c.key in deferred) or not (c.untestable or c.note)
+
+
+def _waiting(c: Claim, deferred: dict | None) -> str:
+    """The verdict cell of a claim no section judged that is not untestable: the command that adds its section, or
+    that its section was not written."""
+    if deferred and c.key in deferred:
+        return f"not in this report: `{deferred[c.key]}` adds it"
+    return "not judged: its section was not written in this report"
 
 
 _COUNTED = (
