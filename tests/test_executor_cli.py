@@ -81,3 +81,28 @@ def test_without_ray_the_local_pool_still_runs_and_ray_pool_says_what_is_missing
 
 def _twice(x, options=None):
     return 2 * x
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_stack_below_one_is_one_line_before_any_work(runner, tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    one_error_line(runner.invoke(app, [*COMMANDS[command], "--stack", "0"]), "Invalid value for '--stack'")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("command", "target"), [("llm sweep", "tailmiss.experiments.sweep.run_sweep"),
+                                                 ("repro", "tailmiss.studies.context.Context")])  # fmt: skip
+@pytest.mark.parametrize("stack", [None, 1, 6])
+def test_stack_reaches_the_pools_run_options(runner, tmp_path, monkeypatch, command, target, stack):
+    """``--stack K`` is ``RunOptions.stack``; without it the pool picks (1 on the CPU, see RunOptions)."""
+    seen = []
+
+    def capture(*args, options=None, **kw):
+        seen.append(options if options is not None else args[-1])
+        raise ValueError("captured")
+
+    monkeypatch.setattr(target, capture)
+    monkeypatch.chdir(tmp_path)
+    extra = [] if stack is None else ["--stack", str(stack)]
+    one_error_line(runner.invoke(app, [*COMMANDS[command], "--no-progress", *extra]), "captured")
+    assert len(seen) == 1 and isinstance(seen[0], RunOptions) and seen[0].stack == stack

@@ -13,6 +13,7 @@ from tailmiss.cli._common import (
     JobsOpt,
     RayAddressOpt,
     ReuseStaleOpt,
+    StackOpt,
     check_folder,
     console,
     echo_err,
@@ -47,6 +48,7 @@ def figures_make_cmd(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     reuse_stale: ReuseStaleOpt = False,
     jobs: JobsOpt = None,
+    stack: StackOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
 ) -> None:
@@ -66,7 +68,9 @@ def figures_make_cmd(
     out = out or (Path("runs/quick/figures") if quick else Path("figures"))
     check_folder("--out", out)
     check_folder("--cache", cache)
-    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
+    options = RunOptions(
+        device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, stack=stack, **where
+    )
     ctx = Context(quick=quick, cache_dir=cache, options=options)
     for path in make(selected, out, ctx):
         typer.echo(f"wrote {path}")

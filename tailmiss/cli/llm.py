@@ -17,6 +17,7 @@ from tailmiss.cli._common import (
     QuickOpt,
     RayAddressOpt,
     ReuseStaleOpt,
+    StackOpt,
     ThreadsOpt,
     check_folder,
     executor_settings,
@@ -169,13 +170,15 @@ def llm_sweep_cmd(
     reuse_stale: ReuseStaleOpt = False,
     jobs: JobsOpt = None,
     threads: ThreadsOpt = 1,
+    stack: StackOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Run (or reuse) every run of a sweep and write its tidy result to <root>/<name>/.
 
     The runs are trained side by side on --jobs processes of --threads threads
-    each, or as Ray tasks with --executor ray. Under ``torchrun --nproc_per_node=K`` they are shared among the K
+    each (runs of one shape as stacks of up to --stack runs), or as Ray tasks
+    with --executor ray. Under ``torchrun --nproc_per_node=K`` they are shared among the K
     processes instead (each run on one of them) and rank 0 writes the result.
     """
     from tailmiss.experiments.ladder import Ladder
@@ -187,7 +190,7 @@ def llm_sweep_cmd(
     sweep = pick_config(preset, config, quick, workload, load_sweep, quick_name)
     set_threads(threads)
     options = RunOptions(
-        jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale, **where
+        jobs=jobs, threads=threads, progress=progress, log=typer.echo, reuse_stale=reuse_stale, stack=stack, **where
     )
     if isinstance(sweep, Ladder):
         _run_ladder_cmd(sweep, root, device, options)

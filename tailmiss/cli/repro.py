@@ -13,6 +13,7 @@ from tailmiss.cli._common import (
     JsonOpt,
     RayAddressOpt,
     ReuseStaleOpt,
+    StackOpt,
     app,
     check_folder,
     echo_err,
@@ -96,6 +97,7 @@ def repro_cmd(
         typer.Option(help="The evidence archive to read and add to (default: evidence/ in this checkout)."),
     ] = None,
     jobs: JobsOpt = None,
+    stack: StackOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     as_json: JsonOpt = False,
@@ -138,7 +140,9 @@ def repro_cmd(
     if mode == "check":
         _check(_report_path(out, quick))
         return
-    options = RunOptions(device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, **where)
+    options = RunOptions(
+        device=device, jobs=jobs, progress=progress, log=echo_err, reuse_stale=reuse_stale, stack=stack, **where
+    )
     if mode is not None:
         _evidence_mode(
             mode, Context(cache_dir=cache, options=options), out, as_json, seconds, spot_check, seed, partial
