@@ -235,15 +235,15 @@ REGIMES = (
 )  # fmt: skip
 """The two regimes, as equals: where RL raises coverage and acts on each prompt's own rare answers (the simulator's
 independent prompts, the transformer's sweeps, the paper's protocol, the controls), and where a hidden conflict
-between prompts makes GRPO lose coverage (the narrowing study and the sharing ladder). :data:`THEORY`'s closed forms
+between prompts makes GRPO lose coverage (the narrowing study and the sharing ladder). the theory section's closed forms
 belong to neither."""
 
 
 def regime_of(section: str) -> Regime | None:
-    """The regime whose verdicts ``section``'s ledger rows are (None for :data:`THEORY`'s closed forms).
+    """The regime whose verdicts ``section``'s ledger rows are (None for the theory section's closed forms).
 
     ``section`` may carry a ``"## "`` prefix and a subtitle after ``":"`` or ``" ("``; ``ValueError`` for a section
-    that belongs to no regime (:data:`LADDER` compares them and judges no claim)."""
+    that belongs to no regime (the ladder "Why the regimes differ" compares them and judges no claim)."""
     base = section.split(":")[0].split(" (")[0].removeprefix("## ")
     if base == THEORY:
         return None
@@ -287,7 +287,7 @@ def _counts(words: list[str]) -> str:
 def ledger_section(rows: list, deferred: dict | None = None, quick: bool = False) -> str:
     """The ledger as markdown, each claim of :data:`CATALOGUE` once, in three tables.
 
-    The closed forms (:data:`THEORY`: our number and verdict); the claims about training, one column per regime of
+    The closed forms (the theory section: our number and verdict); the claims about training, one column per regime of
     :data:`REGIMES` headed by its mechanism, each cell the verdict of that regime's sections with their numbers
     (``—`` where no section of the regime judges the claim); and the claims not testable at this scale with the
     catalogue's reason (and the settings the report follows). ``rows`` are ``(key, ours, verdict, section)``;
