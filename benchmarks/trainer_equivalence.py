@@ -13,11 +13,19 @@ evidence for declaring the new fingerprint equivalent to the one it replaces (``
 3. each picked run is retrained from its config (an RL run from the cached SFT run it started from) into a
    temporary folder, and compared: ``history.csv`` and ``prompt_evals.npz`` byte for byte, every tensor and number
    of ``checkpoint.pt`` exactly (its ``config`` entry as a config, the layout may differ), and the config itself.
+   A run restored from the evidence archive has no weights (the archive keeps none): its ``checkpoint.pt``
+   comparison is recorded as ``null``, not as a pass;
+4. with ``--resumed K``, the K cheapest picked RL runs of each policy kind that checkpoint before their last step
+   are trained again, stopped after their first checkpoint and resumed from it (``train_rl(..., resume=True)``),
+   and compared the same way;
+5. with ``--stacks``, up to four runs of distinct settings that can train as one stack
+   (:func:`tailmiss.experiments.run_stack.stack_key`) are trained again as one stack
+   (:func:`~tailmiss.experiments.run_stack.train_rl_stack`) and each run compared the same way.
 
 The record (``--out``, JSON) lists every picked run, its paths, its time and each comparison.
 
-    python benchmarks/trainer_equivalence.py --root runs --replaces 1b2f56e5f964b4d3 --jobs 2 \\
-        --out benchmarks/trainer_equivalence/<new fingerprint>.json
+    python benchmarks/trainer_equivalence.py --root runs --replaces 1b2f56e5f964b4d3 --jobs 2 --resumed 1 \\
+        --stacks --out benchmarks/trainer_equivalence/<new fingerprint>.json
 """
 
 from __future__ import annotations
@@ -145,39 +153,128 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def check(src: str) -> dict:
-    """Retrain ``src`` with the running code into a temporary folder; compare."""
+class _Stop(Exception):
+    """Raised by the step hook to stop a run after its first checkpoint (the resume check)."""
+
+
+def _compare(src_path: Path, out: Path, kind: str) -> dict:
+    """``out`` (trained now) against ``src_path`` (the replaced code's run): files byte for byte, configs as
+    configs, checkpoints tensor for tensor (``None`` where ``src_path`` keeps no weights: an archived run)."""
+    import torch
+
+    from tailmiss.llm.checkpoint import read_run_config, run_config
+    from tailmiss.store import file_sha256
+
+    result = {"history.csv": file_sha256(src_path / "history.csv") == file_sha256(out / "history.csv")}
+    if (src_path / "prompt_evals.npz").is_file():
+        result["prompt_evals.npz"] = file_sha256(src_path / "prompt_evals.npz") == file_sha256(out / "prompt_evals.npz")
+    result["config"] = read_run_config(src_path / "config.toml") == read_run_config(out / "config.toml")
+    if not (src_path / "checkpoint.pt").is_file():
+        result["checkpoint config"] = result["checkpoint.pt"] = None  # the archive keeps no weights
+        return result
+    old = torch.load(src_path / "checkpoint.pt", map_location="cpu", weights_only=True)
+    new = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
+    result["checkpoint config"] = run_config(kind, old.pop("config")) == run_config(kind, new.pop("config"))
+    old.pop("code"), new.pop("code")
+    result["checkpoint.pt"] = _same(old, new)
+    return result
+
+
+def check(src: str, resumed: bool = False) -> dict:
+    """Retrain ``src`` with the running code into a temporary folder (``resumed``: stopped after its first
+    checkpoint and resumed from it); compare."""
     import torch
 
     torch.set_num_threads(1)
-    from tailmiss.llm.checkpoint import read_run_config, run_config
+    from tailmiss.llm.checkpoint import read_run_config
     from tailmiss.llm.sft import train_sft
     from tailmiss.llm.train import train_rl
-    from tailmiss.store import file_sha256
 
     src_path = Path(src)
     meta = json.loads((src_path / "meta.json").read_text())
     started = time.perf_counter()
+    kind = meta["kind"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / src_path.name
         cfg = read_run_config(src_path / "config.toml")
-        if meta["kind"] == "rl":
+        if kind == "rl" and resumed:
+            stop_after = cfg.checkpoint_every - 1
+
+            def stop(step: int) -> None:
+                if step == stop_after:
+                    raise _Stop
+
+            try:
+                train_rl(cfg, meta["init"], out, device="cpu", progress=False, on_step=stop)
+            except _Stop:
+                pass
+            train_rl(cfg, meta["init"], out, device="cpu", resume=True, progress=False)
+            how = f"resumed at step {cfg.checkpoint_every}"
+        elif kind == "rl":
             train_rl(cfg, meta["init"], out, device="cpu", progress=False)
+            how = "alone"
         else:
             train_sft(cfg, out, device="cpu", progress=False)
-        result = {"history.csv": file_sha256(src_path / "history.csv") == file_sha256(out / "history.csv")}
-        if (src_path / "prompt_evals.npz").is_file():
-            result["prompt_evals.npz"] = file_sha256(src_path / "prompt_evals.npz") == file_sha256(
-                out / "prompt_evals.npz"
-            )
-        result["config"] = read_run_config(src_path / "config.toml") == read_run_config(out / "config.toml")
-        old = torch.load(src_path / "checkpoint.pt", map_location="cpu", weights_only=True)
-        new = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
-        kind = meta["kind"]
-        result["checkpoint config"] = run_config(kind, old.pop("config")) == run_config(kind, new.pop("config"))
-        old.pop("code"), new.pop("code")
-        result["checkpoint.pt"] = _same(old, new)
-    return {"run": src_path.name, "kind": meta["kind"], "s": round(time.perf_counter() - started, 1), **result}
+            how = "alone"
+        result = _compare(src_path, out, kind)
+    return {"run": src_path.name, "kind": kind, "how": how, "s": round(time.perf_counter() - started, 1), **result}
+
+
+def check_stack(srcs: list[str]) -> list[dict]:
+    """Retrain the RL runs ``srcs`` as one stack (:func:`tailmiss.experiments.run_stack.train_rl_stack`); compare
+    each."""
+    import torch
+
+    torch.set_num_threads(1)
+    from tailmiss.experiments.run_stack import train_rl_stack
+    from tailmiss.llm.checkpoint import read_run_config
+
+    paths = [Path(s) for s in srcs]
+    metas = [json.loads((p / "meta.json").read_text()) for p in paths]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = [Path(tmp) / p.name for p in paths]
+        cfgs = [read_run_config(p / "config.toml") for p in paths]
+        train_rl_stack(cfgs, [m["init"] for m in metas], outs, device="cpu", progress=False)
+        seconds = round(time.perf_counter() - started, 1)
+        how = f"in a stack of {len(paths)}"
+        return [
+            {"run": p.name, "kind": "rl", "how": how, "s": seconds, **_compare(p, o, "rl")} for p, o in zip(paths, outs)
+        ]
+
+
+def _resumable(chosen: list[dict], count: int) -> list[dict]:
+    """For each policy kind, the ``count`` cheapest picked RL runs that write a checkpoint before their last step."""
+    from tailmiss.llm.checkpoint import read_run_config
+
+    def early(c: dict) -> bool:
+        cfg = read_run_config(Path(c["run"]) / "config.toml")
+        return c["kind"] == "rl" and cfg.checkpoint_every < cfg.steps
+
+    by_policy: dict[str, list[dict]] = {}
+    for c in sorted((c for c in chosen if early(c)), key=lambda c: c["cost"]):
+        by_policy.setdefault(next(p for p in c["paths"] if p.startswith("policy=")), []).append(c)
+    return [c for runs in by_policy.values() for c in runs[:count]]
+
+
+def _stacks(candidates: list[dict], most: int = 4) -> list[list[dict]]:
+    """One stack to train again: of the RL runs that can stack (:func:`tailmiss.experiments.run_stack.stack_key`),
+    the key whose runs have the most distinct settings (the name without its seed), up to ``most`` of them, the
+    cheapest run of each setting."""
+    from tailmiss.experiments.run_stack import stack_key
+    from tailmiss.llm.checkpoint import read_run_config
+
+    groups: dict = {}
+    for c in sorted(candidates, key=lambda c: c["cost"]):
+        if c["kind"] != "rl":
+            continue
+        meta = json.loads((Path(c["run"]) / "meta.json").read_text())
+        key = stack_key(read_run_config(Path(c["run"]) / "config.toml"), meta["init"])
+        setting = re.sub(r"-s\d+$", "", Path(c["run"]).name)
+        if key is not None and setting not in groups.setdefault(key, {}):
+            groups[key][setting] = c
+    best = max(groups.values(), key=lambda g: (min(len(g), most), -sum(c["cost"] for c in list(g.values())[:most])))
+    return [list(best.values())[:most]] if len(best) > 1 else []
 
 
 def main() -> None:
@@ -188,6 +285,10 @@ def main() -> None:
     parser.add_argument("--per-family", type=int, default=1, help="RL runs drawn at random from each sweep")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--resumed", type=int, default=0, help="picked RL runs per policy kind also trained stopped and resumed"
+    )
+    parser.add_argument("--stacks", action="store_true", help="also train the picked runs that can stack as stacks")
     parser.add_argument("--dry-run", action="store_true", help="list the picked runs and stop")
     args = parser.parse_args()
     from tailmiss.store import OWN_SCOPE, code_fingerprint, module_fingerprint
@@ -202,18 +303,28 @@ def main() -> None:
     )
     for c in chosen:
         print(f"  {c['kind']} {Path(c['run']).name} ({c['cost']:.0f} s)", flush=True)
+    resumed = _resumable(chosen, args.resumed)
+    stacks = _stacks(candidates) if args.stacks else []
+    for c in resumed:
+        print(f"  resumed: {Path(c['run']).name}", flush=True)
+    for group in stacks:
+        print(f"  stack of {len(group)}: {', '.join(Path(c['run']).name for c in group)}", flush=True)
     if args.dry_run:
         return
     results = []
+    total = len(chosen) + len(resumed) + sum(len(g) for g in stacks)
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(check, c["run"]): c for c in chosen}
+        futures = {pool.submit(check, c["run"]): [c] for c in chosen}
+        futures |= {pool.submit(check, c["run"], True): [c] for c in resumed}
+        futures |= {pool.submit(check_stack, [c["run"] for c in g]): g for g in stacks}
         for future in as_completed(futures):
-            row = future.result()
-            row["paths"] = sorted(futures[future]["paths"])
-            results.append(row)
-            flags = [k for k, v in row.items() if v is False]
-            verdict = "same" if not flags else "DIFFERS: " + ", ".join(flags)
-            print(f"[{len(results)}/{len(chosen)}] {row['run']}: {verdict} ({row['s']} s)", flush=True)
+            done = future.result()
+            for row, c in zip(done if isinstance(done, list) else [done], futures[future]):
+                row["paths"] = sorted(c["paths"])
+                results.append(row)
+                flags = [k for k, v in row.items() if v is False]
+                verdict = "same" if not flags else "DIFFERS: " + ", ".join(flags)
+                print(f"[{len(results)}/{total}] {row['run']} ({row['how']}): {verdict} ({row['s']} s)", flush=True)
     record = {
         "fingerprint": code_fingerprint("llm"),
         "replaces": args.replaces,
@@ -229,7 +340,8 @@ def main() -> None:
         "covered": sorted(set().union(*(set(r["paths"]) for r in results))),
         "all_same": all(v is not False for r in results for v in r.values()),
         "threads": 1,
-        "results": sorted(results, key=lambda r: r["run"]),
+        "no_weights": sum(r.get("checkpoint.pt") is None for r in results),
+        "results": sorted(results, key=lambda r: (r["run"], r["how"])),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")

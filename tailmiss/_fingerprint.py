@@ -77,13 +77,19 @@ stales its runs and no others."""
 
 EQUIVALENT: dict[str, dict[str, str]] = {
     "llm": {
+        "117117d0b75cd23e": "f341c04fe1964577",
         "f341c04fe1964577": "d1818015221c25f0",
         "d1818015221c25f0": "69bd297a87793a41",
         "69bd297a87793a41": "1b2f56e5f964b4d3",
     },
     "llm/tasks/narrowing.py": {"38ec6ea86bd98ef5": "3e04cd9a7cb372c2", "3e04cd9a7cb372c2": "5386c614580a3823"},
+    "sweep": {"000eb2fe025ce4da": "c46b0d7bea8f0571"},
+    "bridge": {"b7e8eed4c5d24b2a": "0111bd33098e8fa4"},
+    "by-type": {"d8a010b2b02ebe46": "d66695ece44759d9"},
+    "rung-simulation": {"c1869f1b1be89d0c": "bce2a172f354218b"},
 }
-"""Code declared to compute what earlier code did, per scope (or :data:`OWN_SCOPE` module): ``{fingerprint of the
+"""Code declared to compute what earlier code did, per scope (a name of :data:`SCOPES`, an :data:`OWN_SCOPE` module,
+or the name of a unit type's own :class:`Scope`, such as ``sweep``): ``{fingerprint of the
 newer code: the fingerprint it replaces}``. A unit made by replaced code (directly or down a chain) is judged as made
 by the newer code (:func:`tailmiss.store.same_code`). A declaration stands on a record of runs retrained by the
 newer code that came out the same bit for bit, ``benchmarks/trainer_equivalence/<newer>.json``
@@ -101,7 +107,16 @@ fingerprint no declaration names, so it stales the units as usual (and the decla
   ``Generator.choice`` per prompt; the same uniforms, the same digits, the same batches.
 * ``llm`` ``f341c04fe1964577`` replaces ``d1818015221c25f0``: a third network-free policy (``shared``, a log-linear
   term shared across prompts) beside the table and factorized ones; the table reads its logits through one method
-  (``action_logits``) that the shared policy overrides; no existing policy's arithmetic moved."""
+  (``action_logits``) that the shared policy overrides; no existing policy's arithmetic moved.
+* ``llm`` ``117117d0b75cd23e`` replaces ``f341c04fe1964577``: one trainer path. The RL loop's stages are public
+  (``open_run``, ``rollout_stream``, ``score``, ``first_round_info``, ``sampled_row``, ``plan_update``,
+  ``rank_logprobs``, ``rank_loss``, ``UpdateStats``, ``save_run``, ``finish_run``; ``tailmiss.llm.loop`` was
+  ``_loop``) and the run stack calls them instead of keeping copies; no arithmetic moved. Its record retrains runs
+  of the evidence archive (histories and per-prompt evaluations; the archive keeps no weights) and locally trained
+  runs with their weights, alone, stopped and resumed, and as one stack. The scopes of the units derived from LLM
+  runs take the trainer's modules in, so the same change moved theirs: ``sweep``, ``bridge``, ``by-type`` and
+  ``rung-simulation`` are declared beside it, on the record ``benchmarks/trainer_equivalence/derived-117117d0b75cd23e
+  .json`` (``benchmarks/derived_equivalence.py``: the same runs, both codes, every derived unit the same)."""
 
 
 _ROOT = "tailmiss"

@@ -162,19 +162,19 @@ def test_a_stopped_stack_resumes_one_run_alone_as_if_never_stopped(sft_run, tmp_
 
     cfgs = _mixed()[:3]
     outs = [tmp_path / "stack" / c.name for c in cfgs]
-    real = stack_module._checkpoint
+    real = stack_module.save_run
 
     def die_after_two(run, folder, step):
         real(run, folder, step)
         if step == 2 and folder.path == outs[-1]:
             raise KeyboardInterrupt
 
-    stack_module._checkpoint = die_after_two
+    stack_module.save_run = die_after_two
     try:
         with pytest.raises(KeyboardInterrupt):
             train_rl_stack(cfgs, [sft_run] * 3, outs, device="cpu", progress=False)
     finally:
-        stack_module._checkpoint = real
+        stack_module.save_run = real
     train_rl(cfgs[0], sft_run, outs[0], device="cpu", resume=True, progress=False)
     train_rl_stack(cfgs[1:], [sft_run] * 2, outs[1:], device="cpu", resume=True, progress=False)
     for cfg, out in zip(cfgs, outs):

@@ -244,3 +244,17 @@ def test_a_trainer_change_declared_equivalent_keeps_the_sections_current(ctx, tm
     _refingerprint()
     assert set(record_scopes(report)) == set(record["sections"]) - untouched
     assert read_stamps(report)["sections"][small]["scopes"] == recorded[small]
+
+
+def test_a_gone_file_is_judged_by_the_scopes_whose_entries_held_it(monkeypatch):
+    """A module renamed or removed inside a scope (``llm/_loop.py`` became ``llm/loop.py``) keeps a stamp current
+    when the scope that held it runs code declared equivalent to what the stamp recorded, and only then."""
+    from tailmiss.report.stamp_scopes import excused, forget
+
+    forget()
+    now = {"llm": store.code_fingerprint("llm"), "sim": store.code_fingerprint("sim")}
+    assert excused("llm/a_module_that_is_gone.py", now)  # the scope runs the recorded code
+    assert not excused("llm/a_module_that_is_gone.py", {**now, "llm": "0" * 16})  # other code, not declared
+    monkeypatch.setattr(store, "EQUIVALENT", {"llm": {now["llm"]: "0" * 16}})
+    assert excused("llm/a_module_that_is_gone.py", {**now, "llm": "0" * 16})  # declared
+    assert not excused("studies/a_module_that_is_gone.py", now)  # no scope held it: stale as any other change

@@ -232,11 +232,24 @@ def test_a_unit_of_code_declared_equivalent_is_judged_as_made_by_the_running_cod
     assert "t1" in store.stale_reason(meta, "sim", [task])
 
 
+def _derived_scopes() -> dict:
+    """The scopes of the units derived from LLM runs, by name (each unit type declares its own beside it)."""
+    from tailmiss.experiments import bridge, by_type, shared_bridge, sweep_result
+
+    return {s.name: s for s in (sweep_result.SCOPE, bridge.SCOPE, by_type.SCOPE, shared_bridge.SCOPE)}
+
+
+def _current(name: str) -> str:
+    if name in store.OWN_SCOPE:
+        return store.module_fingerprint(name)
+    return store.code_fingerprint(_derived_scopes().get(name, name))
+
+
 def test_every_declaration_names_the_running_code_or_what_it_replaces():
     """A declared fingerprint is the running code's, or one it replaces down the chain: a later edit of the scope
     without a new record must drop the declaration (its units are then stale, as any other edit makes them)."""
     for name, pairs in store.EQUIVALENT.items():
-        current = store.module_fingerprint(name) if name in store.OWN_SCOPE else store.code_fingerprint(name)
+        current = _current(name)
         reachable = {current}
         while pairs.get(current) is not None and pairs[current] not in reachable:
             current = pairs[current]
@@ -249,8 +262,9 @@ def test_every_declared_equivalence_rests_on_identical_retrained_runs():
     retrained by the newer code, SFT and RL, covering every code path of the replaced runs, all the same."""
     root = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer_equivalence"
     declared = [(scope, new, old) for scope, pairs in store.EQUIVALENT.items() for new, old in pairs.items()]
-    assert declared and {scope for scope, _, _ in declared} <= {"llm", *store.OWN_SCOPE}
-    records = [json.loads(path.read_text()) for path in sorted(root.glob("*.json"))]
+    assert declared and {scope for scope, _, _ in declared} <= {"llm", *store.OWN_SCOPE, *_derived_scopes()}
+    declared = [(scope, new, old) for scope, new, old in declared if scope not in _derived_scopes()]
+    records = [json.loads(path.read_text()) for path in sorted(root.glob("*.json")) if "-" not in path.stem]
     for scope, new, old in declared:
         if scope in store.OWN_SCOPE:  # a task module: a record that retrained its runs names it
             entry = {"fingerprint": new, "replaces": [old]}  # the record that retrained runs of the replaced module
@@ -270,8 +284,49 @@ def test_every_declared_equivalence_rests_on_identical_retrained_runs():
         assert {r["kind"] for r in record["results"]} == {"sft", "rl"}
         for result in record["results"]:
             checks = {k: v for k, v in result.items() if isinstance(v, bool)}
-            assert {"history.csv", "config", "checkpoint config", "checkpoint.pt"} <= set(checks), result["run"]
-            assert all(checks.values()), result["run"]
+            assert {"history.csv", "config"} <= set(checks) and all(checks.values()), result["run"]
+            if result["checkpoint.pt"] is None:  # a run restored from the evidence archive: it keeps no weights
+                assert result["checkpoint config"] is None, result["run"]
+            else:
+                assert {"checkpoint config", "checkpoint.pt"} <= set(checks), result["run"]
+        for kind in ("sft", "rl"):  # the weights were compared too, on runs that keep them
+            assert any(r["checkpoint.pt"] for r in record["results"] if r["kind"] == kind), kind
+
+
+def test_every_derived_scope_declaration_rests_on_units_computed_again_by_both_codes():
+    """A declaration for a scope of units derived from LLM runs (a sweep result, the bridge, the scores by type, the
+    shared rung's simulation) has its record (benchmarks/derived_equivalence.py): such units computed from the same
+    runs by the replaced and by the newer code, file by file the same."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer_equivalence"
+    records = [json.loads(path.read_text()) for path in sorted(root.glob("derived-*.json"))]
+    for name in _derived_scopes():
+        for new, old in store.EQUIVALENT.get(name, {}).items():
+            (entry,) = [r["scopes"][name] for r in records if r["scopes"].get(name, {}).get("fingerprint") == new]
+            assert entry["replaces"] == old and entry["all_same"] and entry["units"], name
+            rows = [row for r in records for row in r["results"] if row["unit"] in entry["units"]]
+            assert rows and all(v for row in rows for v in row.values() if isinstance(v, bool)), name
+
+
+def test_the_one_path_trainer_rests_on_every_method_a_resumed_run_and_a_stack():
+    """The trainer whose run stack calls its public stages (the declaration for the current code) was retrained on
+    every method and option family the report uses, stopped and resumed, and as one stack, all bit for bit."""
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "trainer_equivalence"
+    record = json.loads((root / f"{store.code_fingerprint('llm')}.json").read_text())
+    assert record["fingerprint"] in store.EQUIVALENT["llm"] and record["all_same"]
+    rl = [r for r in record["results"] if r["kind"] == "rl"]
+    paths = set().union(*(r["paths"] for r in rl))
+    for method in ("grpo", "dapo", "cispo", "drgrpo"):
+        assert f"method={method}" in paths, method
+    for path in ("focal=True", "kl=True", "entropy=True", "dynamic_sampling=True", "eval_per_prompt=True",
+                 "reward_transform=differential-smoothing", "schedule=cosine", "rollout_sampling=counter"):  # fmt: skip
+        assert path in paths, path
+    assert any("sft-schedule=cosine" in r["paths"] for r in record["results"] if r["kind"] == "sft")
+    resumed = [r for r in rl if r["how"].startswith("resumed")]
+    assert {p for r in resumed for p in r["paths"] if p.startswith("policy=")} >= {"policy=transformer"}
+    stacked = [r for r in rl if r["how"].startswith("in a stack")]
+    assert len(stacked) >= 2 and len({r["run"] for r in stacked}) == len(stacked)
+    assert all(r["checkpoint.pt"] for r in stacked)  # these keep their weights: compared tensor for tensor
+    assert any(r["checkpoint.pt"] for r in resumed if "policy=transformer" in r["paths"])
 
 
 # --- atomic replacement and leftovers --------------------------------------------------------------

@@ -35,10 +35,10 @@ from tailmiss._checks import check_choice, check_number
 from tailmiss.experiments.cached import cached_sft, run_state, sft_job
 from tailmiss.experiments.pool import Job, train_all
 from tailmiss.experiments.sweep_config import LLMSweep, Variant
-from tailmiss.llm._loop import environment
 from tailmiss.llm.checkpoint import CHECKPOINT, LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig, SFTConfig
 from tailmiss.llm.evaluate import answer_distribution
+from tailmiss.llm.loop import environment
 from tailmiss.llm.model import MODEL_KINDS, ModelConfig
 from tailmiss.llm.optim import OPTIMIZERS
 from tailmiss.llm.rollouts import training_pool

@@ -7,21 +7,27 @@ learning rate and schedule, loss coefficients, method, evaluation — take each 
 
 1. **Rollouts**: every run's prompts (its own draw), sampled in one pass of
    :class:`~tailmiss.experiments.stack_model.StackedGPT` with each run's own random stream
-   (:class:`~tailmiss.experiments.stack_model.RunDraws`); rewards by the task's verifier.
-2. **Advantages** per run, with its focal weight (:func:`tailmiss.llm.rl_update.advantages`).
-3. **Old and reference log-probabilities** of every run's rollouts in one stacked pass each.
-4. **Mini-batch updates**: one stacked forward and one backward per mini-batch for all runs; then each run's own
-   gradient clipping and optimiser step, so optimiser state, clipping and the learning-rate schedule stay per run.
-5. **Evaluation and checkpoints** per run, by the one-run code (:func:`tailmiss.llm.rl_eval.evaluation`).
+   (:func:`tailmiss.llm.rollouts.rollout_stream`, through :class:`~tailmiss.experiments.stack_model.RunDraws`);
+   rewards by the trainer's :func:`~tailmiss.llm.rollouts.score`, logged by its
+   :func:`~tailmiss.llm.rollouts.first_round_info` and :func:`~tailmiss.llm.train.sampled_row`.
+2. **Advantages and mini-batches** per run, by :func:`tailmiss.llm.rl_update.plan_update`.
+3. **Old and reference log-probabilities** of every run's rollouts in one stacked pass each, read by
+   :func:`tailmiss.llm.rl_update.rank_logprobs`.
+4. **Mini-batch updates**: one stacked forward and one backward per mini-batch for all runs, each run's loss by
+   :func:`tailmiss.llm.rl_update.rank_loss` on its slice of the stacked logits; then each run's own gradient
+   clipping and optimiser step, so optimiser state, clipping and the learning-rate schedule stay per run; the
+   statistics by :class:`tailmiss.llm.rl_update.UpdateStats`.
+5. **Evaluation and checkpoints** per run, by the trainer's :func:`tailmiss.llm.rl_eval.evaluation`,
+   :func:`~tailmiss.llm.train.save_run` and :func:`~tailmiss.llm.train.finish_run`.
 
-Each run's loss is computed by the one-run code (``tailmiss.llm.rl_update._rank_loss``) on its slice of the
-stacked logits, and the stack back-propagates the runs' losses as separate roots. On the CPU every run's history,
-per-prompt evaluations and checkpoint therefore equal what :func:`~tailmiss.llm.train.train_rl` writes for it
-alone, bit for bit (``tests/test_stack.py``); a run's folder is an ordinary run folder, and a stack that dies
-leaves each run resumable, alone or in another stack.
+The stack back-propagates the runs' losses as separate roots. On the CPU every run's history, per-prompt
+evaluations and checkpoint therefore equal what :func:`~tailmiss.llm.train.train_rl` writes for it alone, bit for
+bit (``tests/test_stack.py``); a run's folder is an ordinary run folder, and a stack that dies leaves each run
+resumable, alone or in another stack.
 
 **Where it lives.** The stack is a way of running the trainer, as the pools are, not a second trainer: every
-stage calls the trainer's own functions, and ``tests/test_stack.py`` checks in CI that its runs equal the
+stage calls the trainer's own public functions (this module holds only the batching: the stacked passes and the
+replay of their logits), and ``tests/test_stack.py`` checks in CI that its runs equal the
 trainer's bit for bit. So it sits outside the trainer's scope (``tailmiss/llm``, :data:`tailmiss.store.SCOPES`)
 and a run's store key is the same whichever way it was trained.
 
@@ -40,28 +46,27 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from tailmiss import objectives
 from tailmiss._device import resolve_device
 from tailmiss._dist import world
 from tailmiss.experiments.stack_model import RunDraws, StackedGPT
-from tailmiss.llm._loop import all_sum, data_parallel, first_step, progress_bar, step_done, step_seed
 from tailmiss.llm.checkpoint import RunFolder, read_run_config
 from tailmiss.llm.config import RLConfig
-from tailmiss.llm.model import CounterStream, generate
+from tailmiss.llm.loop import data_parallel, first_step, progress_bar, step_done
+from tailmiss.llm.model import generate
 from tailmiss.llm.optim import set_lr
 from tailmiss.llm.rl_eval import eval_sets, evaluation
 from tailmiss.llm.rl_run import RLRun
-from tailmiss.llm.rl_update import _Minibatch, _rank_logprobs, _rank_loss, advantages
-from tailmiss.llm.rollouts import SAMPLING, SHUFFLE, Rollouts, response_mask, step_prompts
+from tailmiss.llm.rl_update import Minibatch, UpdateStats, plan_update, rank_logprobs, rank_loss
+from tailmiss.llm.rollouts import Rollouts, first_round_info, response_mask, rollout_stream, score, step_prompts
 from tailmiss.llm.tasks import EOS, PAD
-from tailmiss.llm.train import _checkpoint, _meta, _open, _sampled_row
+from tailmiss.llm.train import finish_run, open_run, sampled_row, save_run
 
-__all__ = ["stack_key", "train_rl_stack"]
+__all__ = ["SHARED", "stack_key", "train_rl_stack"]
 
-_SHARED = ("group_size", "prompts_per_step", "minibatches", "steps", "temperature", "top_k", "top_p")
+SHARED = ("group_size", "prompts_per_step", "minibatches", "steps", "temperature", "top_k", "top_p")
 """The RL settings every run of a stack shares (with the SFT model's shape and task): they fix the shapes of a
 step's tensors and how its rollouts are sampled."""
 
@@ -69,7 +74,7 @@ step's tensors and how its rollouts are sampled."""
 def stack_key(cfg: RLConfig, init: str | Path) -> tuple | None:
     """What runs must share to train in one stack (equal keys stack), or None if ``cfg`` trains alone.
 
-    The key holds the ``_SHARED`` settings of ``cfg`` and the model shape and task of the SFT run ``init``
+    The key holds the ``SHARED`` settings of ``cfg`` and the model shape and task of the SFT run ``init``
     (read from its ``config.toml``). None for dynamic sampling, a reward transform that reads log-probabilities,
     a policy other than the transformer, or several processes.
     """
@@ -81,7 +86,7 @@ def stack_key(cfg: RLConfig, init: str | Path) -> tuple | None:
     sft = read_run_config(Path(init) / "config.toml")
     if sft.model.kind != "transformer":
         return None
-    return (tuple(getattr(cfg, k) for k in _SHARED), repr(sft.model), repr(sft.task))
+    return (tuple(getattr(cfg, k) for k in SHARED), repr(sft.model), repr(sft.task))
 
 
 def train_rl_stack(
@@ -110,7 +115,7 @@ def train_rl_stack(
         raise ValueError("two runs of the stack write the same folder")
     dev = resolve_device(device)
     folders = [RunFolder(o) for o in outs]
-    runs = [_open(c, i, f, dev, resume) for c, i, f in zip(cfgs, inits, folders)]
+    runs = [open_run(c, i, f, dev, resume) for c, i, f in zip(cfgs, inits, folders)]
     starts = [first_step(f, r.history, r.start, r.cfg.steps) for f, r in zip(folders, runs)]
     todo = [k for k, s in enumerate(starts) if s is not None]
     if len({starts[k] for k in todo}) > 1:
@@ -121,6 +126,7 @@ def train_rl_stack(
 
 
 def _train(runs: list[RLRun], folders: list[RunFolder], start: int, progress: bool) -> None:
+    """The loop of :func:`tailmiss.llm.train.train_rl` for every run at once, from step ``start``."""
     steps = runs[0].cfg.steps
     for run in runs:
         run.ddp, run.evals = data_parallel(run.model, run.dev), eval_sets(run)
@@ -133,13 +139,13 @@ def _train(runs: list[RLRun], folders: list[RunFolder], start: int, progress: bo
             rows = [{"step": step, **evaluation(run, step)} for run in runs]
             batches = _rollouts(runs, stack, step)
             for run, row, batch in zip(runs, rows, batches):
-                row.update(_sampled_row(run, batch, _first_round(batch, run.cfg)))
+                row.update(sampled_row(run, batch, first_round_info(batch)))
             lrs = [set_lr(r.optimizer, step, r.cfg.optim, steps) for r in runs]
             for row, logged, lr in zip(rows, _update(runs, stack, references, batches, step), lrs):
                 row.update(logged, lr=lr)
             for run, folder, row in zip(runs, folders, rows):
                 run.history.append(row)
-                step_done(step, run.cfg, lambda s, run=run, folder=folder: _checkpoint(run, folder, s), None, None)
+                step_done(step, run.cfg, lambda s, run=run, folder=folder: save_run(run, folder, s), None, None)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -147,64 +153,31 @@ def _train(runs: list[RLRun], folders: list[RunFolder], start: int, progress: bo
             bar.close()
     elapsed = time.perf_counter() - started
     for run, folder in zip(runs, folders):
-        if start <= steps:  # the last evaluation, after the last update
-            final = evaluation(run, steps)
-            run.history.append({"step": steps, **final, "rollouts": run.spent.rollouts, "tokens": run.spent.tokens})
-        _checkpoint(run, folder, steps)
-        folder.write_meta(_meta(run, start, elapsed))
+        finish_run(run, folder, start, elapsed)
 
 
 @torch.no_grad()
 def _rollouts(runs: list[RLRun], stack: StackedGPT, step: int) -> list[Rollouts]:
-    """Step 1-2 for every run: its prompts, ``group_size`` samples each from one stacked pass, its rewards."""
+    """Step 1-2 for every run: its prompts, ``group_size`` samples each from one stacked pass with each run's own
+    draws (:func:`tailmiss.llm.rollouts.rollout_stream`), its rewards."""
     cfg0, task = runs[0].cfg, runs[0].task
     n, dev = cfg0.group_size, runs[0].dev
     stack.eval()
     prompts = [step_prompts(task, r.cfg, step, 0) for r in runs]
     ids = [task.encode_prompts(p).repeat_interleave(n, dim=0) for p in prompts]  # (B*N, P) per run
     rows = ids[0].shape[0]
-    streams = [_stream(r.cfg, step, rows, dev) for r in runs]
+    streams = [rollout_stream(r.cfg, step, 0, torch.arange(rows), dev) for r in runs]
+    draws = RunDraws(streams, rows)
     top_k = cfg0.top_k or None
     answers, _ = generate(
-        stack,
-        torch.cat(ids).to(dev),
-        task.max_answer_len,
-        EOS,
-        PAD,
-        cfg0.temperature,
-        top_k,
-        cfg0.top_p,
-        RunDraws(streams, rows),
+        stack, torch.cat(ids).to(dev), task.max_answer_len, EOS, PAD, cfg0.temperature, top_k, cfg0.top_p, draws
     )
     out = []
     for k, (run_prompts, run_ids) in enumerate(zip(prompts, ids)):
         run_answers = answers[k * rows : (k + 1) * rows]
-        rewards = torch.tensor(
-            [task.reward(run_prompts[i // n], a) for i, a in enumerate(run_answers.cpu().tolist())],
-            dtype=torch.float64,
-        ).view(cfg0.prompts_per_step, n)
+        rewards = score(task, run_prompts, range(rows), run_answers.cpu().tolist(), n)
         out.append(Rollouts(run_ids.to(dev), run_answers, response_mask(run_answers), rewards))
     return out
-
-
-def _stream(cfg: RLConfig, step: int, rows: int, dev):
-    """A run's draws for round 0 of ``step``, as :func:`tailmiss.llm.rollouts.collect_rollouts` seeds them."""
-    seed = step_seed(cfg.seed, step, SAMPLING)
-    if cfg.rollout_sampling == "generator":
-        return torch.Generator(device=dev).manual_seed(seed)
-    return CounterStream(seed, torch.arange(rows))
-
-
-def _first_round(batch: Rollouts, cfg: RLConfig) -> dict:
-    """What :func:`tailmiss.llm.rollouts.gather_groups` reports of a step without dynamic sampling."""
-    return {
-        "reward_mean": float(batch.rewards.mean()),
-        "mu_hat": batch.rewards.mean(1),
-        "frac_zero_std": float((batch.rewards.std(1, correction=0) == 0).double().mean()),
-        "rollouts": batch.rewards.numel(),
-        "tokens": int(batch.mask.sum()),
-        "refills": 0,
-    }
 
 
 class _Replay:
@@ -244,19 +217,11 @@ def _stacked_logits(stack: StackedGPT, batches: list[Rollouts], rows: list[torch
 
 def _update(runs, stack: StackedGPT, references: StackedGPT, batches: list[Rollouts], step: int) -> list[dict]:
     """Steps 3-5 for every run (:func:`tailmiss.llm.rl_update.update`, batched over the runs)."""
-    out, plans = [], []
-    for run, batch in zip(runs, batches):
-        cfg = run.cfg
-        adv, g = advantages(batch.rewards, cfg)
-        active = batch.rewards.std(1, correction=0) > 0
-        out.append({"focal_mean": float(g[active].mean()) if bool(active.any()) else float("nan")})
-        gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, SHUFFLE))
-        order = torch.randperm(len(batch.mask), generator=gen)
-        minibatches = [idx.to(run.dev) for idx in order.tensor_split(cfg.minibatches) if len(idx)]
-        plans.append((adv.reshape(-1, 1).to(run.dev, torch.float32), minibatches))
+    plans = [plan_update(run, batch, step) for run, batch in zip(runs, batches)]  # ---- 3. advantages
+    out = [logged for _, logged, _ in plans]
 
     # ---- 4. old and reference log-probs of every run's rows, before any update -------------------------
-    every = [torch.cat(mbs) for _, mbs in plans]
+    every = [torch.cat(mbs) for _, _, mbs in plans]
     with torch.no_grad():
         stack.eval()
         current = _stacked_logits(stack, batches, every)
@@ -264,34 +229,28 @@ def _update(runs, stack: StackedGPT, references: StackedGPT, batches: list[Rollo
     parts = []
     for k, (run, batch) in enumerate(zip(runs, batches)):
         view = _RunView(run, _Replay(current[k]), _Replay(reference[k]))
-        old_logp, ref_logp, logged = _rank_logprobs(view, batch, every[k])
+        old_logp, ref_logp, logged = rank_logprobs(view, batch, every[k])
         out[k].update(logged)
-        sizes = [len(idx) for idx in plans[k][1]]
-        parts.append(list(zip(plans[k][1], plans[k][1], old_logp.split(sizes), ref_logp.split(sizes))))
+        mbs = plans[k][2]
+        sizes = [len(idx) for idx in mbs]
+        parts.append([Minibatch(*p) for p in zip(mbs, mbs, old_logp.split(sizes), ref_logp.split(sizes))])
 
     # ---- 5. mini-batch updates: one stacked forward and backward, each run's own clip and step ---------------
-    stats = [{"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []} for _ in runs]
+    stats = [UpdateStats() for _ in runs]
     stack.train()
     loss_cfgs = [r.cfg.resolved_loss() for r in runs]
     for j in range(len(parts[0])):
-        mbs = [_Minibatch(*p[j]) for p in parts]
+        mbs = [p[j] for p in parts]
         logits = _stacked_logits(stack, batches, [mb.rows for mb in mbs])
         results = [
-            _rank_loss(_RunView(run, _Replay(lg)), batch, plan[0], mb, loss_cfg)
+            rank_loss(_RunView(run, _Replay(lg)), batch, plan[0], mb, loss_cfg)
             for run, batch, plan, mb, loss_cfg, lg in zip(runs, batches, plans, mbs, loss_cfgs, logits)
         ]
         for run in runs:
             run.optimizer.zero_grad(set_to_none=True)
-        torch.autograd.backward([loss for loss, *_ in results])
-        for run, batch, mb, (loss, clip_frac, kl_old, tokens), s in zip(runs, batches, mbs, results, stats):
+        torch.autograd.backward([result[0] for result in results])
+        for run, batch, mb, result, s in zip(runs, batches, mbs, results, stats):
             grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.optim.grad_clip)
             run.optimizer.step()
-            s["grad_norm"].append(float(grad_norm))
-            loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], run.dev)
-            whole = max(int(batch.mask[mb.rows].sum()), 1)
-            s["loss"].append(loss_sum / world())
-            s["clip_frac"].append(clipped / whole)
-            s["approx_kl"].append(kl_sum / whole)
-    for row, s in zip(out, stats):
-        row.update({key: float(np.mean(v)) if v else float("nan") for key, v in s.items()})
-    return out
+            s.add(run, batch, mb, result, grad_norm)
+    return [{**row, **s.means()} for row, s in zip(out, stats)]

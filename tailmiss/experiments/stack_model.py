@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from tailmiss.llm.model import GPT, Block, CausalSelfAttention, CounterStream, _check_siblings
+from tailmiss.llm.model import GPT, Block, CausalSelfAttention, CounterStream, check_siblings
 
 __all__ = ["StackedGPT", "RunDraws", "stackable_models"]
 
@@ -150,7 +150,7 @@ class StackedGPT:
         last = start + (1 if siblings else T)
         if last > self.block_size:
             raise ValueError(f"sequence of {last} tokens exceeds block_size={self.block_size}")
-        _check_siblings(siblings, cache, start)
+        check_siblings(siblings, cache, start)
         pos = torch.full((T,), start, device=idx.device) if siblings else torch.arange(start, last, device=idx.device)
         parts = idx.reshape(runs, -1, T)
         x = torch.cat([m.wte(part) + m.wpe(pos) for m, part in zip(self.models, parts)])  # (R*B, T, C)

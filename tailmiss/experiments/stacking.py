@@ -2,7 +2,7 @@
 
 :func:`stacked_jobs` groups the RL run jobs of a job list (:func:`tailmiss.experiments.cached.cached_rl`) that wait
 on the same jobs, start from the same SFT run folder and share the settings a stack shares
-(``tailmiss.experiments.run_stack._SHARED``; no dynamic sampling, no reward transform that reads
+(``tailmiss.experiments.run_stack.SHARED``; no dynamic sampling, no reward transform that reads
 log-probabilities), and
 replaces each group by jobs of :func:`cached_rl_stack`, each training up to a stack's size of them. A run trains
 the same bit for bit alone or in any stack, so a stack is only a way of running the jobs: the local pool and Ray
@@ -40,14 +40,14 @@ def stack_size(runs: int, workers: int, most: int | None) -> int:
 
 def _group(job: Job):
     """What a run job must share with others to stack (None: it trains alone)."""
-    from tailmiss.experiments.run_stack import _SHARED
+    from tailmiss.experiments.run_stack import SHARED
 
     if getattr(job.fn, "__name__", "") != "cached_rl" or len(job.args) != 3 or not isinstance(job.args[0], RLConfig):
         return None
     cfg, init, _ = job.args
     if cfg.dynamic_sampling or cfg.reward_transform is not None:
         return None
-    return (job.needs, str(Path(init)), tuple(getattr(cfg, k) for k in _SHARED))
+    return (job.needs, str(Path(init)), tuple(getattr(cfg, k) for k in SHARED))
 
 
 def stacked_jobs(jobs: Sequence[Job], workers: int, most: int | None) -> tuple[list[Job], dict[str, tuple[str, ...]]]:

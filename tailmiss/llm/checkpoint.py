@@ -23,9 +23,9 @@ import torch
 
 from tailmiss._device import resolve_device
 from tailmiss.io import ConfigError, atomic_write, read_toml
-from tailmiss.llm._loop import progress_bar
 from tailmiss.llm.config import RLConfig, SFTConfig, load_config
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
+from tailmiss.llm.loop import progress_bar
 from tailmiss.llm.model import GPT, ModelConfig
 from tailmiss.llm.optim import FLAT_KEYS
 from tailmiss.llm.tabular import tabular_from_state

@@ -28,6 +28,7 @@ __all__ = [
     "GPT",
     "param_dtype",
     "param_device",
+    "check_siblings",
     "KVCache",
     "CounterStream",
     "generate",
@@ -183,7 +184,7 @@ class GPT(nn.Module):
         last = start + (1 if siblings else T)
         if last > self.block_size:
             raise ValueError(f"sequence of {last} tokens exceeds block_size={self.block_size}")
-        _check_siblings(siblings, cache, start)
+        check_siblings(siblings, cache, start)
         pos = torch.full((T,), start, device=idx.device) if siblings else torch.arange(start, last, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
         for layer, block in enumerate(self.blocks):
@@ -191,7 +192,9 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)
 
 
-def _check_siblings(siblings: bool, cache, start: int) -> None:
+def check_siblings(siblings: bool, cache, start: int) -> None:
+    """``ValueError`` unless a forward pass that reads sibling rows (``siblings``) has a cache holding the prefix
+    (``start >= 1``); every policy's forward checks it."""
     if siblings and (cache is None or start < 1):
         raise ValueError(f"siblings need a cache holding the prefix (start >= 1), got start={start}")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tailmiss.llm._loop import step_seed
 from tailmiss.llm.checkpoint import CHECKPOINT
 from tailmiss.llm.evaluate import PASS_KS, answer_distribution, exact_metrics, sample_correct_counts, sampled_pass_at_k
+from tailmiss.llm.loop import step_seed
 from tailmiss.llm.rl_run import EvalSets, RLRun
 from tailmiss.llm.rollouts import EVAL, training_pool
 from tailmiss.llm.tasks import Task

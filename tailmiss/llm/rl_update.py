@@ -8,7 +8,7 @@ entropy terms), and DistributedDataParallel averages the K gradients, which
 gives the gradient of the whole mini-batch's loss.
 
 **Statistics.** One path at any world size: each rank sums its rows'
-statistics (in float32, the model's dtype), ``tailmiss.llm._loop.all_sum``
+statistics (in float32, the model's dtype), ``tailmiss.llm.loop.all_sum``
 adds the sums over the ranks in float64 (over one rank in a single process),
 and the sums are divided by the global counts.
 """
@@ -22,13 +22,23 @@ import torch
 
 from tailmiss import objectives
 from tailmiss._dist import rank, world
-from tailmiss.llm._loop import all_sum, step_seed
 from tailmiss.llm.config import RLConfig
+from tailmiss.llm.loop import all_sum, step_seed
 from tailmiss.llm.model import answer_logprobs
 from tailmiss.llm.rl_run import RLRun
 from tailmiss.llm.rollouts import SHUFFLE, Rollouts
 
-__all__ = ["UPDATE_STATS", "advantages", "kl_penalty", "update"]
+__all__ = [
+    "UPDATE_STATS",
+    "advantages",
+    "kl_penalty",
+    "Minibatch",
+    "rank_logprobs",
+    "rank_loss",
+    "plan_update",
+    "UpdateStats",
+    "update",
+]
 
 
 def advantages(
@@ -90,7 +100,7 @@ def _global_means(sums: list, count: int, dev) -> list[float]:
     return [total / max(count, 1) for total in all_sum(sums, dev)]
 
 
-def _rank_logprobs(run: RLRun, batch: Rollouts, rows: torch.Tensor):
+def rank_logprobs(run: RLRun, batch: Rollouts, rows: torch.Tensor):
     """Old and reference log-probs of this rank's ``rows`` and the logged entropy, length and KL of the batch."""
     cfg, model = run.cfg, run.model
     with torch.no_grad():
@@ -113,7 +123,7 @@ def _share(local: int, whole: int) -> float:
 
 
 @dataclass
-class _Minibatch:
+class Minibatch:
     """One mini-batch: its rows of the global batch, this rank's share of them and their old and reference
     log-probs (taken before the first update)."""
 
@@ -123,7 +133,7 @@ class _Minibatch:
     ref_logp: torch.Tensor
 
 
-def _rank_loss(run: RLRun, batch: Rollouts, adv: torch.Tensor, mb: _Minibatch, loss_cfg):
+def rank_loss(run: RLRun, batch: Rollouts, adv: torch.Tensor, mb: Minibatch, loss_cfg):
     """This rank's share of mini-batch ``mb``'s loss (its rows ``mb.mine``), its clip fraction and approximate KL
     (token means over its rows) and its token count."""
     cfg, ddp, idx_all, idx = run.cfg, run.ddp, mb.rows, mb.mine
@@ -147,6 +157,44 @@ def _rank_loss(run: RLRun, batch: Rollouts, adv: torch.Tensor, mb: _Minibatch, l
     return loss, float(res.clip_fraction), float(res.approx_kl), tokens
 
 
+def plan_update(run: RLRun, batch: Rollouts, step: int) -> tuple[torch.Tensor, dict, list[torch.Tensor]]:
+    """Steps 3 and the mini-batch split of :func:`update`: the focal-weighted advantages as (R, 1), one value per
+    rollout; the logged mean focal weight of the active groups; and the mini-batches, each a permutation share of
+    the batch's rows (the step's ``SHUFFLE`` stream)."""
+    cfg = run.cfg
+    adv, g = advantages(batch.rewards, cfg, _sequence_logprobs(run.model, batch, cfg))
+    active = batch.rewards.std(1, correction=0) > 0
+    logged = {"focal_mean": float(g[active].mean()) if bool(active.any()) else float("nan")}
+    adv = adv.reshape(-1, 1).to(run.dev, torch.float32)  # (R, 1): one value per rollout, all its tokens
+    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, SHUFFLE))
+    order = torch.randperm(len(batch.mask), generator=gen)
+    minibatches = [idx.to(run.dev) for idx in order.tensor_split(cfg.minibatches) if len(idx)]
+    return adv, logged, minibatches
+
+
+class UpdateStats:
+    """The mini-batch statistics of one step's updates (:data:`UPDATE_STATS`' last four), on one path at any world
+    size: each rank's sums added over the ranks in float64, divided by the mini-batch's global token count."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
+
+    def add(self, run, batch: Rollouts, mb: Minibatch, result: tuple, grad_norm) -> None:
+        """Record mini-batch ``mb``'s update: ``result`` is :func:`rank_loss`'s, ``grad_norm`` the clipped norm."""
+        loss, clip_frac, kl_old, tokens = result
+        self.values["grad_norm"].append(float(grad_norm))
+        # the ranks' rescaled losses add up to the mini-batch's loss K times over
+        loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], run.dev)
+        whole = max(int(batch.mask[mb.rows].sum()), 1)
+        self.values["loss"].append(loss_sum / world())
+        self.values["clip_frac"].append(clipped / whole)
+        self.values["approx_kl"].append(kl_sum / whole)
+
+    def means(self) -> dict:
+        """Each statistic's mean over the mini-batches (NaN without any)."""
+        return {key: float(np.mean(v)) if v else float("nan") for key, v in self.values.items()}
+
+
 def update(run: RLRun, batch: Rollouts, step: int) -> dict:
     """Steps 3-5 of the loop on one batch of groups; returns the logged statistics (NaN without groups).
 
@@ -154,47 +202,27 @@ def update(run: RLRun, batch: Rollouts, step: int) -> dict:
     rows are split over the ranks, and ``run.ddp`` (the model wrapped in DDP, or
     the model itself in one process) averages their gradients.
     """
-    cfg, model, dev = run.cfg, run.model, run.dev
+    cfg, model = run.cfg, run.model
     if batch.rewards.shape[0] == 0:  # dynamic sampling kept no group: nothing to learn from
         return dict.fromkeys(UPDATE_STATS, float("nan"))
-    row: dict = {}
-
-    # ---- 3. advantages with the focal weight ------------------------------------------------
-    adv, g = advantages(batch.rewards, cfg, _sequence_logprobs(model, batch, cfg))
-    active = batch.rewards.std(1, correction=0) > 0
-    row["focal_mean"] = float(g[active].mean()) if bool(active.any()) else float("nan")
-    adv = adv.reshape(-1, 1).to(dev, torch.float32)  # (R, 1): one value per rollout, all its tokens
-
-    # ---- mini-batches of the global batch, and this rank's rows of each ------------------------
-    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, SHUFFLE))
-    order = torch.randperm(len(batch.mask), generator=gen)
-    minibatches = [idx.to(dev) for idx in order.tensor_split(cfg.minibatches) if len(idx)]
-    local = [idx.tensor_split(world())[rank()] for idx in minibatches]
+    adv, row, minibatches = plan_update(run, batch, step)  # ---- 3. advantages with the focal weight
+    local = [idx.tensor_split(world())[rank()] for idx in minibatches]  # this rank's rows of each
 
     # ---- 4. old and reference log-probs of this rank's rows, before any update ---------------
-    old_logp, ref_logp, logged = _rank_logprobs(run, batch, torch.cat(local))
+    old_logp, ref_logp, logged = rank_logprobs(run, batch, torch.cat(local))
     row.update(logged)
     sizes = [len(idx) for idx in local]
     parts = zip(minibatches, local, old_logp.split(sizes), ref_logp.split(sizes))
 
     # ---- 5. mini-batch updates of the method's loss -------------------------------------------
-    stats: dict[str, list[float]] = {"loss": [], "clip_frac": [], "approx_kl": [], "grad_norm": []}
+    stats = UpdateStats()
     run.ddp.train()
     loss_cfg = cfg.resolved_loss()
-    for mb in (_Minibatch(*part) for part in parts):
-        loss, clip_frac, kl_old, tokens = _rank_loss(run, batch, adv, mb, loss_cfg)
+    for mb in (Minibatch(*part) for part in parts):
+        result = rank_loss(run, batch, adv, mb, loss_cfg)
         run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        result[0].backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         run.optimizer.step()
-        stats["grad_norm"].append(float(grad_norm))
-        # one statistics path: sums over the ranks (one rank in a single process), then global means
-        # the rescaled losses add up to the mini-batch's loss times K
-        # (K times the mini-batch's loss: the ranks' rescaled losses add up to it K times over)
-        loss_sum, clipped, kl_sum = all_sum([loss.detach(), clip_frac * tokens, kl_old * tokens], dev)
-        whole = max(int(batch.mask[mb.rows].sum()), 1)
-        stats["loss"].append(loss_sum / world())
-        stats["clip_frac"].append(clipped / whole)
-        stats["approx_kl"].append(kl_sum / whole)
-    row.update({key: float(np.mean(v)) if v else float("nan") for key, v in stats.items()})
-    return row
+        stats.add(run, batch, mb, result, grad_norm)
+    return {**row, **stats.means()}

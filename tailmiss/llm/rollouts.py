@@ -15,16 +15,26 @@ import numpy as np
 import torch
 
 from tailmiss._dist import all_gather_objects, shard_bounds
-from tailmiss.llm._loop import step_seed
 from tailmiss.llm.config import RLConfig
+from tailmiss.llm.loop import step_seed
 from tailmiss.llm.model import CounterStream, generate
 from tailmiss.llm.rl_run import RLRun
 from tailmiss.llm.tasks import EOS, PAD, Task
 
-__all__ = ["Rollouts", "response_mask", "collect_rollouts", "training_pool", "step_prompts", "gather_groups"]
+__all__ = [
+    "Rollouts",
+    "response_mask",
+    "rollout_stream",
+    "score",
+    "collect_rollouts",
+    "training_pool",
+    "step_prompts",
+    "first_round_info",
+    "gather_groups",
+]
 
 PROMPTS, SAMPLING, SHUFFLE, EVAL = 1, 2, 3, 4
-"""The random streams of :func:`~tailmiss.llm._loop.step_seed` (prompts, rollouts, mini-batch shuffle, pass@k)."""
+"""The random streams of :func:`~tailmiss.llm.loop.step_seed` (prompts, rollouts, mini-batch shuffle, pass@k)."""
 
 
 class Rollouts:
@@ -51,6 +61,27 @@ def response_mask(answers: torch.Tensor) -> torch.Tensor:
     return before == 0
 
 
+def rollout_stream(cfg: RLConfig, step: int, round_: int, rows: torch.Tensor, device):
+    """The random draws of round ``round_`` of ``step``'s rollouts.
+
+    With ``rollout_sampling = "generator"``, one ``torch.Generator`` seeded with the round's seed draws the whole
+    batch; with ``"counter"``, a :class:`~tailmiss.llm.model.CounterStream` keyed by the round's seed and the global
+    rollout rows ``rows`` (row r = prompt × N + sample), so that each row's draws depend on (seed, step, round, r)
+    alone.
+    """
+    seed = step_seed(cfg.seed, step, 10 * round_ + SAMPLING)
+    if cfg.rollout_sampling == "generator":
+        return torch.Generator(device=device).manual_seed(seed)
+    return CounterStream(seed, rows)
+
+
+def score(task: Task, prompts: list, rows, answers: list, group_size: int) -> torch.Tensor:
+    """The verifier's rewards of the rollouts ``answers`` (token lists) at global rows ``rows``, as (groups, N) in
+    float64: row r answers prompt ``prompts[r // N]``."""
+    rewards = [task.reward(prompts[r // group_size], a) for r, a in zip(rows, answers)]
+    return torch.tensor(rewards, dtype=torch.float64).view(-1, group_size)
+
+
 @torch.no_grad()
 def collect_rollouts(run: RLRun, step: int, round_: int) -> Rollouts:
     """``prompts_per_step`` training prompts × ``group_size`` samples with their rewards (the whole round, every rank).
@@ -59,36 +90,29 @@ def collect_rollouts(run: RLRun, step: int, round_: int) -> Rollouts:
     every rank samples the whole batch from one seeded ``torch.Generator``.
     With ``"counter"``, rank k samples and scores the rollouts of its
     contiguous share of the prompts (:func:`tailmiss._dist.shard_bounds`), and
-    the shares are gathered in rank order: rollout row r = prompt × N + sample
-    draws its tokens from a :class:`CounterStream` keyed by the round's seed and
-    r, so the batch is the same for any number of processes.
+    the shares are gathered in rank order (:func:`rollout_stream`), so the batch
+    is the same for any number of processes.
     """
     model, task, cfg, device = run.model, run.task, run.cfg, run.dev
     model.eval()
-    n = cfg.group_size
+    n, top_k = cfg.group_size, cfg.top_k or None
     prompts = step_prompts(task, cfg, step, round_)
     prompt_ids = task.encode_prompts(prompts).repeat_interleave(n, dim=0)  # (B*N, P)
     if cfg.rollout_sampling == "generator":  # one generator over the whole batch: every rank draws all of it
-        gen = torch.Generator(device=device).manual_seed(step_seed(cfg.seed, step, 10 * round_ + SAMPLING))
+        gen = rollout_stream(cfg, step, round_, None, device)
         prompt_ids = prompt_ids.to(device)
-        top_k = cfg.top_k or None
         answers, _ = generate(model, prompt_ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, gen)
-        rewards = torch.tensor(
-            [task.reward(prompts[i // n], row) for i, row in enumerate(answers.cpu().tolist())], dtype=torch.float64
-        ).view(cfg.prompts_per_step, n)  # (B, N)
+        rewards = score(task, prompts, range(len(answers)), answers.cpu().tolist(), n)  # (B, N)
         return Rollouts(prompt_ids, answers, response_mask(answers), rewards)
     lo, hi = shard_bounds(cfg.prompts_per_step)
     rows = torch.arange(lo * n, hi * n)  # this rank's global rollout rows
     answers = torch.full((len(rows), task.max_answer_len), PAD, dtype=torch.long)
     if len(rows):
-        stream = CounterStream(step_seed(cfg.seed, step, 10 * round_ + SAMPLING), rows)
+        stream = rollout_stream(cfg, step, round_, rows, device)
         ids = prompt_ids[rows].to(device)
-        top_k = cfg.top_k or None
         answers, _ = generate(model, ids, task.max_answer_len, EOS, PAD, cfg.temperature, top_k, cfg.top_p, stream)
         answers = answers.cpu()
-    rewards = torch.tensor(
-        [task.reward(prompts[r // n], a) for r, a in zip(rows.tolist(), answers.tolist())], dtype=torch.float64
-    ).view(hi - lo, n)  # (B_k, N)
+    rewards = score(task, prompts, rows.tolist(), answers.tolist(), n)  # (B_k, N)
     shares = all_gather_objects((answers, rewards))
     answers = torch.cat([a for a, _ in shares]).to(device)  # (B*N, L)
     rewards = torch.cat([r for _, r in shares])  # (B, N)
@@ -117,11 +141,10 @@ def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
     return [pool[i] for i in picks]
 
 
-def gather_groups(run: RLRun, step: int) -> tuple[Rollouts, dict]:
-    """Rollouts of the step; with dynamic sampling, only mixed-reward groups, refilled up to ``max_refills`` rounds."""
-    cfg = run.cfg
-    first = collect_rollouts(run, step, 0)
-    info = {
+def first_round_info(first: Rollouts) -> dict:
+    """What a step logs of its first round of rollouts: the mean reward, each group's success rate ``mu_hat``, the
+    share of groups whose rewards are all equal, and the rollouts and tokens sampled (refill rounds add theirs)."""
+    return {
         "reward_mean": float(first.rewards.mean()),
         "mu_hat": first.rewards.mean(1),
         "frac_zero_std": float((first.rewards.std(1, correction=0) == 0).double().mean()),
@@ -129,6 +152,13 @@ def gather_groups(run: RLRun, step: int) -> tuple[Rollouts, dict]:
         "tokens": int(first.mask.sum()),
         "refills": 0,
     }
+
+
+def gather_groups(run: RLRun, step: int) -> tuple[Rollouts, dict]:
+    """Rollouts of the step; with dynamic sampling, only mixed-reward groups, refilled up to ``max_refills`` rounds."""
+    cfg = run.cfg
+    first = collect_rollouts(run, step, 0)
+    info = first_round_info(first)
     if not cfg.dynamic_sampling:
         return first, info
     kept, have, batch = [], 0, first

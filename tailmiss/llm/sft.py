@@ -23,7 +23,10 @@ import torch.nn.functional as F
 
 from tailmiss._device import resolve_device
 from tailmiss._dist import barrier, is_main, shard_bounds, world
-from tailmiss.llm._loop import (
+from tailmiss.llm.checkpoint import RunFolder
+from tailmiss.llm.config import SFTConfig
+from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
+from tailmiss.llm.loop import (
     all_sum,
     data_parallel,
     environment,
@@ -33,9 +36,6 @@ from tailmiss.llm._loop import (
     step_done,
     step_seed,
 )
-from tailmiss.llm.checkpoint import RunFolder
-from tailmiss.llm.config import SFTConfig
-from tailmiss.llm.evaluate import answer_distribution, exact_metrics, sample_correct_counts
 from tailmiss.llm.model import GPT, param_device
 from tailmiss.llm.optim import make_optimizer, set_lr
 

@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 
 from tailmiss._checks import check_choice
-from tailmiss.llm.model import KVCache, _check_siblings
+from tailmiss.llm.model import KVCache, check_siblings
 from tailmiss.llm.tasks import EOS, PAD, Task
 
 __all__ = [
@@ -109,7 +109,7 @@ class _LookupPolicy(nn.Module):
         """Next-token logits (B, T, vocab) at positions ``start .. start+T-1`` (as :class:`~tailmiss.llm.model.GPT`,
         ``siblings`` included)."""
         B, T = idx.shape
-        _check_siblings(siblings, cache, start)
+        check_siblings(siblings, cache, start)
         if siblings:  # each alternative appended to the cached history on its own
             history = cache.k[0, :, 0, :start, 0].long()  # (B, start)
             outs = [self.forward(idx[:, j : j + 1], _History(history), start) for j in range(T)]

@@ -1,7 +1,13 @@
 r"""Group-relative RL from an SFT checkpoint: GRPO, DAPO, CISPO and Dr. GRPO, each with the focal weight.
 
 One loop, top to bottom (CleanRL style): :func:`train_rl` is the loop, and each stage takes the run
-(:class:`~tailmiss.llm.rl_run.RLRun`) and the step. Per step:
+(:class:`~tailmiss.llm.rl_run.RLRun`) and the step. The stages are public (:func:`open_run`,
+:func:`~tailmiss.llm.rollouts.gather_groups` and its pieces, :func:`sampled_row`,
+:func:`~tailmiss.llm.rl_update.plan_update`, :func:`~tailmiss.llm.rl_update.rank_logprobs`,
+:func:`~tailmiss.llm.rl_update.rank_loss`, :class:`~tailmiss.llm.rl_update.UpdateStats`, :func:`save_run`,
+:func:`finish_run`): the run stack (:func:`tailmiss.experiments.run_stack.train_rl_stack`) trains several runs
+through these same functions, batching only the model's forward and backward passes, so there is one code path for
+the algorithm. Per step:
 
 1. **Rollouts.** ``prompts_per_step`` training prompts, ``group_size`` samples
    each (KV cache, T = 1, top-p 1, top-k off by default). By default
@@ -64,16 +70,16 @@ import torch
 
 from tailmiss._device import resolve_device
 from tailmiss._dist import barrier, is_main, world
-from tailmiss.llm._loop import data_parallel, environment, first_step, prepare_run, progress_bar, step_done
 from tailmiss.llm.checkpoint import LoadedRun, RunFolder
 from tailmiss.llm.config import RLConfig
+from tailmiss.llm.loop import data_parallel, environment, first_step, prepare_run, progress_bar, step_done
 from tailmiss.llm.optim import make_optimizer, set_lr
 from tailmiss.llm.rl_eval import eval_sets, evaluation
 from tailmiss.llm.rl_run import RLRun, Spent
 from tailmiss.llm.rl_update import update
 from tailmiss.llm.rollouts import gather_groups
 
-__all__ = ["train_rl"]
+__all__ = ["train_rl", "open_run", "sampled_row", "save_run", "finish_run"]
 
 
 def train_rl(
@@ -96,7 +102,7 @@ def train_rl(
     if not isinstance(cfg, RLConfig):
         raise ValueError(f"cfg must be an RLConfig, got {type(cfg).__name__}")
     folder = RunFolder(out)
-    run = _open(cfg, init, folder, resolve_device(device), resume)  # ---- model, reference, optimizer, state
+    run = open_run(cfg, init, folder, resolve_device(device), resume)  # ---- model, reference, optimizer, state
     start = first_step(folder, run.history, run.start, cfg.steps)
     if start is None:
         return folder.path
@@ -107,27 +113,35 @@ def train_rl(
         for step in range(start, cfg.steps):
             row = {"step": step, **evaluation(run, step)}  # ---- 6. evaluate (before this step's update)
             batch, info = gather_groups(run, step)  # ---- 1-2. rollouts and rewards (every rank: the batch)
-            row.update(_sampled_row(run, batch, info))
+            row.update(sampled_row(run, batch, info))
             lr = set_lr(run.optimizer, step, cfg.optim, cfg.steps)
             row.update(update(run, batch, step), lr=lr)  # ---- 3-5. advantages, old log-probs, updates
             run.history.append(row)
-            step_done(step, cfg, lambda s: _checkpoint(run, folder, s), bar, on_step)  # ---- checkpoint
+            step_done(step, cfg, lambda s: save_run(run, folder, s), bar, on_step)  # ---- checkpoint
     finally:
         if bar is not None:
             bar.close()
-    if start <= cfg.steps:  # the last evaluation, after the last update
-        final = evaluation(run, cfg.steps)
-        run.history.append({"step": cfg.steps, **final, "rollouts": run.spent.rollouts, "tokens": run.spent.tokens})
-    _checkpoint(run, folder, cfg.steps)
-    if run.main:
-        folder.write_meta(_meta(run, start, time.perf_counter() - started))
+    finish_run(run, folder, start, time.perf_counter() - started)
     barrier()  # every rank returns once the folder is complete
     return folder.path
 
 
-def _open(cfg: RLConfig, init, folder: RunFolder, dev, resume: bool) -> RLRun:
-    """The run: the SFT model (to train in place) and its frozen copy, the optimizer, and, when resuming, the
-    model, optimizer, history and compute restored from ``folder``'s checkpoint."""
+def finish_run(run: RLRun, folder: RunFolder, start: int, elapsed: float) -> None:
+    """After the last step: the last evaluation (after the last update; none for a run that only writes its last
+    files again), the last checkpoint and, on rank 0, ``meta.json`` (``elapsed`` seconds since step ``start``)."""
+    steps = run.cfg.steps
+    if start <= steps:
+        final = evaluation(run, steps)
+        run.history.append({"step": steps, **final, "rollouts": run.spent.rollouts, "tokens": run.spent.tokens})
+    save_run(run, folder, steps)
+    if run.main:
+        folder.write_meta(_meta(run, start, elapsed))
+
+
+def open_run(cfg: RLConfig, init, folder: RunFolder, dev, resume: bool) -> RLRun:
+    """Stage 0 of a run, before its first step: the SFT model (to train in place) and its frozen copy, the
+    optimizer, and, when resuming, the model, optimizer, history and compute restored from ``folder``'s
+    checkpoint."""
     sft = LoadedRun(init, dev)
     if sft.kind != "sft":
         raise ValueError(f"--init {str(init)!r} is an {sft.kind} run; RL starts from an SFT run")
@@ -158,8 +172,9 @@ def _check_same_start(state: dict, sft, init) -> None:
         )
 
 
-def _sampled_row(run: RLRun, batch, info: dict) -> dict:
-    """What the step sampled, logged: the reward statistics of its first round and the compute spent so far."""
+def sampled_row(run: RLRun, batch, info: dict) -> dict:
+    """What the step sampled, logged (``info`` from :func:`~tailmiss.llm.rollouts.gather_groups`): the reward
+    statistics of its first round and the compute spent so far."""
     run.spent.rollouts += info["rollouts"]
     run.spent.tokens += info["tokens"]
     mu_hat = info.pop("mu_hat")
@@ -179,7 +194,7 @@ def _title(run: RLRun) -> str:
     return f"{cfg.method} γ={cfg.gamma:g} N={cfg.group_size} on {run.dev}" + (f" ×{world()}" if world() > 1 else "")
 
 
-def _checkpoint(run: RLRun, folder: RunFolder, step: int) -> None:
+def save_run(run: RLRun, folder: RunFolder, step: int) -> None:
     """Rank 0 writes the checkpoint of ``step``, the history and the per-prompt evaluations."""
     if not run.main:
         return

@@ -60,8 +60,18 @@ def forget() -> None:
 def excused(file: str, scopes: dict) -> bool:
     """Whether a change of ``file`` keeps a stamp that recorded the scope fingerprints ``scopes``: some scope holds
     it, and every scope holding it runs code declared to compute what the recorded fingerprint's did
-    (:func:`tailmiss.store.same_code`)."""
+    (:func:`tailmiss.store.same_code`). A file that is gone (renamed or removed) is judged by the scopes whose
+    entries held it: a folder entry above it, or the module itself."""
     holders = [name for name, members in _scope_members(store._PACKAGE).items() if file in members]
+    if not holders and not (store._PACKAGE / file).exists():
+        holders = _held_before(file)
     return bool(holders) and all(
         name in scopes and store.same_code(name, scopes[name], current=fresh_fingerprint(name)) for name in holders
     )
+
+
+def _held_before(file: str) -> list[str]:
+    """The scopes whose entries hold the package path ``file`` (a folder entry above it, or the module itself):
+    those that held a file that is gone."""
+    entries = {name: SCOPES[name].entries for name in SCOPES} | {name: (name,) for name in OWN_SCOPE}
+    return [name for name, held in entries.items() if any(file == e or file.startswith(e + "/") for e in held)]
