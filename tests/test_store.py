@@ -577,3 +577,36 @@ def test_no_scope_covers_analysis_figures_report_or_cli():
     assert not any(f.startswith(("experiments/", "llm/")) for f in sim) and "sim/presets.py" not in sim
     sweep = {p.relative_to(store._PACKAGE).as_posix() for p in store._scope_files(SWEEP)}
     assert {"experiments/sweep.py", "experiments/sweep_config.py"} <= sweep and "experiments/presets.py" not in sweep
+
+
+def test_the_derived_units_record_compares_files_and_not_when_or_by_which_code(tmp_path):
+    """benchmarks/derived_equivalence.py: two computations of a derived unit are the same when every file but the
+    provenance of ``meta.json`` is; one changed byte, or a unit missing on the newer side, is a difference."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "derived_equivalence", Path(__file__).resolve().parents[1] / "benchmarks" / "derived_equivalence.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def unit(root: Path, name: str, fingerprint: str, table: str) -> None:
+        (root / name).mkdir(parents=True)
+        meta = {"checksums": {"t.csv": "x"}, "provenance": {"created": fingerprint, "code": {"scope": "sweep",
+                "fingerprint": fingerprint}}}  # fmt: skip
+        (root / name / "meta.json").write_text(json.dumps(meta))
+        (root / name / "t.csv").write_text(table)
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    unit(old, "a", "f0", "1,2\n")
+    unit(new, "a", "f1", "1,2\n")
+    unit(old, "b", "f0", "1,2\n")
+    unit(new, "b", "f1", "1,3\n")
+    unit(old, "c", "f0", "1\n")
+    (old / "run").mkdir()  # an LLM run: not a derived unit
+    (old / "run" / "meta.json").write_text(json.dumps({"provenance": {"code": {"scope": "llm"}}}))
+    rows = {r["unit"]: r for r in module.compare(old, new)}
+    assert set(rows) == {"a", "b", "c"} and rows["a"]["fingerprint"] == "f1" and rows["a"]["replaces"] == "f0"
+    assert rows["a"]["t.csv"] and rows["a"]["meta.json"]
+    assert not rows["b"]["t.csv"] and rows["b"]["meta.json"]
+    assert not rows["c"]["t.csv"] and not rows["c"]["meta.json"]
