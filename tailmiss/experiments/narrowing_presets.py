@@ -99,6 +99,25 @@ the most the rule allows, **30 seeds (15-44)**, at which γ = 1's equivalence ag
 and every other wanted test at least 0.98. The runs: the plateau recipe (1,600 steps, scored every 20), GRPO,
 F-GRPO γ = 0.5 and 1, GRPO at lr × m_0.5 and lr × m_1, at N = 8: 150 runs, about 8 CPU-hours. The end points are
 judged on these seeds alone, by the rules of the plateau runs (above).
+
+**Across settings: runs and rules written before the runs** (``narrowing-settings-str0.25``,
+``narrowing-settings-share0.1``, ``narrowing-settings-share0.5``). Where is the focal weight more than a slower GRPO,
+beyond the study's one setting?
+
+* *Settings.* Conflict strength 0.25 at share 0.25 (the search's other qualifying strength; its SFT model
+  ``narrowing-sft-str0.25``), and shares 0.1 and 0.5 at the study's strength 0.5, each with an SFT model of its own
+  (the study's SFT recipe); the conflict hidden throughout.
+* *Runs.* The plateau recipe (1,600 steps, held-out pass@1 and pass@256 scored exactly every 20 steps) at N = 8:
+  GRPO; F-GRPO γ = 0.5, 1, 2; GRPO at lr × m_γ for the three γ. The study's learning rate at every setting, not
+  tuned per setting; no speed-matched arm (its rate was matched at the study's setting only). Seeds 10-14 (five,
+  the fewest the question allows: the study's setting needed 30 to decide its end point, so several cells may read
+  *cannot tell*). 7 arms x 5 seeds x 3 settings = 105 runs, about 5.5 CPU-hours, and two SFT models.
+* *Reading.* First, whether GRPO loses coverage at the setting: its final held-out pass@256 below the SFT model's
+  by the noise rule. Where it does not, the setting reads *GRPO does not lose coverage here* and no γ is judged (a
+  claim is judged in the regime it is about). Where it does, each γ is set against GRPO at lr × m_γ by the plateau
+  runs' rules (above: plateau, frontier levels, end point), the three γ of a setting one family, and its cell gives
+  the word (*dominates*, *same point*, *is dominated*, *cannot tell*) with the end point's pass@256 difference. The
+  table has one row per setting beside the study's own (its end point on seeds 15-44), one column per γ.
 """
 
 from __future__ import annotations
@@ -125,6 +144,8 @@ __all__ = [
     "PLATEAU_SEEDS",
     "SPEED_MATCHED_SCALE",
     "END_POINT_SEEDS",
+    "SETTINGS",
+    "SETTINGS_SEEDS",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -194,6 +215,10 @@ PLATEAU_SEEDS = tuple(range(10, 15))
 _END_POINT_ARMS = ("GRPO N=8", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR", "GRPO N=8 low-LR-m1")
 END_POINT_SEEDS = tuple(range(15, 45))
 """The end-point runs' seeds: the count the seed rule set from seeds 10-14 (module docstring), none used before."""
+SETTINGS = {"str0.25": (0.25, 0.25), "share0.1": (0.5, 0.1), "share0.5": (0.5, 0.5)}
+"""The settings of ``narrowing-settings-<tag>``: tag -> (conflict strength, conflict share) (module docstring)."""
+SETTINGS_SEEDS = PLATEAU_SEEDS
+"""The across-settings runs' seeds (module docstring)."""
 SPEED_MATCHED_SCALE = 0.823
 """GRPO's rate scale that matches F-GRPO γ = 1's pass@1 speed, from the study's seeds 0-4 (module docstring)."""
 
@@ -238,6 +263,11 @@ def _quick_arms(lr: float) -> tuple[Variant, ...]:
     return (Variant("grpo", 0.0, 8), Variant("grpo", 0.5, 8), Variant("grpo", 1.0, 8), low)
 
 
+def _settings_arms(lr: float) -> tuple[Variant, ...]:
+    """The across-settings runs' arms: the plateau's but the speed-matched one (module docstring)."""
+    return tuple(v for v in _plateau_arms(lr) if v.tag != "speed-LR")
+
+
 def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
     base = rl.replace(
         eval_every=20, eval_prompts=256, eval_seed=0, eval_answers="correct", eval_per_prompt=True, checkpoint_every=100
@@ -273,6 +303,11 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
             seeds=END_POINT_SEEDS,
         ),
     ]
+    for tag, (strength, share) in SETTINGS.items():
+        setting_sft, setting_rl = pair(tag, _task(strength, share))
+        name = f"narrowing-settings-{tag}"
+        setting_rl = setting_rl.replace(name=name, steps=PLATEAU_STEPS, checkpoint_every=200)
+        out.append(LLMSweep(name, setting_sft, setting_rl, _settings_arms(base.optim.lr), seeds=SETTINGS_SEEDS))
     return {s.name: s for s in out}
 
 

@@ -14,6 +14,7 @@ from tailmiss.studies.context import Context
 
 __all__ = [
     "SWEEPS",
+    "SETTINGS_FAMILIES",
     "LADDERS",
     "resolve_family",
     "full_preset",
@@ -30,6 +31,9 @@ def _quick_suffixed(*names: str) -> dict[str, tuple[str, str]]:
 
 
 _FRONTIER = ("narrowing-ladder-frontier", "narrowing-ladder-frontier-low")
+SETTINGS_FAMILIES = ("narrowing-settings-str0.25", "narrowing-settings-share0.1", "narrowing-settings-share0.5")
+"""The narrowing study's runs at three other settings of the task
+(:data:`tailmiss.experiments.narrowing_presets.SETTINGS`), pending until the archive holds them all."""
 
 SWEEPS = {
     "nsweep": ("multisolution-nsweep", "multisolution-nsweep-quick"),
@@ -57,6 +61,8 @@ SWEEPS = {
     "narrowing-plateau": ("narrowing-plateau", None),
     # the end point on the fresh seeds the seed rule set (pending: read once the archive holds all of it)
     "narrowing-endpoint": ("narrowing-endpoint", None),
+    # the frontier and end point at three other settings of the task (pending, as the end point)
+    **{name: (name, None) for name in SETTINGS_FAMILIES},
 }
 """Sweep families: (full sweep, quick sweep)."""
 LADDERS = {

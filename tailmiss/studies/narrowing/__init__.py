@@ -7,6 +7,7 @@ from tailmiss.studies import ledger
 from tailmiss.studies.narrowing import figures, section
 from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU, narrowing_units
 from tailmiss.studies.record import Study
+from tailmiss.studies.runs import SETTINGS_FAMILIES
 
 __all__ = ["STUDY"]
 
@@ -17,7 +18,7 @@ STUDY = Study.of(
     families=(*NARROWING_FAMILIES, PLATEAU),
     claims=("appN-frontier",),
     units=narrowing_units,
-    pending=("narrowing-endpoint",),
+    pending=("narrowing-endpoint", *SETTINGS_FAMILIES),
 )
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
 sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES` and the plateau runs,
