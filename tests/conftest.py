@@ -112,8 +112,8 @@ def tiny_llm_sweeps() -> dict:
 def tiny_narrowing_sweeps(full: bool = False) -> dict:
     """Seconds-sized stand-ins for the narrowing study's sweeps: the quick one (``narrowing``: GRPO at N = 2, 8, 32,
     F-GRPO γ = 0.5 and the low-LR control at N = 8, two seeds), and with ``full`` every family of the full study at
-    the same size (the search's three strengths, the controls, the visible and no-conflict tasks, the plateau runs),
-    three seeds."""
+    the same size (the search's three strengths, the controls, the visible and no-conflict tasks, the plateau and
+    end-point runs), three seeds."""
     from tailmiss.experiments.presets import llm_sweep
     from tailmiss.experiments.sweep import Variant
 
@@ -168,6 +168,7 @@ def tiny_narrowing_sweeps(full: bool = False) -> dict:
     out["narrowing-visible"] = shrink("narrowing-visible")
     out["narrowing-none"] = shrink("narrowing-none")
     out["narrowing-plateau"] = shrink("narrowing-plateau").replace(sft=out["narrowing"].sft)
+    out["narrowing-endpoint"] = shrink("narrowing-endpoint").replace(sft=out["narrowing"].sft)
     return out
 
 
@@ -265,6 +266,18 @@ def trained_narrowing(tmp_path_factory, one_torch_thread):
     finally:
         mp.undo()
     return root, result
+
+
+def benchmark_script(name: str):
+    """The module of ``benchmarks/<name>.py`` (a script, not a package module), loaded from the checkout."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def one_error_line(result, *needles: str, code: int = 2) -> str:

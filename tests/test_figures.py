@@ -48,6 +48,7 @@ EXPECTED_FIGURES = {
     "tradeoff",
     "narrowing",
     "focal-frontier",
+    "focal-map",
     "shared-rung",
 }
 

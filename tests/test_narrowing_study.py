@@ -224,7 +224,8 @@ def test_full_section_on_tiny_sweeps(tmp_path):
     from tailmiss.studies.narrowing.section import write as narrowing_section
 
     out = narrowing_section(_ctx(tmp_path, quick=False))
-    parts = ("**The search**", "**The task's controls**", "**The answer, by γ**", "F-GRPO Table 3 in this regime")
+    parts = ("**The search**", "**The task's controls**", "**The study's answer, by γ**", "F-GRPO Table 3 in this")
+    parts += ("The end point on enough fresh seeds", "by γ** (each against the slower GRPO runs")
     parts += ("**Each regime's mechanism.**", "The frontier to the plateau, on fresh seeds", "At 400 steps")
     for part in parts:
         assert part in out.text

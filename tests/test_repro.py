@@ -665,10 +665,14 @@ def test_the_first_look_ends_with_what_it_found_as_a_table_or_json(quick_ctx, tm
     assert any("SFT model" in line and f"{summary['narrowing'][0]['all']:.3f}" in line for line in lines)
     assert any(line.strip().startswith("ledger") and f"{len(CATALOGUE)} claims" in line for line in lines)
     assert "under three seeds the noise rule cannot tell" in table.stdout  # the stand-ins have two seeds
-    assert "the full study, read from the committed evidence archive (not these runs): 3 seeds (10-12)" in table.stdout
-    assert "gamma = 0.5: no (frontier on, end point same point; pass@256 at the end point +0.002)" in table.stdout
-    assert "gamma = 2: cannot tell (frontier above, end point not judged; pass@256 at the end point not judged)" in (
-        table.stdout
+    assert "the full study, read from the committed evidence archive (not these runs)" in table.stdout
+    assert (
+        "gamma = 0.5: no (frontier on, end point same point; pass@256 at the end point +0.002; 3 seeds, 10-12)"
+        in table.stdout
+    )
+    assert (
+        "gamma = 2: cannot tell (frontier above, end point not judged; pass@256 at the end point not judged; "
+        "3 seeds, 10-12)" in table.stdout
     )
     one_error_line(runner.invoke(app, [*args, "--only", "ladder", "--json"]), "does not go with --only")
 

@@ -74,7 +74,7 @@ class ReportSummary:
         In the first look, the full narrowing study's answer by γ as the committed evidence archive holds it
         (:func:`tailmiss.studies.narrowing.archived.archived_answers`): ``gamma``, ``against``, ``word``,
         ``frontier``, ``end``, ``gain256`` (None when not judged), ``seeds``, ``steps``. Empty in a full report
-        (its section says it) or when the archive does not hold the plateau runs.
+        (its section says it) or when the archive holds neither the plateau nor the end-point runs.
     """
 
     report: Path
@@ -144,18 +144,16 @@ class ReportSummary:
         """The full study's answer by γ, from the archive, labelled as such."""
         if not self.study_answer:
             return []
-        first = self.study_answer[0]
-        seeds = first["seeds"]
         out = [
-            f"  answer     the full study, read from the committed evidence archive (not these runs): "
-            f"{len(seeds)} seeds ({min(seeds)}-{max(seeds)}), {first['steps']:,} steps; is F-GRPO more than GRPO "
-            "at the rate lr x m_gamma?"
+            f"  answer     the full study, read from the committed evidence archive (not these runs), "
+            f"{self.study_answer[0]['steps']:,} steps; is F-GRPO more than GRPO at the rate lr x m_gamma?"
         ]
         for a in self.study_answer:
             gain = "not judged" if a["gain256"] is None else f"{a['gain256']:+.3f}"
+            seeds = a["seeds"]
             out.append(
                 f"             gamma = {a['gamma']:g}: {a['word']} (frontier {a['frontier']}, end point {a['end']}; "
-                f"pass@256 at the end point {gain})"
+                f"pass@256 at the end point {gain}; {len(seeds)} seeds, {min(seeds)}-{max(seeds)})"
             )
         return out
 

@@ -59,9 +59,9 @@ SWEEPS = {
     },
     # the frontier's arms to their plateau: no quick version (the first look quotes the archived answer)
     "narrowing-plateau": ("narrowing-plateau", None),
-    # the end point on the fresh seeds the seed rule set (pending: read once the archive holds all of it)
+    # the end point on the fresh seeds the seed rule set
     "narrowing-endpoint": ("narrowing-endpoint", None),
-    # the frontier and end point at three other settings of the task (pending, as the end point)
+    # the frontier and end point at three other settings of the task (pending: read once the archive holds them)
     **{name: (name, None) for name in SETTINGS_FAMILIES},
 }
 """Sweep families: (full sweep, quick sweep)."""

@@ -36,6 +36,7 @@ FIGURE_CLAIMS: dict[str, tuple[str, ...]] = {
     "tradeoff": ("fig1bc",),
     "narrowing": ("t2-pass1", "t2-dip", "t2-reach", "t2-dnll"),
     "focal-frontier": ("appN-frontier", "fig1bc"),
+    "focal-map": ("appN-frontier",),
     "shared-rung": (),
 }
 """The ledger claims each figure shows (keys of ``tailmiss/studies/claims.toml``); the figure's page prints their

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tailmiss.studies import ledger
 from tailmiss.studies.narrowing import figures, section
-from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU, narrowing_units
+from tailmiss.studies.narrowing.data import END_POINT, NARROWING_FAMILIES, PLATEAU, SETTINGS_READ, narrowing_units
 from tailmiss.studies.record import Study
 from tailmiss.studies.runs import SETTINGS_FAMILIES
 
@@ -15,12 +15,13 @@ STUDY = Study.of(
     section,
     figures,
     ledger.NARROWING,
-    families=(*NARROWING_FAMILIES, PLATEAU),
+    families=(*NARROWING_FAMILIES, PLATEAU, END_POINT, *SETTINGS_READ),
     claims=("appN-frontier",),
     units=narrowing_units,
-    pending=("narrowing-endpoint", *SETTINGS_FAMILIES),
+    pending=tuple(f for f in SETTINGS_FAMILIES if f not in SETTINGS_READ),
 )
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
-sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES` and the plateau runs,
-:data:`~tailmiss.studies.narrowing.data.PLATEAU`) and the claim only it judges; the first look shows its quick version
-(``narrowing-quick``)."""
+sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`, the plateau
+runs, :data:`~tailmiss.studies.narrowing.data.PLATEAU`, and the end point's,
+:data:`~tailmiss.studies.narrowing.data.END_POINT`) and the claim only it judges; the first look shows its quick
+version (``narrowing-quick``)."""

@@ -2,12 +2,12 @@
 the first look's summary.
 
 The first look trains one seed for a few steps, too little for any verdict. The full study's answer rests on the
-plateau runs (``narrowing-plateau``), whose sweep result the evidence archive keeps.
-:func:`~tailmiss.studies.narrowing.data.archived_history` reads that unit from the archive (its bytes verified
-against the archive's record, its config the preset's as the code now defines it) and :func:`archived_answers` reads
-it by the study's own rules
-(:func:`~tailmiss.studies.narrowing.plateau_claims.plateau_claims`): by γ, the word against GRPO at lr × m_γ, the
-pass@256 difference at the end point, the seeds.
+runs to the plateau: the end-point runs on enough fresh seeds (``narrowing-endpoint``) where they train a pair, the
+plateau runs (``narrowing-plateau``) elsewhere, whose sweep results the evidence archive keeps.
+:func:`~tailmiss.studies.narrowing.data.archived_history` reads those units from the archive (their bytes verified
+against the archive's record, their config the preset's as the code now defines it) and :func:`archived_answers`
+reads them by the study's own rules (:func:`~tailmiss.studies.narrowing.end_point.study_answers`): by γ, the word
+against GRPO at lr × m_γ, the pass@256 difference at the end point, the seeds.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tailmiss.studies.narrowing.data import PLATEAU, archived_history
+from tailmiss.studies.narrowing.data import END_POINT, PLATEAU, archived_history
 
 __all__ = ["ArchivedAnswer", "archived_answers"]
 
@@ -40,31 +40,26 @@ class ArchivedAnswer:
 
 
 def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:
-    """By γ, the study's answer to "is F-GRPO more than a slower GRPO?" from the archived plateau runs (empty when
-    the archive does not hold them): each γ against GRPO at lr × m_γ (F-GRPO App. N's scale for that γ)."""
-    from tailmiss.studies.narrowing.plateau_claims import COMPARISONS, SLOWER, focal, plateau_claims
+    """By γ, the study's answer to "is F-GRPO more than a slower GRPO?" from the archived runs to the plateau (empty
+    when the archive holds neither sweep): each γ against GRPO at lr × m_γ (F-GRPO App. N's scale for that γ), from
+    the end-point runs where the archive holds them and they train the γ, else from the plateau runs."""
+    from tailmiss.studies.narrowing.end_point import end_point_claims, study_answers
+    from tailmiss.studies.narrowing.plateau_claims import COMPARISONS, plateau_claims
 
-    history = archived_history(PLATEAU, root)
-    if history is None:
-        return []
     slower = "GRPO at lr × m_γ"
-    p = plateau_claims(history, comparisons={slower: COMPARISONS[slower]})
-    out = []
-    for gamma, slower in SLOWER.items():
-        pair = (focal(gamma), slower)
-        if pair not in p.answers:
-            continue
-        end = p.ends.get(pair)
-        out.append(
-            ArchivedAnswer(
-                gamma=gamma,
-                against=slower,
-                word=p.answers[pair],
-                frontier=p.frontiers[pair].word,
-                end=p.end_word(pair),
-                gain256=float(end.pass256.mean) if end is not None else math.nan,
-                seeds=p.seeds,
-                steps=p.steps,
-            )
+    plateau, endpoint = archived_history(PLATEAU, root), archived_history(END_POINT, root)
+    p = plateau_claims(plateau, comparisons={slower: COMPARISONS[slower]}) if plateau is not None else None
+    e = end_point_claims(endpoint) if endpoint is not None else None
+    return [
+        ArchivedAnswer(
+            gamma=a.gamma,
+            against=a.pair[1],
+            word=a.word,
+            frontier=a.frontier.word,
+            end=a.end_word,
+            gain256=float(a.end.pass256.mean) if a.end is not None else math.nan,
+            seeds=a.seeds,
+            steps=a.steps,
         )
-    return out
+        for a in study_answers(p, e, comparisons=(slower,))
+    ]

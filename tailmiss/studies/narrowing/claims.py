@@ -15,17 +15,20 @@ Every verdict comes from the report's one noise rule (:mod:`tailmiss.studies.rul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import GammaClaims, focal_label, gamma_claims, seed_table
+from tailmiss.studies.narrowing.end_point import StudyAnswer, end_point_claims, study_answers
+from tailmiss.studies.narrowing.end_point_seeds import SeedCount, end_point_seeds
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
 from tailmiss.studies.narrowing.plateau_claims import PlateauClaims, plateau_claims
 from tailmiss.studies.narrowing.regime import regime_table, task_controls, training_effects, typed_table
 from tailmiss.studies.narrowing.search import SearchResult, search_result
+from tailmiss.studies.narrowing.settings import SettingRow, setting_rows
 from tailmiss.studies.narrowing.sharing import SharingClaims, narrowing, sharing_claims, simulator_by_type
 from tailmiss.studies.protocol.claims import RungVerdicts, rung_table, rung_verdicts, select_checkpoints
 from tailmiss.studies.protocol.noise import PAPER_DIP, PAPER_RECOVERY
@@ -112,6 +115,18 @@ class NarrowingClaims:
     names: dict
     plateau: PlateauClaims | None = None
     """The frontier carried to the plateau on fresh seeds (:mod:`.plateau_claims`; None in the first look)."""
+    endpoint: PlateauClaims | None = None
+    """The end point on enough fresh seeds (:mod:`.end_point`; None in the first look)."""
+    seed_count: SeedCount | None = None
+    """The rule that set the end point's seeds, from the plateau runs (:mod:`.end_point_seeds`)."""
+    settings: tuple[SettingRow, ...] = ()
+    """The study's setting and the others the report reads (:mod:`.settings`; empty without the end point)."""
+
+    @property
+    def answers(self) -> list[StudyAnswer]:
+        """The study's answer pair by pair (:func:`~tailmiss.studies.narrowing.end_point.study_answers`; empty in
+        the first look)."""
+        return study_answers(self.plateau, self.endpoint)
 
 
 _STUDY = ("narrowing", "narrowing-controls")
@@ -289,7 +304,7 @@ def narrowing_claims(data) -> NarrowingClaims:
     rungs = rung_verdicts(selected) if have_nsweep else None
     sentences, copies = _table3(chosen, history)
     controls = seed_table(chosen, [r for r in (GRPO, *CONTROL_ROWS) if r in set(chosen["label"])])
-    return NarrowingClaims(
+    claims = NarrowingClaims(
         quick=data.quick,
         steps=int(main["step"].max()),
         search=search,
@@ -319,7 +334,14 @@ def narrowing_claims(data) -> NarrowingClaims:
         plateau=plateau_claims(data.plateau, data.plateau_typed, rates=data.plateau_rates)
         if data.plateau is not None
         else None,
+        endpoint=end_point_claims(data.endpoint, data.endpoint_typed, rates=data.endpoint_rates)
+        if data.endpoint is not None
+        else None,
+        seed_count=end_point_seeds(data.plateau) if data.plateau is not None and data.endpoint is not None else None,
     )
+    if claims.endpoint is None:
+        return claims
+    return replace(claims, settings=setting_rows(claims.answers, claims.endpoint, data))
 
 
 def answer(c: NarrowingClaims) -> tuple[str, FrontierVerdict | None]:

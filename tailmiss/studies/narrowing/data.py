@@ -3,7 +3,7 @@ type (minority, rest, all) at every evaluation, from the runs' per-prompt masses
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,8 @@ __all__ = [
     "bridge_jobs",
     "narrowing_units",
     "PLATEAU",
+    "END_POINT",
+    "SETTINGS_READ",
     "archived_history",
 ]
 
@@ -45,6 +47,13 @@ version reads ``narrowing`` (``narrowing-quick``) and the quick ladder alone."""
 PLATEAU = "narrowing-plateau"
 """The plateau runs' family: the frontier's arms carried to their plateau on fresh seeds (full report only; the first
 look quotes their archived answer, :mod:`tailmiss.studies.narrowing.archived`)."""
+END_POINT = "narrowing-endpoint"
+"""The end point's runs on enough fresh seeds (seeds 15-44; full report only,
+:mod:`tailmiss.studies.narrowing.end_point`)."""
+SETTINGS_READ: tuple[str, ...] = ()
+"""The runs at other settings of the task (:data:`tailmiss.studies.runs.SETTINGS_FAMILIES`) that the section reads:
+each joins when the evidence archive holds all of it, and leaves the study's pending families then (full report
+only, :mod:`tailmiss.studies.narrowing.settings`)."""
 FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRPO γ=1 N=8", "GRPO N=8 low-LR")
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
 BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
@@ -103,6 +112,12 @@ class NarrowingData:
     """The plateau runs' held-out metrics by prompt type (:func:`by_type`; None in the first look)."""
     plateau_rates: dict | None = None
     """The plateau runs' arms -> their learning rate over the study's (None in the first look)."""
+    endpoint: pd.DataFrame | None = None
+    """The end-point runs' history (:data:`END_POINT`; None in the first look)."""
+    endpoint_typed: pd.DataFrame | None = None
+    endpoint_rates: dict | None = None
+    settings: dict = field(default_factory=dict)
+    """Family of :data:`SETTINGS_READ` -> ``(history, typed, task)`` (empty in the first look)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -227,10 +242,10 @@ def _finals(results: dict, ctx: Context) -> pd.DataFrame:
     )
 
 
-def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True) -> NarrowingData:
+def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True, endpoint: bool = True) -> NarrowingData:
     """Run (or load) the study's sweeps and split every run's held-out evaluations by prompt type; with ``finals``,
     score :data:`FINAL_LABELS`' final models again by type (:func:`final_by_type`); with ``plateau``, read the plateau
-    runs (:data:`PLATEAU`) too.
+    runs (:data:`PLATEAU`) too, and with ``endpoint`` as well the end point's (:data:`END_POINT`).
 
     The quick version (``ctx.quick``, the first look) neither scores the final models again nor runs the bridge:
     each scores every run's held-out prompts over their answers again, which costs more than the quick runs."""
@@ -258,19 +273,36 @@ def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True) -> N
         minority=minority,
         names={f: r.config.name for f, r in results.items()},
         quick=ctx.quick,
-        **(_plateau(ctx) if plateau and not ctx.quick else {}),
+        **(_long_runs(ctx, PLATEAU, "plateau") if plateau and not ctx.quick else {}),
+        **(_long_runs(ctx, END_POINT, "endpoint") if plateau and endpoint and not ctx.quick else {}),
+        settings=_settings(ctx) if plateau and endpoint and not ctx.quick else {},
     )
 
 
-def _plateau(ctx: Context) -> dict:
-    """The plateau runs' history and their held-out metrics by prompt type (:class:`NarrowingData`'s fields)."""
+def _long(ctx: Context, family: str):
+    """The sweep result of runs to the plateau (``family``) and their held-out metrics by prompt type."""
     from tailmiss.experiments.sweep import per_prompt_evals
 
-    result = sweep_result(PLATEAU, ctx)
-    typed = by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority(result.config))
+    result = sweep_result(family, ctx)
+    return result, by_type(per_prompt_evals(result.config, ctx.llm_cache), _minority(result.config))
+
+
+def _long_runs(ctx: Context, family: str, name: str) -> dict:
+    """The history of the runs to the plateau (``family``), their held-out metrics by prompt type and their arms'
+    learning rates over the study's (:class:`NarrowingData`'s ``name``, ``name_typed``, ``name_rates``)."""
+    result, typed = _long(ctx, family)
     base = result.config.rl.optim.lr
     rates = {v.label: float(dict(v.overrides).get("optim.lr", base)) / base for v in result.config.variants}
-    return {"plateau": result.history, "plateau_typed": typed, "plateau_rates": rates}
+    return {name: result.history, f"{name}_typed": typed, f"{name}_rates": rates}
+
+
+def _settings(ctx: Context) -> dict:
+    """:class:`NarrowingData`'s ``settings``: each family of :data:`SETTINGS_READ` as ``(history, typed, task)``."""
+    out = {}
+    for family in SETTINGS_READ:
+        result, typed = _long(ctx, family)
+        out[family] = (result.history, typed, result.config.sft.task)
+    return out
 
 
 def archived_history(name: str = PLATEAU, root=None) -> pd.DataFrame | None:

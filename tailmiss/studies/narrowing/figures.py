@@ -1,5 +1,6 @@
-"""The narrowing regime's figures: held-out pass@256 over training by prompt type (``narrowing``) and every run's
-path in the pass@1-pass@256 plane (``focal-frontier``).
+"""The narrowing regime's figures: held-out pass@256 over training by prompt type (``narrowing``), every run's
+path in the pass@1-pass@256 plane (``focal-frontier``), and where the focal weight is more than a slower GRPO, by
+setting and γ (``focal-map``).
 
 Data: :func:`tailmiss.studies.narrowing.data.narrowing_data` (the study's sweeps, quick or full). Bands and
 error bars are seed sds; thin lines are single seeds.
@@ -10,7 +11,14 @@ from __future__ import annotations
 import pandas as pd
 
 from tailmiss.studies.figure import FigureSpec
-from tailmiss.studies.narrowing.data import NARROWING_FAMILIES, PLATEAU, NarrowingData, narrowing_data
+from tailmiss.studies.narrowing.data import (
+    END_POINT,
+    NARROWING_FAMILIES,
+    PLATEAU,
+    SETTINGS_READ,
+    NarrowingData,
+    narrowing_data,
+)
 from tailmiss.studies.style import honest_panels, seeds_note
 
 __all__ = ["FIGURES", "ARMS"]
@@ -205,8 +213,85 @@ def _figure_data(ctx) -> NarrowingData:
 
 
 def _frontier_data(ctx) -> NarrowingData:
-    """The study's data with the plateau runs (the frontier figure's second row), without the re-scored models."""
-    return narrowing_data(ctx, finals=False)
+    """The study's data with the plateau runs (the frontier figure's second row), without the re-scored models nor
+    the end point's runs."""
+    return narrowing_data(ctx, finals=False, endpoint=False)
+
+
+_WORD_COLORS = {"yes": "#1a9850", "no": "#d73027", "partly": "#fdae61", "cannot tell": "#969696"}
+"""The answer's colour in ``focal-map``."""
+
+
+def _map_data(ctx) -> list:
+    """``focal-map``'s panels: ``(title, answers, note)`` per setting, each γ against GRPO at lr × m_γ
+    (:mod:`tailmiss.studies.narrowing.settings`). The first look has none of these runs: it reads the study's setting
+    from the committed evidence archive (:mod:`tailmiss.studies.narrowing.archived`), and says so."""
+    from tailmiss.studies.narrowing.end_point import end_point_claims, study_answers
+    from tailmiss.studies.narrowing.plateau_claims import plateau_claims
+    from tailmiss.studies.narrowing.settings import AGAINST, setting_rows
+    from tailmiss.studies.rule import Verdict
+
+    if ctx.quick:
+        from tailmiss.studies.narrowing.data import archived_history
+
+        histories = [archived_history(PLATEAU), archived_history(END_POINT)]
+        p, e = (plateau_claims(h) if h is not None else None for h in histories)
+        answers = study_answers(p, e, comparisons=(AGAINST,))
+        note = "read from the committed evidence archive, not the first look's runs"
+        return [("the study's setting (strength 0.5, share 0.25)", answers, note)] if answers else []
+    data = narrowing_data(ctx, finals=False)
+    p = plateau_claims(data.plateau)
+    e = end_point_claims(data.endpoint, data.endpoint_typed)
+    panels = []
+    for row in setting_rows(study_answers(p, e), e, data):
+        note = {Verdict.REPRODUCED: ""}.get(row.narrows, "GRPO does not lose coverage here: no γ judged")
+        if row.narrows == Verdict.CANNOT_TELL:
+            note = "the noise rule cannot tell whether GRPO loses coverage here: no γ judged"
+        panels.append((row.name, list(row.cells.values()), note))
+    return panels
+
+
+def _focal_map_plot(panels: list):
+    import matplotlib.pyplot as plt
+
+    from tailmiss.studies.rule import practical_threshold
+
+    count = max(len(panels), 1)
+    fig, axes = plt.subplots(1, count, figsize=(max(4.6 * count + 0.6, 8.0), 5.0), squeeze=False, sharey=True)
+    axes = axes[0]
+    delta = practical_threshold("pass256")
+    top = max([a.end.pass256.ci[1] for _, answers, _ in panels for a in answers if a.end is not None] or [delta])
+    for ax, (title, answers, note) in zip(axes, panels or [("no runs to the plateau", [], "")]):
+        ax.axhline(0.0, color="k", lw=0.8)
+        ax.axhspan(-delta, delta, color="0.9", zorder=0, label=f"within ±{delta:g} (the practical threshold)")
+        for a in answers:
+            color = _WORD_COLORS.get(a.word, "#969696")
+            if a.end is None:
+                ax.plot([a.gamma], [0.0], "x", color=color, ms=9, mew=2)
+                why = f"{a.word}\nend point not judged\n({' and '.join(a.late)}\nnot plateaued)"
+                ax.annotate(why, (a.gamma, 0.0), textcoords="offset points", xytext=(0, 12), ha="center", fontsize=7)
+                continue
+            lo, hi = a.end.pass256.ci
+            mean = a.end.pass256.mean
+            ax.errorbar([a.gamma], [mean], yerr=[[mean - lo], [hi - mean]], fmt="o", ms=8, color=color, capsize=4)
+            label = f"{a.word}\nend point: {a.end.word}\n{len(a.seeds)} seeds"
+            ax.annotate(label, (a.gamma, hi), textcoords="offset points", xytext=(0, 5), ha="center", fontsize=7)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([0.5, 1.0, 2.0], ["0.5", "1", "2"])
+        ax.set_xlim(0.35, 2.9)
+        ax.set_xlabel("focal weight γ")
+        ax.set_title(f"{title}\n({note})" if note else title, fontsize=9)
+    axes[0].set_ylim(top=top + 0.35 * (top + delta))  # room for the words above the intervals
+    ylabel = "end point: F-GRPO − GRPO at lr × m_γ, held-out\npass@256 (95 % interval over seeds, before Holm)"
+    axes[0].set_ylabel(ylabel)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(
+        "Where is the focal weight more than a slower GRPO?\nThe answer (colour: yes green, no red, partly orange, "
+        "cannot tell grey) and the end point's pass@256 gain",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    return fig
 
 
 FIGURES += [
@@ -230,5 +315,16 @@ FIGURES += [
         _frontier_data,
         _frontier_plot,
         llm=(*NARROWING_FAMILIES, PLATEAU),
+    ),
+    FigureSpec(
+        "focal-map",
+        "F-GRPO App. N (analog), across settings of the task",
+        "for each setting of the narrowing task, F-GRPO γ = 0.5, 1, 2 against GRPO at the matched lower rate "
+        "lr × m_γ at their end points: held-out pass@256 difference with its 95 % interval, coloured by whether the "
+        "focal weight is more than that slower GRPO (yes, no, partly, cannot tell); the first look reads the study's "
+        "setting from the committed evidence archive",
+        _map_data,
+        _focal_map_plot,
+        llm=(PLATEAU, END_POINT, *SETTINGS_READ),
     ),
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "PLATEAU_GRPO",
     "SLOWER",
     "SPEED",
+    "GAMMAS",
     "COMPARISONS",
     "ANSWERS",
     "PlateauClaims",
@@ -54,6 +55,7 @@ SLOWER = {0.5: "GRPO N=8 low-LR", 1.0: "GRPO N=8 low-LR-m1", 2.0: "GRPO N=8 low-
 SPEED = "GRPO N=8 speed-LR"
 """GRPO at the rate matched to F-GRPO γ = 1's pass@1 speed."""
 GAMMAS = (0.5, 1.0, 2.0)
+"""The focal weights the plateau runs train."""
 
 
 def focal(gamma: float) -> str:

@@ -25,7 +25,7 @@ from tailmiss.studies.narrowing.plateau_claims import (
 from tailmiss.studies.rule import Verdict
 from tailmiss.studies.text import table
 
-__all__ = ["HEADING", "plateau_lines", "answer_sentence"]
+__all__ = ["HEADING", "plateau_lines", "answer_sentence", "arms_table", "pairs_table", "fall_sentence", "seed_range"]
 
 HEADING = "### Is F-GRPO more than a slower GRPO? The frontier to the plateau, on fresh seeds"
 """The part's heading (figure ``focal-frontier.png``, lower row)."""
@@ -39,14 +39,15 @@ def _ms(mean: float, sd: float) -> str:
     return f"{mean:.3f}" if not np.isfinite(sd) else f"{mean:.3f}±{sd:.3f}"
 
 
-def _range(seeds) -> str:
+def seed_range(seeds) -> str:
+    """``10-14`` for a run of consecutive seeds (three or more), else the seeds listed."""
     seeds = sorted(seeds)
     if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
         return f"{seeds[0]}-{seeds[-1]}"
     return ", ".join(map(str, seeds))
 
 
-def _arms(p: PlateauClaims) -> list[str]:
+def arms_table(p: PlateauClaims) -> list[str]:
     """Every arm's rate, end point (seed mean ± sd), final pass@256 by prompt type and plateau check."""
     scale = dict(_SCALE)
     if SPEED in p.rates:
@@ -74,7 +75,7 @@ def _not_judged(p: PlateauClaims, pair) -> str:
     return f"not judged: {' and '.join(late)} {'have' if len(late) > 1 else 'has'} not plateaued"
 
 
-def _pairs(p: PlateauClaims) -> list[str]:
+def pairs_table(p: PlateauClaims) -> list[str]:
     """Every pair's frontier, end point and reading, comparison by comparison."""
     rows = []
     for name, pairs in COMPARISONS.items():
@@ -119,7 +120,7 @@ def plateau_lines(p: PlateauClaims | None) -> list[str]:
     """The part's markdown lines (none without plateau runs: the first look has none)."""
     if p is None:
         return []
-    return [HEADING, "", *_intro(p), *_tables(p, _fall(p)), *_answers(p)]
+    return [HEADING, "", *_intro(p), *_tables(p, fall_sentence(p)), *_answers(p)]
 
 
 def _intro(p: PlateauClaims) -> list[str]:
@@ -130,7 +131,7 @@ def _intro(p: PlateauClaims) -> list[str]:
         "(preset `narrowing-plateau`) carry the frontier's arms to their plateau from the same SFT model: GRPO, "
         "F-GRPO γ = 0.5, 1, 2, and GRPO at the slower rates lr × m_γ (F-GRPO App. N's scale, one per γ) and at the "
         "rate matched to F-GRPO γ = 1's pass@1 speed, all at N = 8, "
-        f"{p.steps} steps, held-out pass@1 and pass@256 scored exactly every 20 steps, on seeds {_range(p.seeds)}"
+        f"{p.steps} steps, held-out pass@1 and pass@256 scored exactly every 20 steps, on seeds {seed_range(p.seeds)}"
         + (
             ", which no earlier run used (the search used 0-2, the study 0-9, its controls 0-4). "
             if min(p.seeds, default=0) >= 10
@@ -157,8 +158,10 @@ def _intro(p: PlateauClaims) -> list[str]:
     ]
 
 
-def _fall(p: PlateauClaims) -> str:
+def fall_sentence(p: PlateauClaims) -> str:
     """GRPO N = 8's fall on the fresh seeds (the regime checked on seeds the search never saw)."""
+    if not len(p.regime):  # read without the runs' scores by prompt type
+        return ""
     whole = p.regime[(p.regime["label"] == PLATEAU_GRPO) & (p.regime["type"] == "all")]
     if not len(whole):
         return ""
@@ -186,8 +189,8 @@ def _tables(p: PlateauClaims, fall: str) -> list[str]:
     out = []
     if fall:
         out += [fall, ""]
-    out += _arms(p)
-    out += _pairs(p)
+    out += arms_table(p)
+    out += pairs_table(p)
     return out
 
 
@@ -198,8 +201,8 @@ def _answers(p: PlateauClaims) -> list[str]:
     sentences = [s for s in sentences if s]
     if sentences:
         out.append(
-            "**The answer, by γ** (each against the slower GRPO runs; the ledger reads γ = 0.5 against GRPO at "
-            "lr × m_0.5, the paper's control):"
+            f"**On seeds {seed_range(p.seeds)}, by γ** (each against the slower GRPO runs; where the end-point runs "
+            "below train a pair, the study's answer is theirs):"
         )
         out.append("")
         out += [f"- {s}" for s in sentences]

@@ -13,10 +13,12 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
 from tailmiss.studies.narrowing.controls_text import controls_lines
 from tailmiss.studies.narrowing.data import narrowing_data
+from tailmiss.studies.narrowing.end_point_text import answer_lines, end_point_lines
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
 from tailmiss.studies.narrowing.plateau_claims import answer_verdict
 from tailmiss.studies.narrowing.plateau_text import plateau_lines
 from tailmiss.studies.narrowing.search import LEVELLED, MIN_RISE, SATURATED
+from tailmiss.studies.narrowing.settings_text import settings_lines
 from tailmiss.studies.narrowing.sharing_text import sharing_lines
 from tailmiss.studies.rule import Verdict
 from tailmiss.studies.text import Section, table, yes
@@ -337,32 +339,26 @@ def _record(c: nc.NarrowingClaims) -> list:
 
 
 def _appn(c: nc.NarrowingClaims) -> list:
-    """The ledger's App. N row: from the plateau runs (F-GRPO γ = 0.5 against GRPO at lr × m_0.5, the paper's
-    control; the frontier and the end point together) when the report has them, else from the 400-step frontier."""
-    p = c.plateau
-    if p is not None and p.main in p.answers:
-        a, b = p.main
-        end = p.ends[p.main]
+    """The ledger's App. N row: from the runs to the plateau (F-GRPO γ = 0.5 against GRPO at lr × m_0.5, the
+    paper's control; the frontier and the end point together, from the end-point runs where the report has them)
+    when the report has them, else from the 400-step frontier."""
+    main = next((a for a in c.answers if a.gamma == 0.5 and a.against == "GRPO at lr × m_γ"), None)
+    if main is not None:
+        a, b = main.pair
+        end = main.end.describe() if main.end is not None else f"cannot tell ({' and '.join(main.late)} not plateaued)"
         text = (
-            f"{a} − {b}, seeds {min(p.seeds)}-{max(p.seeds)} to step {p.steps}: frontier "
-            f"{p.frontiers[p.main].describe()}; end point "
-            f"{end.describe() if end is not None else 'cannot tell (' + _late(p) + ')'} → more than a slower GRPO: "
-            f"{p.answers[p.main]}"
+            f"{a} − {b}, seeds {min(main.seeds)}-{max(main.seeds)} to step {main.steps}: frontier "
+            f"{main.frontier.describe()}; end point {end} → more than a slower GRPO: {main.word}"
         )
-        return ledger.row("appN-frontier", text, answer_verdict(p.answers[p.main]))
-    word, main = nc.answer(c)
-    if main is None:
+        return ledger.row("appN-frontier", text, answer_verdict(main.word))
+    _, frontier = nc.answer(c)
+    if frontier is None:
         return []
-    text = f"F-GRPO γ = 0.5 against GRPO N = 8: {main.describe()}"
-    if main.diffs:
-        d = max(main.diffs, key=lambda x: abs(x.mean) if x.mean == x.mean else -1.0)
+    text = f"F-GRPO γ = 0.5 against GRPO N = 8: {frontier.describe()}"
+    if frontier.diffs:
+        d = max(frontier.diffs, key=lambda x: abs(x.mean) if x.mean == x.mean else -1.0)
         text += f"; its largest level: {d.a} − {d.b} {d.metric} {d.describe()}: {d.outcome}"
-    return ledger.row("appN-frontier", text, nc.frontier_word(main))
-
-
-def _late(p) -> str:
-    """Why the main pair's end point is not judged: the arms that have not plateaued."""
-    return " and ".join(x for x in p.main if not p.checks[x].plateaued) + " not plateaued"
+    return ledger.row("appN-frontier", text, nc.frontier_word(frontier))
 
 
 def narrowing_text(c: nc.NarrowingClaims) -> Section:
@@ -387,6 +383,9 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_nsweep(c),
         *frontier_lines(c),
         *plateau_lines(c.plateau),
+        *end_point_lines(c.endpoint, c.seed_count),
+        *(answer_lines(c.answers) if c.endpoint is not None else []),
+        *settings_lines(list(c.settings)),
         *controls_lines(c),
         *_gamma(c),
         *_typed(c),

@@ -141,14 +141,17 @@ def shared_rung_section(data: SharedRungData) -> str:
 _POLICY = {"shared": "shared rung"}
 
 
+def _with_full_report(heading: str, runs: str) -> list:
+    """A part the first look leaves out: its ``heading`` and the note that ``runs`` (the presets, what they train and
+    the verb) with the full report."""
+    return [heading, f"Not at the first look's size: {runs} with the full report."]
+
+
 def _frontier_part(data: SharedRungData) -> list:
     """The frontier of the shared rung, its simulator and the transformer: the rules, the table, the answers."""
     if data.frontier is None:
-        return [
-            "### The frontier",
-            "Not at the first look's size: `narrowing-ladder-frontier` and `narrowing-ladder-frontier-low` (1,600 "
-            "steps, five seeds) run with the full report.",
-        ]
+        runs = "`narrowing-ladder-frontier` and `narrowing-ladder-frontier-low` (1,600 steps, five seeds) run"
+        return _with_full_report("### The frontier", runs)
     rows = frontier_rows({name: plateau_history(typed) for name, typed in data.frontier.items()})
     body = [
         [
@@ -195,11 +198,8 @@ def _untold(mine, theirs) -> str:
 def _n_shape_part(data: SharedRungData) -> list:
     """The N shape of the shared rung, its simulator and the transformer: the rules, the table, the answers."""
     if data.n_shape is None:
-        return [
-            "### The N shape",
-            "Not at the first look's size: `narrowing-ladder-shared-n` (the shared rung and the transformer, GRPO at "
-            "N = 2 … 32, five seeds) runs with the full report.",
-        ]
+        runs = "`narrowing-ladder-shared-n` (the shared rung and the transformer, GRPO at N = 2 … 32, five seeds) runs"
+        return _with_full_report("### The N shape", runs)
     rows = n_shape_rows(data.n_shape)
     ns = max((r.ns for r in rows), key=len, default=())
     body = [
