@@ -42,7 +42,8 @@ class SettingRow:
     family: str
     """The sweep whose GRPO N = 8 says whether coverage is lost (the end point's for the study's row)."""
     grpo: PlateauClaims
-    """Those runs read by the plateau runs' rules (:attr:`PlateauClaims.narrows`, ``change`` and ``regime``)."""
+    """Those runs read by the plateau runs' rules (their
+    :attr:`~tailmiss.studies.narrowing.plateau_claims.PlateauClaims.narrows`, ``change`` and ``regime``)."""
     cells: dict = field(default_factory=dict)
     """γ -> :class:`~tailmiss.studies.narrowing.end_point.StudyAnswer` against GRPO at lr × m_γ (empty unless GRPO
     loses coverage here)."""
