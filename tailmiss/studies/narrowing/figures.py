@@ -253,6 +253,7 @@ def _map_data(ctx) -> list:
 
 def _focal_map_plot(panels: list):
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from tailmiss.studies.rule import practical_threshold
 
@@ -284,13 +285,14 @@ def _focal_map_plot(panels: list):
     axes[0].set_ylim(top=top + 0.35 * (top + delta))  # room for the words above the intervals
     ylabel = "end point: F-GRPO − GRPO at lr × m_γ, held-out\npass@256 (95 % interval over seeds, before Holm)"
     axes[0].set_ylabel(ylabel)
-    axes[0].legend(fontsize=7, loc="upper left")
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += [Line2D([], [], marker="o", ls="", color=c, label=f"the answer: {w}") for w, c in _WORD_COLORS.items()]
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles))
     fig.suptitle(
-        "Where is the focal weight more than a slower GRPO?\nThe answer (colour: yes green, no red, partly orange, "
-        "cannot tell grey) and the end point's pass@256 gain",
+        "Where is the focal weight more than a slower GRPO?\nThe end point's pass@256 gain by γ, coloured by the answer",
         fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
