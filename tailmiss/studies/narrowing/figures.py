@@ -289,7 +289,8 @@ def _focal_map_plot(panels: list):
     handles += [Line2D([], [], marker="o", ls="", color=c, label=f"the answer: {w}") for w, c in _WORD_COLORS.items()]
     fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=len(handles))
     fig.suptitle(
-        "Where is the focal weight more than a slower GRPO?\nThe end point's pass@256 gain by γ, coloured by the answer",
+        "Where is the focal weight more than a slower GRPO?\n"
+        "The end point's pass@256 gain by γ, coloured by the answer",
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
