@@ -60,6 +60,7 @@ __all__ = [
     "restore",
     "restore_into",
     "ensure",
+    "differs_from",
     "sha256",
     "size_on_disk",
 ]
@@ -355,6 +356,21 @@ def ensure(path: str | os.PathLike) -> bool:
         return False
     restore_into(unit, path)
     return True
+
+
+def differs_from(path: str | os.PathLike, root: Path | None = None) -> list[str] | None:
+    """The files of the cache folder ``path`` whose bytes are not those its archived copy recorded, leaving out
+    ``meta.json`` and the files the archive drops (an RL run's weights, whose bytes also name where it was written);
+    None when the archive holds no copy of it. Empty: the unit came out as archived."""
+    from tailmiss.store import file_sha256
+
+    unit = find(path, root)
+    if unit is None:
+        return None
+    path = Path(path)
+    dropped = set(unit.record.get("dropped") or ())
+    kept = {f: d for f, d in unit.checksums.items() if f != "meta.json" and f not in dropped}
+    return sorted(f for f, digest in kept.items() if not (path / f).is_file() or file_sha256(path / f) != digest)
 
 
 class _Declined(Exception):

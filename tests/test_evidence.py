@@ -166,6 +166,44 @@ def test_the_plan_follows_starts_configs_and_code(trained, root, tiny_report, mo
     assert all("made by code" in e.why for e in stale.todo if e.spec.kind != "RL run")
 
 
+def test_a_comparison_read_off_weights_retrains_its_runs_and_recomputes_nothing_else(
+    trained, root, tiny_report, monkeypatch
+):
+    """The archive keeps no RL run's weights: a comparison read off them (an attribution) retrains its runs, and the
+    units read off those runs' archived copies (the sweep result) stay as they are."""
+    from tailmiss.experiments.units import attribution_unit
+    from tailmiss.studies.narrowing.attribution_text import ARMS
+
+    sweep = tiny_report
+    read = evidence.Needed(attribution_unit(sweep, ARMS, (0,), 1, 1), ("narrowing",))
+    monkeypatch.setattr(evidence, "report_units", lambda ctx=None: [*_needed(sweep), read])
+    evidence.archive_units(_ctx(trained), root)
+    todo = {e.spec.name: e.why for e in evidence.plan(_ctx(trained), root, cache=None).todo}
+    runs = {cfg.name for v, s, cfg in sweep.runs() if v.label in ARMS and s == 0}
+    assert set(todo) == {read.spec.name, *runs}
+    assert all("from its weights" in todo[name] for name in runs)
+    # with the weights in the cache, only the comparison is left
+    assert {e.spec.name for e in evidence.plan(_ctx(trained), root, cache=trained).todo} == {read.spec.name}
+
+
+def test_a_run_trained_again_for_its_weights_says_where_it_differs_from_its_archived_copy(
+    trained, root, tiny_report, tmp_path
+):
+    from tailmiss.evidence.regenerate import retrain_for_weights
+
+    sweep = tiny_report
+    evidence.archive_units(_ctx(trained), root)
+    cache = tmp_path / "llm"
+    cache.mkdir()
+    _, _, cfg = sweep.runs()[0]
+    assert retrain_for_weights(cfg, cache / sweep.sft.name, cache) == []  # the SFT run restored, the run the same
+    history = cache / cfg.name / "history.csv"
+    history.write_text(history.read_text().replace("\n", "\n", 1) + "\n")  # as a run trained on another CPU
+    when = (cache / cfg.name / "checkpoint.pt").stat().st_mtime_ns
+    assert retrain_for_weights(cfg, cache / sweep.sft.name, cache) == ["history.csv"]
+    assert (cache / cfg.name / "checkpoint.pt").stat().st_mtime_ns == when  # kept, not trained a third time
+
+
 def test_a_damaged_archived_unit_shows_in_the_plan(trained, root, tiny_report):
     evidence.archive_units(_ctx(trained), root)
     _, _, cfg = tiny_report.runs()[0]

@@ -232,8 +232,9 @@ def plan(ctx: Context | None = None, root: Path | None = None, cache: Path | Non
 
     A unit is to be computed when the archive lacks it, holds it damaged, with another config, made by other code, or
     started from another checkpoint than its start; when its start is to be computed; when a unit it is read off is to
-    be computed. A comparison read off runs' weights (a bridge, the by-type scores) that is to be computed needs those
-    runs retrained unless ``cache`` (the LLM cache, e.g. ``runs/llm``) holds them with their weights. Costs are the
+    be computed. A comparison read off runs' weights (a bridge, the by-type scores, an attribution) that is to be
+    computed needs those runs retrained unless ``cache`` (the LLM cache, e.g. ``runs/llm``) holds them with their
+    weights; a run trained again for its weights alone leaves what else is read off it as it is. Costs are the
     archived copy's recorded CPU seconds, else the median of its arm's other seeds (or its preset's units of its kind)
     in the archive, marked estimated.
     """
@@ -283,7 +284,11 @@ def _propagate(entries: dict, cache: Path | None) -> None:
             if start is not None and start.todo:
                 entry.why, changed = f"its start {start.spec.name} is recomputed", True
                 continue
-            redone = [by_name[r].spec.name for r in entry.spec.reads if r in by_name and by_name[r].todo]
+            redone = [
+                by_name[r].spec.name
+                for r in entry.spec.reads
+                if r in by_name and by_name[r].todo and not _for_weights(by_name[r])
+            ]
             if redone:
                 entry.why, changed = f"{len(redone)} unit(s) it is read off are recomputed ({redone[0]}, ...)", True
         for entry in entries.values():
@@ -293,7 +298,17 @@ def _propagate(entries: dict, cache: Path | None) -> None:
                 run = by_name.get(name)
                 if run is None or run.todo or run.spec.kind != "RL run" or _has_weights(cache, name, run):
                     continue
-                run.why, changed = f"{entry.spec.name} is recomputed from its weights, which the archive lacks", True
+                run.why, changed = f"{entry.spec.name} {_WEIGHTS}", True
+
+
+_WEIGHTS = "is recomputed from its weights, which the archive lacks"
+
+
+def _for_weights(entry: Entry) -> bool:
+    """Whether ``entry`` is a run trained again only for its weights: its archived copy stays what is read off it
+    (the job checks that the run comes out the same, :func:`tailmiss.evidence.regenerate.retrain_for_weights`), so
+    the units read off it are not recomputed."""
+    return entry.spec.kind == "RL run" and _WEIGHTS in (entry.why or "")
 
 
 def _has_weights(cache: Path | None, name: str, entry: Entry) -> bool:

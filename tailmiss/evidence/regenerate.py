@@ -19,7 +19,7 @@ from tailmiss.evidence.plan import PENDING, Entry, Plan, kind_order, plan
 from tailmiss.options import RunOptions
 from tailmiss.studies.context import Context
 
-__all__ = ["parse_duration", "priority", "regenerate", "Part"]
+__all__ = ["parse_duration", "priority", "regenerate", "retrain_for_weights", "Part"]
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 
@@ -111,6 +111,13 @@ def _by_type_job(sweep, labels, root, options) -> None:
     run_by_type(sweep, root, tuple(labels), options)
 
 
+def _attribution_job(sweep, key, root, options) -> None:
+    """A pool job: one step's groups attributed at a sweep's chosen final models."""
+    from tailmiss.experiments.attribution import run_attribution
+
+    run_attribution(sweep, root, key["labels"], key["seeds"], key["batches"], key["sft_batches"], options)
+
+
 def _shared_simulation_job(ladder, root, options) -> None:
     """A pool job: the shared simulator from a ladder's shared rung, its shared policy restored from the archive
     first when the cache lacks it."""
@@ -128,18 +135,37 @@ def _simulation_job(config, cache, options) -> None:
     run_cached(config, cache, options.replace(progress=False))
 
 
-def _retrain_job(cfg, init, root, options) -> None:
-    """A pool job: an RL run trained again for its weights (its archived copy has none): a copy without them in the
-    cache is replaced."""
+def retrain_for_weights(cfg, init, root, options=None) -> list[str]:
+    """A pool job: an RL run trained again for its weights (its archived copy has none), a copy without them in the
+    cache replaced; the files where it does not come out as its archived copy recorded (a CPU other than the one that
+    trained it can round differently, and a sampled run then takes another path). It is never archived: the archived
+    copy stays what the report and the units read off it read."""
     from tailmiss import archive
-    from tailmiss.llm.checkpoint import CHECKPOINT
     from tailmiss.llm.train import train_rl
 
     path = Path(root) / cfg.name
-    if path.is_dir() and not (path / CHECKPOINT).is_file():
-        shutil.rmtree(path)
-    archive.ensure(Path(init))
-    train_rl(cfg, init, path, progress=False)
+    if not _trained_here(path, cfg):  # a run this host trained again earlier is kept: it would come out the same
+        if path.is_dir():
+            shutil.rmtree(path)
+        archive.ensure(Path(init))
+        train_rl(cfg, init, path, progress=False)
+    return archive.differs_from(path) or []
+
+
+def _trained_here(path: Path, cfg) -> bool:
+    """Whether the cache folder ``path`` holds the finished run ``cfg`` with its weights, made by the running code."""
+    from tailmiss.llm.checkpoint import CHECKPOINT, read_run_config
+    from tailmiss.store import CorruptUnit, read_meta, same_code
+
+    if not (path / CHECKPOINT).is_file():
+        return False
+    try:
+        meta = read_meta(path)
+        same_config = read_run_config(path / "config.toml") == cfg
+    except (CorruptUnit, OSError, ValueError):
+        return False
+    code = (meta.get("provenance") or {}).get("code") or {}
+    return bool(meta.get("complete")) and same_config and same_code("llm", code.get("fingerprint"))
 
 
 def _jobs(entries: list[Entry], ctx: Context, options: RunOptions) -> list:
@@ -154,7 +180,7 @@ def _jobs(entries: list[Entry], ctx: Context, options: RunOptions) -> list:
         label = f"{spec.kind} {spec.name}"
         if spec.kind == "RL run" and "from its weights" in (entry.why or ""):
             args = (spec.config, root / spec.start, root)
-            job = Job(spec.name, _retrain_job, args, (), workload[spec.name].label, None)
+            job = Job(spec.name, retrain_for_weights, args, (), workload[spec.name].label, None)
         elif spec.kind in ("SFT run", "derived policy", "RL run"):
             job = workload[spec.name]
         elif spec.kind == "sweep result":
@@ -164,6 +190,8 @@ def _jobs(entries: list[Entry], ctx: Context, options: RunOptions) -> list:
             job = Job(spec.name, _bridge_job, args, (), label, None, "simulating")
         elif spec.kind == "by-type scores":
             job = Job(spec.name, _by_type_job, (spec.config, spec.key["labels"], root), (), label, None, "scoring")
+        elif spec.kind == "attribution":
+            job = Job(spec.name, _attribution_job, (spec.config, spec.key, root), (), label, None, "attributing")
         elif spec.kind == "shared simulation":
             job = Job(spec.name, _shared_simulation_job, (spec.workload, root), (), label, None, "simulating")
         else:
@@ -221,7 +249,13 @@ def regenerate(
 
     specs = {e.spec.name: e.spec for e in found.entries}
 
+    again = {j.key for j in jobs if j.fn is retrain_for_weights}
+
     def on_finish(job, value) -> None:
+        if job.key in again:  # trained for its weights: the archived copy stays
+            if value:
+                say(f"{job.key}, trained again for its weights, differs from its archived copy in {', '.join(value)}")
+            return
         spec = specs.get(job.key)
         if spec is not None and archive_one(spec, ctx, root, say):
             archived.append(job.key)

@@ -2,7 +2,7 @@
 
 A sweep makes its SFT run, one RL run per variant and seed and its tidy result; a ladder its SFT run, one derived
 policy per rung that is not the transformer, and one sweep per rung; a simulation preset one result; a comparison
-(a bridge, the by-type scores) one result read off a sweep's runs. :func:`workload_units` lists them as
+(a bridge, the by-type scores, an attribution) one result read off a sweep's runs. :func:`workload_units` lists them as
 :class:`UnitSpec` s: where each lives in the cache (``runs/<tier>/<name>``), what config it must hold, which code's
 fingerprint it carries, what it starts from and what it is read off. The report's evidence
 (:mod:`tailmiss.evidence.plan`) plans, trains and archives from these lists.
@@ -22,6 +22,7 @@ __all__ = [
     "ladder_units",
     "simulation_unit",
     "comparison_unit",
+    "attribution_unit",
     "rung_simulation_unit",
 ]
 
@@ -32,6 +33,7 @@ KINDS = (
     "sweep result",
     "bridge result",
     "by-type scores",
+    "attribution",
     "simulation",
     "shared simulation",
 )
@@ -176,6 +178,28 @@ def comparison_unit(kind: str, name: str, sweep, scope, key: dict, weights: bool
         reads=reads,
         weights=weights,
         key=dict(key),
+    )
+
+
+def attribution_unit(sweep, labels, seeds, batches: int, sft_batches: int = 0) -> UnitSpec:
+    """The unit of :func:`tailmiss.experiments.attribution.run_attribution` of ``sweep``'s runs of ``labels`` and
+    ``seeds``: read off those runs' weights (and the SFT model's), keyed by the runs and the batches drawn."""
+    from tailmiss.experiments.attribution import SCOPE, Attribution, attribution_name
+
+    key = Attribution(sweep, tuple(labels), tuple(seeds), int(batches), int(sft_batches), None).key()
+    runs = tuple(cfg.name for v, s, cfg in sweep.runs() if v.label in key["labels"] and s in key["seeds"])
+    return UnitSpec(
+        "llm",
+        attribution_name(sweep),
+        "attribution",
+        sweep.name,
+        sweep,
+        _sweep_config,
+        SCOPE,
+        _own(sweep.sft.task),
+        reads=(sweep.sft.name, *runs),
+        weights=True,
+        key=key,
     )
 
 

@@ -12,13 +12,14 @@ against GRPO at lr × m_γ, the pass@256 difference at the end point, the seeds.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from tailmiss.studies.narrowing.data import END_POINT, PLATEAU, archived_history
 
-__all__ = ["ArchivedAnswer", "archived_answers"]
+__all__ = ["ArchivedAnswer", "archived_answers", "archived_study_answers"]
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,34 @@ class ArchivedAnswer:
     steps: int
 
 
-def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:
-    """By γ, the study's answer to "is F-GRPO more than a slower GRPO?" from the archived runs to the plateau (empty
-    when the archive holds neither sweep): each γ against GRPO at lr × m_γ (F-GRPO App. N's scale for that γ), from
-    the end-point runs where the archive holds them and they train the γ, else from the plateau runs."""
+def archived_study_answers(root: Path | None = None) -> tuple:
+    """:func:`~tailmiss.studies.narrowing.end_point.study_answers` against GRPO at lr × m_γ (F-GRPO App. N's scale for
+    each γ) from the archived runs to the plateau: the end-point runs where the archive holds them and they train the
+    γ, else the plateau runs (empty when the archive holds neither sweep). Read once per process for each state of
+    those two archived units: the first look's summary and its figure ``focal-map`` share one reading."""
+    from tailmiss import archive
+
+    units = (archive.find(Path("runs/llm") / name, root) for name in (PLATEAU, END_POINT))
+    state = tuple(None if u is None else (str(u.path), u.record.get("meta_sha256")) for u in units)
+    return _study_answers(None if root is None else str(root), state)
+
+
+@functools.lru_cache(maxsize=4)
+def _study_answers(root: str | None, state: tuple) -> tuple:
     from tailmiss.studies.narrowing.end_point import end_point_claims, study_answers
     from tailmiss.studies.narrowing.plateau_claims import COMPARISONS, plateau_claims
+    from tailmiss.studies.narrowing.settings import AGAINST
 
-    slower = "GRPO at lr × m_γ"
-    plateau, endpoint = archived_history(PLATEAU, root), archived_history(END_POINT, root)
-    p = plateau_claims(plateau, comparisons={slower: COMPARISONS[slower]}) if plateau is not None else None
+    where = None if root is None else Path(root)
+    plateau, endpoint = archived_history(PLATEAU, where), archived_history(END_POINT, where)
+    p = plateau_claims(plateau, comparisons={AGAINST: COMPARISONS[AGAINST]}) if plateau is not None else None
     e = end_point_claims(endpoint) if endpoint is not None else None
+    return tuple(study_answers(p, e, comparisons=(AGAINST,)))
+
+
+def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:
+    """By γ, the study's answer to "is F-GRPO more than a slower GRPO?" from the archived runs to the plateau
+    (:func:`archived_study_answers`), each γ against GRPO at lr × m_γ, as the first look's summary quotes it."""
     return [
         ArchivedAnswer(
             gamma=a.gamma,
@@ -61,5 +79,5 @@ def archived_answers(root: Path | None = None) -> list[ArchivedAnswer]:
             seeds=a.seeds,
             steps=a.steps,
         )
-        for a in study_answers(p, e, comparisons=(slower,))
+        for a in archived_study_answers(root)
     ]

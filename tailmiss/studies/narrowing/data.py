@@ -19,6 +19,7 @@ __all__ = [
     "KS",
     "FINAL_LABELS",
     "BY_TYPE_FAMILIES",
+    "ATTRIBUTED",
     "final_labels",
     "NarrowingData",
     "narrowing_data",
@@ -58,6 +59,13 @@ FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRP
 """The arms whose final models are scored again by prompt type (:func:`final_by_type`)."""
 BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
 """The sweeps whose final models are scored again by prompt type."""
+ATTRIBUTED = (("narrowing", 5), (PLATEAU, 0))
+"""The sweeps whose final models' steps are attributed to their groups
+(:mod:`tailmiss.experiments.attribution`), with the batches drawn from the SFT model (both sweeps start from the
+same one): GRPO and F-GRPO γ = 1 at N = 8 (:data:`.attribution_text.ARMS`), the sweep's first
+:data:`ATTRIBUTED_SEEDS` seeds, :data:`ATTRIBUTED_BATCHES` batches per run."""
+ATTRIBUTED_SEEDS = 5
+ATTRIBUTED_BATCHES = 2
 
 
 @dataclass
@@ -118,6 +126,9 @@ class NarrowingData:
     endpoint_rates: dict | None = None
     settings: dict = field(default_factory=dict)
     """Family of :data:`SETTINGS_READ` -> ``(history, typed, task)`` (empty in the first look)."""
+    attribution: pd.DataFrame | None = None
+    """One step's groups attributed at the SFT model and at the final models of :data:`ATTRIBUTED`
+    (:func:`attribution_rows`; None in the first look and without ``finals``)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -179,7 +190,7 @@ def bridge_jobs(ctx: Context) -> list:
         doing="collecting",
     )
     bridge = Job(f"{sweep.name} bridge", _bridge_job, (sent,), (first.key,), f"bridge {sweep.name}", doing="simulating")
-    return [first, bridge, *_by_type_jobs(ctx, sent)]
+    return [first, bridge, *_by_type_jobs(ctx, sent), *_attribution_jobs(ctx, sent)]
 
 
 def _by_type_jobs(ctx: Context, sent: Context) -> list:
@@ -197,6 +208,62 @@ def _by_type_jobs(ctx: Context, sent: Context) -> list:
     return out
 
 
+def _attributed(ctx: Context) -> list:
+    """``(sweep, seeds, sft_batches)`` of each sweep of :data:`ATTRIBUTED`."""
+    out = []
+    for family, sft_batches in ATTRIBUTED:
+        sweep = resolve_family(family, ctx)
+        out.append((sweep, tuple(sweep.seeds[:ATTRIBUTED_SEEDS]), sft_batches))
+    return out
+
+
+def _attribution_jobs(ctx: Context, sent: Context) -> list:
+    """The attributions of :data:`ATTRIBUTED` as pool jobs, each once the runs it reads are done: they read the
+    runs' weights, which the evidence archive does not keep."""
+    from tailmiss.experiments.pool import Job
+    from tailmiss.studies.narrowing.attribution_text import ARMS
+
+    out = []
+    for sweep, seeds, _ in _attributed(ctx):
+        runs = tuple(cfg.name for v, s, cfg in sweep.runs() if v.label in ARMS and s in seeds)
+        args = (sent, sweep.name)
+        out.append(Job(f"{sweep.name} attribution", _attribution_job, args, runs, f"attribution {sweep.name}"))
+    return out
+
+
+def _attribution_job(ctx: Context, name: str, options) -> None:
+    """A pool job: the attribution of the sweep ``name`` of :data:`ATTRIBUTED`, saved where :func:`narrowing_data`
+    loads it."""
+    sent = replace(ctx, options=options.replace(jobs=1))
+    for sweep, seeds, sft_batches in _attributed(sent):
+        if sweep.name == name:
+            _attribution(sent, sweep, seeds, sft_batches)
+
+
+def _attribution(ctx: Context, sweep, seeds: tuple, sft_batches: int):
+    """:func:`tailmiss.experiments.attribution.run_attribution` of one sweep of :data:`ATTRIBUTED`."""
+    from tailmiss.experiments.attribution import run_attribution
+    from tailmiss.studies.narrowing.attribution_text import ARMS
+
+    return run_attribution(sweep, ctx.llm_cache, ARMS, seeds, ATTRIBUTED_BATCHES, sft_batches, ctx.options)
+
+
+def attribution_rows(ctx: Context) -> pd.DataFrame:
+    """Every group of :data:`ATTRIBUTED`'s attributions (:func:`tailmiss.experiments.attribution.attribute_runs`'
+    rows), computed or loaded, with ``as_archived``: whether the weights read are those the run's archived copy
+    recorded (the SFT model's always are; NaN where the archive holds no copy)."""
+    frames = []
+    for sweep, seeds, sft_batches in _attributed(ctx):
+        found = _attribution(ctx, sweep, seeds, sft_batches)
+        names = {(v.label, s): cfg.name for v, s, cfg in sweep.runs()}
+        same = [
+            True if c == "SFT model" else found.as_archived.get(names[(label, seed)])
+            for c, label, seed in zip(found.groups["checkpoint"], found.groups["label"], found.groups["seed"])
+        ]
+        frames.append(found.groups.assign(as_archived=pd.array(same, dtype="boolean")))
+    return pd.concat(frames, ignore_index=True)
+
+
 def _by_type_job(ctx: Context, family: str, options) -> None:
     """A pool job: :func:`final_by_type` of ``family``'s sweep, saved where :func:`narrowing_data` loads it."""
     final_by_type(resolve_family(family, ctx), ctx.llm_cache, options=options.replace(jobs=1))
@@ -204,12 +271,14 @@ def _by_type_job(ctx: Context, family: str, options) -> None:
 
 def narrowing_units(ctx: Context) -> list:
     """The stored units :func:`narrowing_data` reads besides its families' runs and sweeps: the bridge of
-    ``narrowing`` and the by-type scores of :data:`BY_TYPE_FAMILIES` (none in quick mode)."""
+    ``narrowing``, the by-type scores of :data:`BY_TYPE_FAMILIES` and the attributions of :data:`ATTRIBUTED` (none in
+    quick mode)."""
     from tailmiss.experiments.bridge import DEFAULT_SIM_LR, bridge_name
     from tailmiss.experiments.bridge import SCOPE as BRIDGE_SCOPE
     from tailmiss.experiments.by_type import SCOPE as BY_TYPE_SCOPE
     from tailmiss.experiments.by_type import by_type_name
-    from tailmiss.experiments.units import comparison_unit
+    from tailmiss.experiments.units import attribution_unit, comparison_unit
+    from tailmiss.studies.narrowing.attribution_text import ARMS
 
     if ctx.quick:
         return []
@@ -219,6 +288,8 @@ def narrowing_units(ctx: Context) -> list:
         typed = resolve_family(family, ctx)
         key = {"labels": list(final_labels(typed))}
         out.append(comparison_unit("by-type scores", by_type_name(typed), typed, BY_TYPE_SCOPE, key))
+    for sweep, seeds, sft_batches in _attributed(ctx):
+        out.append(attribution_unit(sweep, ARMS, seeds, ATTRIBUTED_BATCHES, sft_batches))
     return out
 
 
@@ -276,6 +347,7 @@ def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True, endp
         **(_long_runs(ctx, PLATEAU, "plateau") if plateau and not ctx.quick else {}),
         **(_long_runs(ctx, END_POINT, "endpoint") if plateau and endpoint and not ctx.quick else {}),
         settings=_settings(ctx) if plateau and endpoint and not ctx.quick else {},
+        attribution=attribution_rows(ctx) if finals and plateau and not ctx.quick else None,
     )
 
 

@@ -228,15 +228,13 @@ def _map_data(ctx) -> list:
     from the committed evidence archive (:mod:`tailmiss.studies.narrowing.archived`), and says so."""
     from tailmiss.studies.narrowing.end_point import end_point_claims, study_answers
     from tailmiss.studies.narrowing.plateau_claims import plateau_claims
-    from tailmiss.studies.narrowing.settings import AGAINST, setting_rows
+    from tailmiss.studies.narrowing.settings import setting_rows
     from tailmiss.studies.rule import Verdict
 
     if ctx.quick:
-        from tailmiss.studies.narrowing.data import archived_history
+        from tailmiss.studies.narrowing.archived import archived_study_answers
 
-        histories = [archived_history(PLATEAU), archived_history(END_POINT)]
-        p, e = (plateau_claims(h) if h is not None else None for h in histories)
-        answers = study_answers(p, e, comparisons=(AGAINST,))
+        answers = list(archived_study_answers())
         note = "read from the committed evidence archive, not the first look's runs"
         return [("the study's setting (strength 0.5, share 0.25)", answers, note)] if answers else []
     data = narrowing_data(ctx, finals=False)

@@ -11,6 +11,7 @@ import numpy as np
 from tailmiss.studies import ledger
 from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
+from tailmiss.studies.narrowing.attribution_text import attribution_lines
 from tailmiss.studies.narrowing.controls_text import controls_lines
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.end_point_text import answer_lines, end_point_lines
@@ -390,6 +391,7 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_gamma(c),
         *_typed(c),
         *sharing_lines(c),
+        *attribution_lines(c.attribution),
     ]
     return Section("\n".join(parts), _record(c))
 
