@@ -3,8 +3,7 @@
 The runs, simulations and comparisons behind ``paper_repro.md`` take hours to compute and live in the ``runs/``
 cache, which git does not hold. The archive keeps each of them in compact form beside the code
 (``evidence/<tier>/<name>/`` for the cache's ``runs/<tier>/<name>/``, ``tier`` being ``sim`` or ``llm``), so that a
-fresh clone re-derives the report from them in minutes, as showyourwork builds an article from its cached outputs and
-research compendia ship their intermediate results with the hardware and time they took.
+fresh clone re-derives the report from them in minutes, as research compendia ship their intermediate results.
 
 An archived unit is the folder of a finished unit of the store (:mod:`tailmiss.store`) with
 
@@ -13,21 +12,17 @@ An archived unit is the folder of a finished unit of the store (:mod:`tailmiss.s
   bytes, and the files not kept, with why;
 * ``config.toml`` as it is (the unit's key: readable and comparable in git);
 * every other file xz-compressed (``history.csv.xz``, ...);
-* no RL run's ``checkpoint.pt``: its weights and optimiser state are read by no section and no later unit (the
-  sections read an RL run's history and per-prompt evaluations, and the sweep results collected from it). An SFT
-  run's or a derived policy's checkpoint is kept byte for byte: RL runs and derived policies start from it and name
-  it by its SHA-256.
+* no RL run's ``checkpoint.pt`` (the sections read its history and per-prompt evaluations; a unit read off its
+  weights trains it again, and :func:`differs_from` says whether it came out the same). An SFT run's or a derived
+  policy's checkpoint is kept byte for byte: RL runs and derived policies start from it and name it by its SHA-256.
 
 The store consults the archive whenever it judges a unit (:func:`consult`): an archived unit is restored into the
-cache (its stored bytes verified, each file decompressed and verified against the SHA-256 the unit was written with)
-and judged there as any cached unit, by its config and its code fingerprint. It stands in when the cache has no
-usable unit, and also when the cache's differs from it, so that a report follows the committed evidence rather than a
-local retrain. A damaged archived file is refused with an error that names it; a stale archived unit is never used
-unless ``reuse_stale`` says so. The archive itself is written only by :func:`add` (``tailmiss repro`` adds the units
-the full report read).
-
-Where it is: ``$TAILMISS_EVIDENCE`` when set (empty: no archive), else ``evidence/`` beside the package in a
-checkout that has one.
+cache (its bytes verified against the SHA-256 the unit was written with) and judged there as any cached unit. It
+stands in when the cache has no usable unit, and also when the cache's differs from it, so that a report follows the
+committed evidence rather than a local retrain. A damaged archived file is refused naming it; a stale archived unit
+is never used unless ``reuse_stale`` says so. Only :func:`add` writes the archive (``tailmiss repro`` adds the units
+the full report read). Where it is: ``$TAILMISS_EVIDENCE`` when set (empty: no archive), else ``evidence/`` beside
+the package in a checkout that has one.
 """
 
 from __future__ import annotations
@@ -73,9 +68,7 @@ TIERS = ("sim", "llm")
 """The cache folders an archive mirrors (``runs/sim``, ``runs/llm``)."""
 PLAIN = ("config.toml",)
 """Files kept as they are: the unit's key, small and worth reading in a diff."""
-DROPPED = {
-    ("rl", "checkpoint.pt"): "an RL run's weights and optimiser state: no section and no later unit reads them",
-}
+DROPPED = {("rl", "checkpoint.pt"): "an RL run's weights and optimiser state: a unit read off them trains it again"}
 """``(meta's kind, file) -> why``: the files an archived unit leaves out."""
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -349,28 +342,21 @@ def ensure(path: str | os.PathLike) -> bool:
     """Restore the cache folder ``path`` from the archive when the cache lacks it and the archive holds it; whether it
     did. Nothing is judged: for a unit whose user judged it already (an RL run's start)."""
     path = Path(path)
-    if path.exists():
-        return False
-    unit = find(path)
-    if unit is None:
-        return False
-    restore_into(unit, path)
-    return True
+    unit = None if path.exists() else find(path)
+    if unit is not None:
+        restore_into(unit, path)
+    return unit is not None
 
 
 def differs_from(path: str | os.PathLike, root: Path | None = None) -> list[str] | None:
-    """The files of the cache folder ``path`` whose bytes are not those its archived copy recorded, leaving out
-    ``meta.json`` and the files the archive drops (an RL run's weights, whose bytes also name where it was written);
-    None when the archive holds no copy of it. Empty: the unit came out as archived."""
-    from tailmiss.store import file_sha256
-
-    unit = find(path, root)
+    """The files of the cache folder ``path`` whose bytes are not those its archived copy recorded (``meta.json`` and
+    the files the archive drops left out); None when the archive holds no copy. Empty: it came out as archived."""
+    unit, path = find(path, root), Path(path)
     if unit is None:
         return None
-    path = Path(path)
-    dropped = set(unit.record.get("dropped") or ())
-    kept = {f: d for f, d in unit.checksums.items() if f != "meta.json" and f not in dropped}
-    return sorted(f for f, digest in kept.items() if not (path / f).is_file() or file_sha256(path / f) != digest)
+    skip = {"meta.json", *(unit.record.get("dropped") or ())}
+    kept = {f: digest for f, digest in unit.checksums.items() if f not in skip}
+    return sorted(f for f, d in kept.items() if not (path / f).is_file() or sha256((path / f).read_bytes()) != d)
 
 
 class _Declined(Exception):

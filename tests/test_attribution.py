@@ -27,7 +27,8 @@ from tailmiss.llm.model import GPT, ModelConfig, answer_logprobs
 from tailmiss.llm.rl_update import advantages
 from tailmiss.llm.tasks.narrowing import NarrowingTask
 from tailmiss.options import RunOptions
-from tailmiss.studies.narrowing.attribution_text import ARMS, attribution_lines, attribution_table
+from tailmiss.studies.narrowing.attribution_text import ARMS, attribution_lines
+from tailmiss.studies.narrowing.data import attribution_table
 
 TASK = NarrowingTask(conflict_share=0.25, conflict_strength=0.5)
 
@@ -120,7 +121,7 @@ def test_attribute_labels_every_group_and_the_table_splits_by_type():
     rows = attribute(_model(2), TASK, {"GRPO": _cfg(), "F-GRPO": _cfg(1.0)}, _held(), batches=2, seed=4)
     assert len(rows) == 2 * 2 * 6 and set(rows["type"]) <= {"minority", "rest"}
     assert set(rows["label"]) == {"GRPO", "F-GRPO"} and set(rows["bucket"]) <= set(BUCKETS)
-    t = attribution_table(pd.concat([rows.assign(checkpoint="SFT model", seed=0)]))
+    t = attribution_table(rows.assign(checkpoint="SFT model", seed=0, as_archived=pd.array([True] * len(rows))))
     assert len(t) == 2
     sums = t.iloc[0]
     assert sums["minority_groups"] + sums["rest_groups"] == pytest.approx(sums["total"])
@@ -146,7 +147,7 @@ def test_the_unit_is_saved_reused_and_keyed_by_the_runs_and_batches_it_reads(tra
     other = run_attribution(sweep, root, ARMS, (0, 1), batches=1, options=RunOptions(progress=False))
     assert other.seeds == (0, 1) and set(other.groups["checkpoint"]) == {f"step {sweep.rl.steps}"}
     assert len(other.groups) == 4 * g
-    lines = "\n".join(attribution_lines(attribution_table(groups)))
+    lines = "\n".join(attribution_lines(attribution_table(groups.assign(as_archived=pd.NA))))
     assert "1 batches at the SFT model" in lines and "seeds 0" in lines
 
 

@@ -483,7 +483,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     )
     from tailmiss.report.registry import FIGURES
     from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
-    from tailmiss.studies.narrowing.data import END_POINT, NARROWING_FAMILIES, PLATEAU
+    from tailmiss.studies.narrowing.data import END_POINT, NARROWING_FAMILIES, PLATEAU, SETTINGS_READ
     from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
     from tailmiss.studies.runs import resolve_family
     from tailmiss.studies.sharing.data import FRONTIER_LADDERS
@@ -495,11 +495,12 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     sharing = ("narrowing-ladder-shared", "narrowing-ladder-shared-n", *FRONTIER_LADDERS)
     # the narrowing study's runs to the plateau: families with no quick version (the first look quotes their archived
     # answer)
-    first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES, PLATEAU, END_POINT, *sharing)
+    long = (PLATEAU, END_POINT, *SETTINGS_READ)
+    first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES, *long, *sharing)
     assert llm_families(deferred=QUICK_DEFERRED) == first_look
     bare = Context(quick=True, cache_dir=tmp_path)  # the presets themselves, no test stand-ins
     assert [resolve_family(f, bare) is None for f in sharing] == [False, True, True, True]
-    assert resolve_family(PLATEAU, bare) is None and resolve_family(END_POINT, bare) is None
+    assert all(resolve_family(f, bare) is None for f in long)  # the first look trains none of them
     assert set(llm_families()) - set(llm_families(deferred=QUICK_DEFERRED)) == {
         "objectives",
         "maze",

@@ -284,11 +284,7 @@ def _propagate(entries: dict, cache: Path | None) -> None:
             if start is not None and start.todo:
                 entry.why, changed = f"its start {start.spec.name} is recomputed", True
                 continue
-            redone = [
-                by_name[r].spec.name
-                for r in entry.spec.reads
-                if r in by_name and by_name[r].todo and not _for_weights(by_name[r])
-            ]
+            redone = [r for r in entry.spec.reads if r in by_name and by_name[r].todo and not _for_weights(by_name[r])]
             if redone:
                 entry.why, changed = f"{len(redone)} unit(s) it is read off are recomputed ({redone[0]}, ...)", True
         for entry in entries.values():
@@ -305,9 +301,8 @@ _WEIGHTS = "is recomputed from its weights, which the archive lacks"
 
 
 def _for_weights(entry: Entry) -> bool:
-    """Whether ``entry`` is a run trained again only for its weights: its archived copy stays what is read off it
-    (the job checks that the run comes out the same, :func:`tailmiss.evidence.regenerate.retrain_for_weights`), so
-    the units read off it are not recomputed."""
+    """Whether ``entry`` is a run trained again for its weights alone: its archived copy stays what the units read
+    off it read (:func:`tailmiss.evidence.regenerate.retrain_for_weights`), so they are not recomputed."""
     return entry.spec.kind == "RL run" and _WEIGHTS in (entry.why or "")
 
 

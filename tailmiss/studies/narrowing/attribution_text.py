@@ -3,13 +3,11 @@ the groups of its batch (:mod:`tailmiss.experiments.attribution`), read by promp
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from tailmiss.experiments.attribution import BUCKETS
 from tailmiss.studies.text import table
 
-__all__ = ["HEADING", "ARMS", "attribution_table", "attribution_lines"]
+__all__ = ["HEADING", "ARMS", "attribution_lines"]
 
 ARMS = ("GRPO N=8", "F-GRPO γ=1 N=8")
 """The arms attributed: GRPO and F-GRPO (γ = 1) at N = 8."""
@@ -23,31 +21,6 @@ _PARTS = (
     ("rest_frequent", "of which frequent successes"),
     ("total", "all groups"),
 )
-
-
-def attribution_table(rows: pd.DataFrame, target: str = "minority") -> pd.DataFrame:
-    """Per checkpoint, arm and seed: the mean over batches of the summed :math:`c_j` on ``target`` of the minority's
-    groups, the rest's groups, and the rest's rare and frequent groups, the ``active`` groups of a batch (some but not
-    all rollouts correct: the others carry no advantage), the number of ``batches``, the ``groups`` of a batch and
-    (when the rows have it) ``as_archived``, from
-    :func:`tailmiss.experiments.attribution.attribute_runs`' rows."""
-    per_batch = rows.assign(
-        minority_groups=np.where(rows["type"] == "minority", rows[target], 0.0),
-        rest_groups=np.where(rows["type"] == "rest", rows[target], 0.0),
-        rest_rare=np.where((rows["type"] == "rest") & (rows["bucket"] == BUCKETS[1]), rows[target], 0.0),
-        rest_frequent=np.where((rows["type"] == "rest") & (rows["bucket"] == BUCKETS[2]), rows[target], 0.0),
-        total=rows[target],
-        active=rows["bucket"].isin(BUCKETS[1:3]).astype(float),
-    )
-    parts = ["minority_groups", "rest_groups", "rest_rare", "rest_frequent", "total", "active"]
-    sums = per_batch.groupby(["checkpoint", "label", "seed", "batch"], sort=False)[parts].sum()
-    by_seed = sums.groupby(["checkpoint", "label", "seed"], sort=False)
-    size = per_batch.groupby(["checkpoint", "label", "seed", "batch"], sort=False).size()
-    out = by_seed.mean().join(by_seed.size().rename("batches"))
-    out = out.join(size.groupby(["checkpoint", "label", "seed"], sort=False).first().rename("groups"))
-    if "as_archived" in rows:
-        out = out.join(rows.groupby(["checkpoint", "label", "seed"], sort=False)["as_archived"].first())
-    return out.reset_index()
 
 
 def _ms(x: pd.Series) -> str:
@@ -77,7 +50,7 @@ def _sft_sentence(t: pd.DataFrame) -> str:
 
 
 def attribution_lines(t: pd.DataFrame | None) -> list[str]:
-    """The part's markdown lines from :func:`~tailmiss.studies.narrowing.attribution.attribution_table`'s rows
+    """The part's markdown lines from :func:`~tailmiss.studies.narrowing.data.attribution_table`'s rows
     (none without them: the first look computes none)."""
     if t is None or t.empty:
         return []

@@ -22,7 +22,6 @@ import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import GammaClaims, focal_label, gamma_claims, seed_table
-from tailmiss.studies.narrowing.attribution_text import attribution_table
 from tailmiss.studies.narrowing.end_point import StudyAnswer, end_point_claims, study_answers
 from tailmiss.studies.narrowing.end_point_seeds import SeedCount, end_point_seeds
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
@@ -123,8 +122,8 @@ class NarrowingClaims:
     settings: tuple[SettingRow, ...] = ()
     """The study's setting and the others the report reads (:mod:`.settings`; empty without the end point)."""
     attribution: pd.DataFrame | None = None
-    """One step's groups attributed, per checkpoint, arm and seed (:func:`.attribution_text.attribution_table`; None
-    in the first look)."""
+    """One step's groups attributed, per checkpoint, arm and seed (:func:`.data.attribution_table`; None in the first
+    look)."""
 
     @property
     def answers(self) -> list[StudyAnswer]:
@@ -342,7 +341,7 @@ def narrowing_claims(data) -> NarrowingClaims:
         if data.endpoint is not None
         else None,
         seed_count=end_point_seeds(data.plateau) if data.plateau is not None and data.endpoint is not None else None,
-        attribution=attribution_table(data.attribution) if data.attribution is not None else None,
+        attribution=data.attribution,
     )
     if claims.endpoint is None:
         return claims

@@ -51,7 +51,7 @@ look quotes their archived answer, :mod:`tailmiss.studies.narrowing.archived`)."
 END_POINT = "narrowing-endpoint"
 """The end point's runs on enough fresh seeds (seeds 15-44; full report only,
 :mod:`tailmiss.studies.narrowing.end_point`)."""
-SETTINGS_READ: tuple[str, ...] = ()
+SETTINGS_READ: tuple[str, ...] = ("narrowing-settings-str0.25",)
 """The runs at other settings of the task (:data:`tailmiss.studies.runs.SETTINGS_FAMILIES`) that the section reads:
 each joins when the evidence archive holds all of it, and leaves the study's pending families then (full report
 only, :mod:`tailmiss.studies.narrowing.settings`)."""
@@ -127,8 +127,8 @@ class NarrowingData:
     settings: dict = field(default_factory=dict)
     """Family of :data:`SETTINGS_READ` -> ``(history, typed, task)`` (empty in the first look)."""
     attribution: pd.DataFrame | None = None
-    """One step's groups attributed at the SFT model and at the final models of :data:`ATTRIBUTED`
-    (:func:`attribution_rows`; None in the first look and without ``finals``)."""
+    """One step's groups attributed at the SFT model and at the final models of :data:`ATTRIBUTED`, per checkpoint,
+    arm and seed (:func:`attribution_table`; None in the first look and without ``finals``)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -249,19 +249,39 @@ def _attribution(ctx: Context, sweep, seeds: tuple, sft_batches: int):
 
 
 def attribution_rows(ctx: Context) -> pd.DataFrame:
-    """Every group of :data:`ATTRIBUTED`'s attributions (:func:`tailmiss.experiments.attribution.attribute_runs`'
-    rows), computed or loaded, with ``as_archived``: whether the weights read are those the run's archived copy
-    recorded (the SFT model's always are; NaN where the archive holds no copy)."""
+    """:data:`ATTRIBUTED`'s groups (computed or loaded), with ``as_archived``: whether the weights read came out as the
+    run's archived copy (:class:`tailmiss.experiments.attribution.Attribution`; the SFT model's always do)."""
     frames = []
     for sweep, seeds, sft_batches in _attributed(ctx):
         found = _attribution(ctx, sweep, seeds, sft_batches)
-        names = {(v.label, s): cfg.name for v, s, cfg in sweep.runs()}
-        same = [
-            True if c == "SFT model" else found.as_archived.get(names[(label, seed)])
-            for c, label, seed in zip(found.groups["checkpoint"], found.groups["label"], found.groups["seed"])
-        ]
-        frames.append(found.groups.assign(as_archived=pd.array(same, dtype="boolean")))
+        g, names = found.groups, {(v.label, s): cfg.name for v, s, cfg in sweep.runs()}
+        keys = zip(g["checkpoint"], g["label"], g["seed"])
+        same = [c == "SFT model" or found.as_archived.get(names[(v, s)]) for c, v, s in keys]
+        frames.append(g.assign(as_archived=pd.array(same, dtype="boolean")))
     return pd.concat(frames, ignore_index=True)
+
+
+def attribution_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per checkpoint, arm and seed of :func:`attribution_rows`: the mean over batches of the summed :math:`c_j` of the
+    minority's groups, the rest's (and of those, the rare and frequent successes'), all groups' (``total``), the
+    ``active`` groups (some but not all rollouts correct), ``batches``, the ``groups`` of a batch, ``as_archived``."""
+    from tailmiss.experiments.attribution import BUCKETS
+
+    rest, target, keys = rows["type"] == "rest", rows["minority"], ["checkpoint", "label", "seed"]
+    parts = {
+        "minority_groups": target.where(rows["type"] == "minority", 0.0),
+        "rest_groups": target.where(rest, 0.0),
+        "rest_rare": target.where(rest & (rows["bucket"] == BUCKETS[1]), 0.0),
+        "rest_frequent": target.where(rest & (rows["bucket"] == BUCKETS[2]), 0.0),
+        "total": target,
+        "active": rows["bucket"].isin(BUCKETS[1:3]).astype(float),
+        "groups": 1,
+    }
+    how = {**dict.fromkeys(parts, "sum"), "as_archived": "first"}
+    per_batch = rows.assign(**parts).groupby([*keys, "batch"], sort=False).agg(how)
+    by_seed = per_batch.groupby(keys, sort=False)
+    out = by_seed[list(parts)].mean().join(by_seed.size().rename("batches")).join(by_seed["as_archived"].first())
+    return out.reset_index().astype({"groups": "int64"})
 
 
 def _by_type_job(ctx: Context, family: str, options) -> None:
@@ -347,7 +367,7 @@ def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True, endp
         **(_long_runs(ctx, PLATEAU, "plateau") if plateau and not ctx.quick else {}),
         **(_long_runs(ctx, END_POINT, "endpoint") if plateau and endpoint and not ctx.quick else {}),
         settings=_settings(ctx) if plateau and endpoint and not ctx.quick else {},
-        attribution=attribution_rows(ctx) if finals and plateau and not ctx.quick else None,
+        attribution=attribution_table(attribution_rows(ctx)) if finals and plateau and not ctx.quick else None,
     )
 
 
