@@ -50,7 +50,7 @@ def _sft_sentence(t: pd.DataFrame) -> str:
 
 
 def attribution_lines(t: pd.DataFrame | None) -> list[str]:
-    """The part's markdown lines from :func:`~tailmiss.studies.narrowing.data.attribution_table`'s rows
+    """The part's markdown lines from ``tailmiss.studies.narrowing.data.attribution_table``'s rows
     (none without them: the first look computes none)."""
     if t is None or t.empty:
         return []

@@ -122,7 +122,7 @@ class NarrowingClaims:
     settings: tuple[SettingRow, ...] = ()
     """The study's setting and the others the report reads (:mod:`.settings`; empty without the end point)."""
     attribution: pd.DataFrame | None = None
-    """One step's groups attributed, per checkpoint, arm and seed (:func:`.data.attribution_table`; None in the first
+    """One step's groups attributed, per checkpoint, arm and seed (``data.attribution_table``; None in the first
     look)."""
 
     @property

@@ -63,7 +63,7 @@ ATTRIBUTED = (("narrowing", 5), (PLATEAU, 0))
 """The sweeps whose final models' steps are attributed to their groups
 (:mod:`tailmiss.experiments.attribution`), with the batches drawn from the SFT model (both sweeps start from the
 same one): GRPO and F-GRPO γ = 1 at N = 8 (:data:`.attribution_text.ARMS`), the sweep's first
-:data:`ATTRIBUTED_SEEDS` seeds, :data:`ATTRIBUTED_BATCHES` batches per run."""
+``ATTRIBUTED_SEEDS`` seeds, ``ATTRIBUTED_BATCHES`` batches per run."""
 ATTRIBUTED_SEEDS = 5
 ATTRIBUTED_BATCHES = 2
 
@@ -128,7 +128,7 @@ class NarrowingData:
     """Family of :data:`SETTINGS_READ` -> ``(history, typed, task)`` (empty in the first look)."""
     attribution: pd.DataFrame | None = None
     """One step's groups attributed at the SFT model and at the final models of :data:`ATTRIBUTED`, per checkpoint,
-    arm and seed (:func:`attribution_table`; None in the first look and without ``finals``)."""
+    arm and seed (``attribution_table``; None in the first look and without ``finals``)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -262,7 +262,7 @@ def attribution_rows(ctx: Context) -> pd.DataFrame:
 
 
 def attribution_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per checkpoint, arm and seed of :func:`attribution_rows`: the mean over batches of the summed :math:`c_j` of the
+    """Per checkpoint, arm and seed of ``attribution_rows``: the mean over batches of the summed :math:`c_j` of the
     minority's groups, the rest's (and of those, the rare and frequent successes'), all groups' (``total``), the
     ``active`` groups (some but not all rollouts correct), ``batches``, the ``groups`` of a batch, ``as_archived``."""
     from tailmiss.experiments.attribution import BUCKETS
