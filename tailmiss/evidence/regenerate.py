@@ -44,7 +44,8 @@ def parse_duration(text: str) -> float:
 def priority(found: Plan) -> list[Entry]:
     """The units to compute, most-needed first: section by section, the cheapest section to complete first (its
     known CPU seconds, then its units of unknown cost), the pending families' units after every section's, each unit
-    once; within a section by kind (starting points, runs, then what is read off them)."""
+    once; within a section by kind (starting points, runs, then what is read off them), and within the pending
+    families family by family, each one's units by kind, so that each finished family is whole in the archive."""
     sections = found.sections()
     order = sorted(
         (s for s, row in sections.items() if row["todo"]),
@@ -54,7 +55,13 @@ def priority(found: Plan) -> list[Entry]:
     seen: set = set()
     for name in order:
         mine = [e for e in found.todo if name in e.needed.sections and e.needed.key not in seen]
-        mine.sort(key=lambda e: kind_order(e.spec.kind))
+        if name.endswith(PENDING):
+            # family by family, so that a finished family's sweep result is computed before the next family's runs
+            families = {id(e.spec.workload): 0 for e in mine}
+            families = {k: i for i, k in enumerate(families)}
+            mine.sort(key=lambda e: (families[id(e.spec.workload)], kind_order(e.spec.kind)))
+        else:
+            mine.sort(key=lambda e: kind_order(e.spec.kind))
         for entry in mine:
             seen.add(entry.needed.key)
             out.append(entry)
