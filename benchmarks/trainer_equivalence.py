@@ -26,6 +26,16 @@ The record (``--out``, JSON) lists every picked run, its paths, its time and eac
 
     python benchmarks/trainer_equivalence.py --root runs --replaces 1b2f56e5f964b4d3 --jobs 2 --resumed 1 \\
         --stacks --out benchmarks/trainer_equivalence/<new fingerprint>.json
+
+Runs do not come out bit for bit on another CPU (the archive's runs were trained on an Intel Xeon; on an AMD EPYC
+none of 20 retrained runs was the same, final metrics moved by up to 0.003), so compare on one host: first the
+replaced code (a checkout of it put first on ``PYTHONPATH``) trains the cover again and keeps it (``--keep``), then
+the newer code compares itself with those runs:
+
+    PYTHONPATH=../old python benchmarks/trainer_equivalence.py --root runs --replaces <archived runs' fingerprint> \\
+        --keep ../old-runs --out /tmp/old.json   # its comparisons with the archive do not matter
+    python benchmarks/trainer_equivalence.py --root ../old-runs --replaces <replaced fingerprint> --resumed 1 \\
+        --stacks --out benchmarks/trainer_equivalence/<new fingerprint>.json
 """
 
 from __future__ import annotations
@@ -180,9 +190,22 @@ def _compare(src_path: Path, out: Path, kind: str) -> dict:
     return result
 
 
-def check(src: str, resumed: bool = False) -> dict:
+def check(src: str, resumed: bool = False, keep: str | None = None) -> dict:
     """Retrain ``src`` with the running code into a temporary folder (``resumed``: stopped after its first
-    checkpoint and resumed from it); compare."""
+    checkpoint and resumed from it; ``keep``: into ``keep/llm/<name>``, kept); compare."""
+    import shutil
+
+    if keep is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return _check_into(Path(src), Path(tmp) / Path(src).name, resumed)
+    out = Path(keep) / "llm" / Path(src).name
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return _check_into(Path(src), out, resumed)
+
+
+def _check_into(src_path: Path, out: Path, resumed: bool) -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -190,33 +213,30 @@ def check(src: str, resumed: bool = False) -> dict:
     from tailmiss.llm.sft import train_sft
     from tailmiss.llm.train import train_rl
 
-    src_path = Path(src)
     meta = json.loads((src_path / "meta.json").read_text())
     started = time.perf_counter()
     kind = meta["kind"]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / src_path.name
-        cfg = read_run_config(src_path / "config.toml")
-        if kind == "rl" and resumed:
-            stop_after = cfg.checkpoint_every - 1
+    cfg = read_run_config(src_path / "config.toml")
+    if kind == "rl" and resumed:
+        stop_after = cfg.checkpoint_every - 1
 
-            def stop(step: int) -> None:
-                if step == stop_after:
-                    raise _Stop
+        def stop(step: int) -> None:
+            if step == stop_after:
+                raise _Stop
 
-            try:
-                train_rl(cfg, meta["init"], out, device="cpu", progress=False, on_step=stop)
-            except _Stop:
-                pass
-            train_rl(cfg, meta["init"], out, device="cpu", resume=True, progress=False)
-            how = f"resumed at step {cfg.checkpoint_every}"
-        elif kind == "rl":
-            train_rl(cfg, meta["init"], out, device="cpu", progress=False)
-            how = "alone"
-        else:
-            train_sft(cfg, out, device="cpu", progress=False)
-            how = "alone"
-        result = _compare(src_path, out, kind)
+        try:
+            train_rl(cfg, meta["init"], out, device="cpu", progress=False, on_step=stop)
+        except _Stop:
+            pass
+        train_rl(cfg, meta["init"], out, device="cpu", resume=True, progress=False)
+        how = f"resumed at step {cfg.checkpoint_every}"
+    elif kind == "rl":
+        train_rl(cfg, meta["init"], out, device="cpu", progress=False)
+        how = "alone"
+    else:
+        train_sft(cfg, out, device="cpu", progress=False)
+        how = "alone"
+    result = _compare(src_path, out, kind)
     return {"run": src_path.name, "kind": kind, "how": how, "s": round(time.perf_counter() - started, 1), **result}
 
 
@@ -290,6 +310,9 @@ def main() -> None:
     )
     parser.add_argument("--stacks", action="store_true", help="also train the picked runs that can stack as stacks")
     parser.add_argument("--dry-run", action="store_true", help="list the picked runs and stop")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the picked runs trained again, in KEEP/llm: a root of runs made by this code"
+    )
     args = parser.parse_args()
     from tailmiss.store import OWN_SCOPE, code_fingerprint, module_fingerprint
 
@@ -314,7 +337,8 @@ def main() -> None:
     results = []
     total = len(chosen) + len(resumed) + sum(len(g) for g in stacks)
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(check, c["run"]): [c] for c in chosen}
+        keep = str(args.keep) if args.keep else None
+        futures = {pool.submit(check, c["run"], False, keep): [c] for c in chosen}
         futures |= {pool.submit(check, c["run"], True): [c] for c in resumed}
         futures |= {pool.submit(check_stack, [c["run"] for c in g]): g for g in stacks}
         for future in as_completed(futures):

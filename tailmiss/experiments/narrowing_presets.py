@@ -118,6 +118,10 @@ beyond the study's one setting?
   runs' rules (above: plateau, frontier levels, end point), the three γ of a setting one family, and its cell gives
   the word (*dominates*, *same point*, *is dominated*, *cannot tell*) with the end point's pass@256 difference. The
   table has one row per setting beside the study's own (its end point on seeds 15-44), one column per γ.
+
+**The counterfactual pool** (``narrowing-counterfactual``): GRPO and F-GRPO γ = 1 at N = 8, the study's recipe and
+SFT model, seeds 0-4, trained on the rest's prompts alone (``train_types``; tag ``rest-only``), the held-out set
+unchanged. Its rule, written before its runs: :mod:`tailmiss.studies.narrowing.counterfactual`.
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ __all__ = [
     "END_POINT_SEEDS",
     "SETTINGS",
     "SETTINGS_SEEDS",
+    "REST_ONLY",
 ]
 
 SEARCH_STRENGTHS = (0.25, 0.5, 1.0)
@@ -219,6 +224,8 @@ SETTINGS = {"str0.25": (0.25, 0.25), "share0.1": (0.5, 0.1), "share0.5": (0.5, 0
 """The settings of ``narrowing-settings-<tag>``: tag -> (conflict strength, conflict share) (module docstring)."""
 SETTINGS_SEEDS = PLATEAU_SEEDS
 """The across-settings runs' seeds (module docstring)."""
+REST_ONLY = {"train_types": ("rest",)}
+"""The counterfactual pool's override: RL draws the rest's training prompts alone (module docstring)."""
 SPEED_MATCHED_SCALE = 0.823
 """GRPO's rate scale that matches F-GRPO γ = 1's pass@1 speed, from the study's seeds 0-4 (module docstring)."""
 
@@ -303,6 +310,8 @@ def _sweeps(sft: SFTConfig, rl: RLConfig) -> dict[str, LLMSweep]:
             seeds=END_POINT_SEEDS,
         ),
     ]
+    cf = tuple(Variant("grpo", g, 8, tag="rest-only", overrides=REST_ONLY) for g in (0.0, 1.0))
+    out.append(LLMSweep("narrowing-counterfactual", study_sft, study_rl, cf, seeds=tuple(range(5))))
     for tag, (strength, share) in SETTINGS.items():
         setting_sft, setting_rl = pair(tag, _task(strength, share))
         name = f"narrowing-settings-{tag}"

@@ -224,6 +224,10 @@ class RLConfig(_TomlConfig):
         in an order drawn from the run's seed and the epoch (F-GRPO Table 5
         trains 10 epochs over its training set). DAPO's refill rounds draw at
         random from the pool.
+    train_types : tuple of str or None
+        The prompt types training draws (``None``: all); the others are
+        skipped in the draw and the pool, not in held-out evaluations (a
+        counterfactual: what a run does to prompts it never trains on).
     eval_every, eval_prompts, eval_split, eval_samples, rare_share
         Exact answer-mass metrics on a fixed prompt set (enumerable tasks) and,
         when ``eval_samples > 0``, sampled pass@k from that many samples.
@@ -281,6 +285,7 @@ class RLConfig(_TomlConfig):
     train_prompts: int = 0
     pool_seed: int = 0
     pool_order: str = "random"
+    train_types: tuple[str, ...] | None = None
     seed: int = 0
     eval_seed: int | None = None
     eval_every: int = 25
@@ -356,6 +361,12 @@ class RLConfig(_TomlConfig):
                 f"(train_prompts = {self.train_prompts}): a step draws its prompts from the pool without replacement"
             )
         check_choice("pool_order", self.pool_order, POOL_ORDERS)
+        types = self.train_types
+        if types is not None:
+            ok = isinstance(types, (list, tuple)) and types and len(set(types)) == len(types)
+            if not ok or not all(isinstance(t, str) and t for t in types):
+                raise ValueError(f"train_types must be a non-empty list of distinct prompt types, got {types!r}")
+            object.__setattr__(self, "train_types", tuple(types))
         if self.pool_order == "epochs" and (not self.train_prompts or self.train_prompts % self.prompts_per_step):
             raise ValueError(
                 "pool_order = 'epochs' needs a training pool (train_prompts > 0) that is a whole number of steps: "

@@ -84,7 +84,7 @@ def eval_sets(run: RLRun) -> EvalSets:
     reference_dist = reference_distribution(run.reference, start_sha, task, prompts, only) if exact else None
     pool = None
     if cfg.train_prompts and exact:
-        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed))
+        pool_prompts = list(training_pool(task, cfg.train_prompts, cfg.pool_seed, cfg.train_types))
         pool = (pool_prompts, reference_distribution(run.reference, start_sha, task, pool_prompts, only))
     return EvalSets(prompts, reference_dist, pool, start_sha)
 

@@ -28,6 +28,7 @@ __all__ = [
     "score",
     "collect_rollouts",
     "training_pool",
+    "check_train_types",
     "step_prompts",
     "first_round_info",
     "gather_groups",
@@ -120,18 +121,36 @@ def collect_rollouts(run: RLRun, step: int, round_: int) -> Rollouts:
 
 
 @functools.lru_cache(maxsize=32)
-def training_pool(task: Task, size: int, seed: int) -> tuple:
-    """The fixed pool of ``size`` distinct training prompts drawn from ``seed`` (``RLConfig.train_prompts``)."""
-    return tuple(task.prompts("train", size, seed=seed, distinct=True))
+def training_pool(task: Task, size: int, seed: int, types: tuple[str, ...] | None = None) -> tuple:
+    """The fixed pool of ``size`` distinct training prompts drawn from ``seed`` (``RLConfig.train_prompts``), of the
+    prompt types ``types`` alone when given (``RLConfig.train_types``)."""
+    if types is None:
+        return tuple(task.prompts("train", size, seed=seed, distinct=True))
+    return tuple(task.prompts_where("train", size, seed, lambda p: task.prompt_type(p) in types, distinct=True))
+
+
+def check_train_types(task: Task, cfg: RLConfig) -> None:
+    """``ValueError`` unless the task tells prompt types and ``cfg.train_types`` names only types it has."""
+    if cfg.train_types is None:
+        return
+    known = getattr(task, "prompt_types", None)
+    if known is None:
+        raise ValueError(f"train_types needs a task with prompt types; task {task.name!r} has none")
+    unknown = [t for t in cfg.train_types if t not in known]
+    if unknown:
+        raise ValueError(f"train_types names {', '.join(map(repr, unknown))}: task {task.name!r} has {known}")
 
 
 def step_prompts(task: Task, cfg: RLConfig, step: int, round_: int = 0) -> list:
-    """The prompts of a step's sampling round: fresh training prompts, or a draw without replacement from the pool
-    (``pool_order = "epochs"``: the step's block of its epoch's order of the pool, for the first round)."""
+    """The prompts of a step's sampling round: fresh training prompts (of ``cfg.train_types`` alone when given), or a
+    draw without replacement from the pool (``pool_order = "epochs"``: the step's block of its epoch's order of the
+    pool, for the first round)."""
     seed = step_seed(cfg.seed, step, 10 * round_ + PROMPTS)
-    if not cfg.train_prompts:
+    if not cfg.train_prompts and cfg.train_types is None:
         return task.prompts("train", cfg.prompts_per_step, seed=seed)
-    pool = training_pool(task, cfg.train_prompts, cfg.pool_seed)
+    if not cfg.train_prompts:
+        return task.prompts_where("train", cfg.prompts_per_step, seed, lambda p: task.prompt_type(p) in cfg.train_types)
+    pool = training_pool(task, cfg.train_prompts, cfg.pool_seed, cfg.train_types)
     if cfg.pool_order == "epochs" and round_ == 0:
         epoch, block = divmod(step, cfg.steps_per_epoch)
         order = np.random.default_rng([int(cfg.seed), epoch, PROMPTS, 0xE90C]).permutation(len(pool))

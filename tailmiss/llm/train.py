@@ -77,7 +77,7 @@ from tailmiss.llm.optim import make_optimizer, set_lr
 from tailmiss.llm.rl_eval import eval_sets, evaluation
 from tailmiss.llm.rl_run import RLRun, Spent
 from tailmiss.llm.rl_update import update
-from tailmiss.llm.rollouts import gather_groups
+from tailmiss.llm.rollouts import check_train_types, gather_groups
 
 __all__ = ["train_rl", "open_run", "sampled_row", "save_run", "finish_run"]
 
@@ -145,6 +145,7 @@ def open_run(cfg: RLConfig, init, folder: RunFolder, dev, resume: bool) -> RLRun
     sft = LoadedRun(init, dev)
     if sft.kind != "sft":
         raise ValueError(f"--init {str(init)!r} is an {sft.kind} run; RL starts from an SFT run")
+    check_train_types(sft.task, cfg)
     state = prepare_run(folder, cfg, resume)
     reference = copy.deepcopy(sft.model).requires_grad_(False)  # the SFT model, frozen
     run = RLRun(cfg, sft, init, reference, make_optimizer(sft.model, cfg.optim), dev, main=is_main())

@@ -61,6 +61,8 @@ SWEEPS = {
     "narrowing-plateau": ("narrowing-plateau", None),
     # the end point on the fresh seeds the seed rule set
     "narrowing-endpoint": ("narrowing-endpoint", None),
+    # the counterfactual pool: the study's GRPO and F-GRPO γ = 1 trained without the minority's prompts
+    "narrowing-counterfactual": ("narrowing-counterfactual", None),
     # the frontier and end point at three other settings of the task (pending: read once the archive holds them)
     **{name: (name, None) for name in SETTINGS_FAMILIES},
 }

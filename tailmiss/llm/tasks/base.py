@@ -156,6 +156,26 @@ class Task:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         return list(itertools.islice(self._stream(split, n, seed, distinct), n))
 
+    def prompts_where(self, split: str, n: int, seed: int, keep, distinct: bool = False) -> list:
+        """The first ``n`` prompts of :meth:`prompts`'s draw of ``split`` from ``seed`` for which ``keep(prompt)``
+        holds, in the draw's order (the others are skipped): ``ValueError`` once ``1000 n + 10,000`` drawn prompts in
+        a row fail ``keep``."""
+        check_choice("split", split, SPLITS)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        out, missed, limit = [], 0, 1000 * max(n, 1) + 10_000
+        for prompt in self._stream(split, n, seed, distinct):
+            if len(out) == n:
+                break
+            if keep(prompt):
+                out.append(prompt)
+                missed = 0
+            else:
+                missed += 1
+                if missed > limit:
+                    raise ValueError(f"no {split!r} prompt of {self} passes the filter in {limit} draws in a row")
+        return out
+
     def _stream(self, split: str, n: int, seed: int, distinct: bool):
         """The prompts of ``split`` drawn from ``seed``, one at a time, without an end: ``ValueError`` once
         ``1000 n + 10,000`` tries in a row bring no new prompt (a split too small for ``n`` distinct ones)."""

@@ -89,6 +89,8 @@ class NarrowingTask(MultiSolutionTask):
     """
 
     name: ClassVar[str] = "narrowing"
+    prompt_types: ClassVar[tuple[str, ...]] = PROMPT_TYPES
+    """What :meth:`prompt_type` returns (``RLConfig.train_types`` names some of them)."""
 
     conflict_share: float = 0.25
     conflict_strength: float = 0.5

@@ -18,7 +18,7 @@ STUDY = Study.of(
     families=(*NARROWING_FAMILIES, PLATEAU, END_POINT, *SETTINGS_READ),
     claims=("appN-frontier",),
     units=narrowing_units,
-    pending=tuple(f for f in SETTINGS_FAMILIES if f not in SETTINGS_READ),
+    pending=("narrowing-counterfactual", *(f for f in SETTINGS_FAMILIES if f not in SETTINGS_READ)),
 )
 """The narrowing study's record (:class:`~tailmiss.studies.record.Study`): its section, figures and ledger rows, the
 sweep and ladder families it reads (:data:`~tailmiss.studies.narrowing.data.NARROWING_FAMILIES`, the plateau
