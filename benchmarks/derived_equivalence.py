@@ -10,16 +10,22 @@ equivalent too (:data:`tailmiss._fingerprint.EQUIVALENT`):
    simulations;
 2. in each, one version of the code (``--old`` and ``--new``: checkouts, put first on ``PYTHONPATH``) computes the
    first look's derived units (``tailmiss repro --quick --no-figures``: the quick sweeps' results, the transformer's
-   bridge, the ladders' results and the shared rung's simulation) and the narrowing study's scores by prompt type on
-   its quick sweep (:func:`tailmiss.studies.narrowing.data.final_by_type`), from the same runs (the new code must
-   already declare the trainer equivalent, or it trains them again);
-3. every derived unit both computed is compared file by file, byte for byte (its ``meta.json`` without the time
-   and the code fingerprint, which differ by design).
+   bridge, the ladders' results and the shared rung's simulation) and, on the narrowing study's quick sweep, its
+   scores by prompt type (:func:`tailmiss.studies.narrowing.data.final_by_type`) and one attribution of GRPO and
+   F-GRPO γ = 1 (:func:`tailmiss.experiments.attribution.run_attribution`, one batch at the final and SFT models),
+   from the same runs (the new code must already declare the trainer equivalent, or it trains them again);
+3. every derived unit both computed is compared file by file, byte for byte (its ``meta.json`` without the times
+   and the code fingerprint, at any depth, which differ by design: a run missing from ``--runs`` is trained by
+   each side, and a sweep result records its runs' seconds).
 
 The record (``--out``, JSON) gives, per derived scope, the old and new fingerprints and each unit's comparison.
 
-    python benchmarks/derived_equivalence.py --old ../main --new . --runs runs \\
+    python benchmarks/derived_equivalence.py --old ../main --new . --runs runs --prime \\
         --out benchmarks/trainer_equivalence/derived-<new llm fingerprint>.json
+
+``--prime`` first lets the old code compute in ``--runs`` what the commands read and it lacks: each side would
+otherwise train or build those inputs itself, and a checkpoint records the code that wrote it, so a start's
+digest (the shared rung's simulation records it) would differ by design.
 """
 
 from __future__ import annotations
@@ -34,15 +40,18 @@ import tempfile
 import time
 from pathlib import Path
 
-_BY_TYPE = """
-import sys
+_NARROWING = """
+from tailmiss.experiments.attribution import run_attribution
 from tailmiss.experiments.presets import workload
 from tailmiss.options import RunOptions
 from tailmiss.studies.narrowing.data import final_by_type
-final_by_type(workload("narrowing-quick"), "runs/llm", options=RunOptions(progress=False))
+quick, options = workload("narrowing-quick"), RunOptions(progress=False)
+final_by_type(quick, "runs/llm", options=options)
+run_attribution(quick, "runs/llm", ("GRPO N=8", "F-GRPO γ=1 N=8"), quick.seeds[:1], 1, 1, options)
 """
-_VOLATILE = ("made", "elapsed_s", "provenance", "created", "host", "time")
-"""``meta.json`` keys that record when, where and by which code a unit was made, not what it holds."""
+_VOLATILE = ("made", "elapsed_s", "total_elapsed_s", "provenance", "created", "host", "time")
+"""``meta.json`` keys, at any depth, that record when, where and by which code a unit (or a run it read) was made,
+not what it holds: a sweep result records its runs' seconds, which differ where each side trained a missing run."""
 
 
 def _scope(unit: Path) -> tuple[str, str] | None:
@@ -67,13 +76,13 @@ def _copy(runs: Path, into: Path) -> None:
 
 
 def _compute(code: Path, where: Path, log) -> float:
-    """The derived units of the first look and the quick narrowing scores by type, by the code in ``code``."""
+    """The derived units of the first look and of the quick narrowing sweep, by the code in ``code``."""
     env = {**os.environ, "PYTHONPATH": str(code.resolve())}
     started = time.perf_counter()
     commands = [
         [sys.executable, "-m", "tailmiss", "repro", "--quick", "--no-figures", "--no-progress", "--jobs", "1",
          "--cache", "runs/sim", "--out", "quick/paper_repro.md"],
-        [sys.executable, "-c", _BY_TYPE],
+        [sys.executable, "-c", _NARROWING],
     ]  # fmt: skip
     for command in commands:
         done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
@@ -83,9 +92,18 @@ def _compute(code: Path, where: Path, log) -> float:
     return time.perf_counter() - started
 
 
+def _kept(value):
+    """``value`` without the :data:`_VOLATILE` keys of any dict in it."""
+    if isinstance(value, dict):
+        return {k: _kept(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_kept(v) for v in value]
+    return value
+
+
 def _same_meta(a: Path, b: Path) -> bool:
     old, new = (json.loads(p.read_text()) for p in (a, b))
-    return {k: v for k, v in old.items() if k not in _VOLATILE} == {k: v for k, v in new.items() if k not in _VOLATILE}
+    return _kept(old) == _kept(new)
 
 
 def compare(old_root: Path, new_root: Path) -> list[dict]:
@@ -113,7 +131,18 @@ def main() -> None:
     parser.add_argument("--new", type=Path, required=True, help="checkout of the newer code")
     parser.add_argument("--runs", type=Path, default=Path("runs"), help="the runs both compute from")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--prime",
+        action="store_true",
+        help="first let the old code compute, in --runs, what the commands read and --runs lacks "
+        "(runs, SFT models, derived policies: a checkpoint records the code that wrote it), so both sides read the "
+        "same inputs",
+    )
     args = parser.parse_args()
+    if args.prime:  # in a folder of its own: a checkout as the working folder would shadow PYTHONPATH (python -m)
+        with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as log:
+            (Path(tmp) / "runs").symlink_to(args.runs.resolve())
+            print(f"primed in {_compute(args.old, Path(tmp), log):.1f} s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         sides = {"old": Path(tmp) / "old", "new": Path(tmp) / "new"}
         seconds = {}

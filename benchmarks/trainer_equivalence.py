@@ -32,6 +32,7 @@ none of 20 retrained runs was the same, final metrics moved by up to 0.003), so 
 replaced code (a checkout of it put first on ``PYTHONPATH``) trains the cover again and keeps it (``--keep``), then
 the newer code compares itself with those runs:
 
+    PYTHONPATH=../old python benchmarks/equivalence_runs.py ../old-runs   # the paths the archive's runs lack
     PYTHONPATH=../old python benchmarks/trainer_equivalence.py --root runs --replaces <archived runs' fingerprint> \\
         --keep ../old-runs --out /tmp/old.json   # its comparisons with the archive do not matter
     python benchmarks/trainer_equivalence.py --root ../old-runs --replaces <replaced fingerprint> --resumed 1 \\

@@ -77,16 +77,22 @@ stales its runs and no others."""
 
 EQUIVALENT: dict[str, dict[str, str]] = {
     "llm": {
+        "a68c558cb2ce8d99": "117117d0b75cd23e",
         "117117d0b75cd23e": "f341c04fe1964577",
         "f341c04fe1964577": "d1818015221c25f0",
         "d1818015221c25f0": "69bd297a87793a41",
         "69bd297a87793a41": "1b2f56e5f964b4d3",
     },
-    "llm/tasks/narrowing.py": {"38ec6ea86bd98ef5": "3e04cd9a7cb372c2", "3e04cd9a7cb372c2": "5386c614580a3823"},
-    "sweep": {"000eb2fe025ce4da": "c46b0d7bea8f0571"},
-    "bridge": {"b7e8eed4c5d24b2a": "0111bd33098e8fa4"},
-    "by-type": {"d8a010b2b02ebe46": "d66695ece44759d9"},
-    "rung-simulation": {"c1869f1b1be89d0c": "bce2a172f354218b"},
+    "llm/tasks/narrowing.py": {
+        "f5db74b68d10f4b6": "38ec6ea86bd98ef5",
+        "38ec6ea86bd98ef5": "3e04cd9a7cb372c2",
+        "3e04cd9a7cb372c2": "5386c614580a3823",
+    },
+    "sweep": {"5351701407ce2b36": "000eb2fe025ce4da", "000eb2fe025ce4da": "c46b0d7bea8f0571"},
+    "bridge": {"cb224b6f9153c055": "b7e8eed4c5d24b2a", "b7e8eed4c5d24b2a": "0111bd33098e8fa4"},
+    "by-type": {"1dd0624370c35e46": "d8a010b2b02ebe46", "d8a010b2b02ebe46": "d66695ece44759d9"},
+    "rung-simulation": {"9e9a190247506527": "c1869f1b1be89d0c", "c1869f1b1be89d0c": "bce2a172f354218b"},
+    "attribution": {"3b36f63ad1cdbe08": "c1faca198558d641"},
 }
 """Code declared to compute what earlier code did, per scope (a name of :data:`SCOPES`, an :data:`OWN_SCOPE` module,
 or the name of a unit type's own :class:`Scope`, such as ``sweep``): ``{fingerprint of the
@@ -116,7 +122,15 @@ fingerprint no declaration names, so it stales the units as usual (and the decla
   runs with their weights, alone, stopped and resumed, and as one stack. The scopes of the units derived from LLM
   runs take the trainer's modules in, so the same change moved theirs: ``sweep``, ``bridge``, ``by-type`` and
   ``rung-simulation`` are declared beside it, on the record ``benchmarks/trainer_equivalence/derived-117117d0b75cd23e
-  .json`` (``benchmarks/derived_equivalence.py``: the same runs, both codes, every derived unit the same)."""
+  .json`` (``benchmarks/derived_equivalence.py``: the same runs, both codes, every derived unit the same).
+* ``llm`` ``a68c558cb2ce8d99`` replaces ``117117d0b75cd23e``, and ``llm/tasks/narrowing.py`` ``f5db74b68d10f4b6``
+  replaces ``38ec6ea86bd98ef5``: ``RLConfig.train_types`` (RL may draw some prompt types alone; ``None``, the
+  default, draws as before), ``Task.prompts_where`` and the narrowing task's ``prompt_types``; no existing path's
+  arithmetic moved. Runs do not come out bit for bit across CPUs, so the record compares the two codes on one host
+  (an AMD EPYC): the replaced code trained the cover of the archive's runs again (``--keep``), and the newer code
+  retrained those runs, alone, stopped and resumed, and as one stack. The derived scopes moved with it
+  (``sweep``, ``bridge``, ``by-type``, ``rung-simulation`` and the attribution's), on the record
+  ``benchmarks/trainer_equivalence/derived-a68c558cb2ce8d99.json``."""
 
 
 _ROOT = "tailmiss"

@@ -234,9 +234,10 @@ def test_a_unit_of_code_declared_equivalent_is_judged_as_made_by_the_running_cod
 
 def _derived_scopes() -> dict:
     """The scopes of the units derived from LLM runs, by name (each unit type declares its own beside it)."""
-    from tailmiss.experiments import bridge, by_type, shared_bridge, sweep_result
+    from tailmiss.experiments import attribution, bridge, by_type, shared_bridge, sweep_result
 
-    return {s.name: s for s in (sweep_result.SCOPE, bridge.SCOPE, by_type.SCOPE, shared_bridge.SCOPE)}
+    scopes = (sweep_result.SCOPE, bridge.SCOPE, by_type.SCOPE, shared_bridge.SCOPE, attribution.SCOPE)
+    return {s.name: s for s in scopes}
 
 
 def _current(name: str) -> str:

@@ -80,3 +80,14 @@ def test_a_run_trains_on_the_kept_types_and_evaluates_the_same_held_out_set(trai
     assert h_both.loc[0, evals].equals(h_rest.loc[0, evals])  # step 0: the same SFT model, the same held-out set
     assert not h_both.equals(h_rest)  # other prompts, other rollouts
     assert RLConfig.from_toml(rest / "config.toml").train_types == ("rest",)
+
+
+def test_a_sweep_with_the_override_round_trips_through_toml(tmp_path):
+    from tailmiss.experiments.presets import llm_sweep
+    from tailmiss.experiments.sweep_config import LLMSweep
+
+    sweep = llm_sweep("narrowing-counterfactual")
+    sweep.to_toml(tmp_path / "sweep.toml")
+    back = LLMSweep.from_toml(tmp_path / "sweep.toml")
+    assert back == sweep
+    assert {cfg.train_types for _, _, cfg in back.runs()} == {("rest",)}

@@ -62,7 +62,8 @@ class Variant:
             check_int("variant steps", self.steps)
         object.__setattr__(self, "gamma", float(g))
         items = self.overrides.items() if isinstance(self.overrides, dict) else self.overrides
-        overrides = tuple(sorted((str(k), v) for k, v in items))
+        # a list (a TOML array, such as train_types) becomes a tuple: a variant is hashable and equal to its preset
+        overrides = tuple(sorted((str(k), tuple(v) if isinstance(v, list) else v) for k, v in items))
         keys = {k for k, _ in overrides}
         moved = sorted(k for k in keys if f"optim.{k}" in _RL_FIELDS)
         if moved:
