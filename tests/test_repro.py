@@ -483,6 +483,7 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     )
     from tailmiss.report.registry import FIGURES
     from tailmiss.studies.controls.section import HEADING as CONTROLS_HEADING
+    from tailmiss.studies.narrowing.counterfactual import COUNTERFACTUAL
     from tailmiss.studies.narrowing.data import END_POINT, NARROWING_FAMILIES, PLATEAU, SETTINGS_READ
     from tailmiss.studies.protocol.section import HEADING as PROTOCOL_HEADING
     from tailmiss.studies.runs import resolve_family
@@ -493,9 +494,9 @@ def test_the_first_look_defers_its_sections_without_reading_their_sweeps(quick_r
     assert "narrowing" not in QUICK_DEFERRED
     # the sharing study's ladders: the shared rung's quick preset, and three with none (the first look trains none)
     sharing = ("narrowing-ladder-shared", "narrowing-ladder-shared-n", *FRONTIER_LADDERS)
-    # the narrowing study's runs to the plateau: families with no quick version (the first look quotes their archived
-    # answer)
-    long = (PLATEAU, END_POINT, *SETTINGS_READ)
+    # the narrowing study's runs to the plateau and its counterfactual pool: families with no quick version (the first
+    # look quotes their archived answer)
+    long = (PLATEAU, END_POINT, COUNTERFACTUAL, *SETTINGS_READ)
     first_look = ("nsweep", "ladder", "ladder-budget", "ladder-hard", *NARROWING_FAMILIES, *long, *sharing)
     assert llm_families(deferred=QUICK_DEFERRED) == first_look
     bare = Context(quick=True, cache_dir=tmp_path)  # the presets themselves, no test stand-ins

@@ -22,6 +22,7 @@ import pandas as pd
 
 from tailmiss.studies.controls.claims import fig1bc_sentence, identical_to_grpo
 from tailmiss.studies.controls.gamma import GammaClaims, focal_label, gamma_claims, seed_table
+from tailmiss.studies.narrowing.counterfactual import counterfactual_rows, counterfactual_table
 from tailmiss.studies.narrowing.end_point import StudyAnswer, end_point_claims, study_answers
 from tailmiss.studies.narrowing.end_point_seeds import SeedCount, end_point_seeds
 from tailmiss.studies.narrowing.frontier import FrontierVerdict, equal_rollouts, frontier_verdict
@@ -124,6 +125,8 @@ class NarrowingClaims:
     attribution: pd.DataFrame | None = None
     """One step's groups attributed, per checkpoint, arm and seed (``data.attribution_table``; None in the first
     look)."""
+    counterfactual: pd.DataFrame | None = None
+    """The counterfactual pool's table by arm (:func:`.counterfactual.counterfactual_table`; None in the first look)."""
 
     @property
     def answers(self) -> list[StudyAnswer]:
@@ -342,6 +345,9 @@ def narrowing_claims(data) -> NarrowingClaims:
         else None,
         seed_count=end_point_seeds(data.plateau) if data.plateau is not None and data.endpoint is not None else None,
         attribution=data.attribution,
+        counterfactual=counterfactual_table(counterfactual_rows(data.typed["narrowing"], data.counterfactual))
+        if data.counterfactual is not None
+        else None,
     )
     if claims.endpoint is None:
         return claims

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tailmiss.experiments.prompt_types import KS, TYPES, by_type
 from tailmiss.studies.context import Context
+from tailmiss.studies.narrowing.counterfactual import COUNTERFACTUAL
 from tailmiss.studies.runs import ladder_result, resolve_family, sweep_result
 
 __all__ = [
@@ -51,7 +52,7 @@ look quotes their archived answer, :mod:`tailmiss.studies.narrowing.archived`)."
 END_POINT = "narrowing-endpoint"
 """The end point's runs on enough fresh seeds (seeds 15-44; full report only,
 :mod:`tailmiss.studies.narrowing.end_point`)."""
-SETTINGS_READ: tuple[str, ...] = ("narrowing-settings-str0.25",)
+SETTINGS_READ: tuple[str, ...] = ("narrowing-settings-str0.25", "narrowing-settings-share0.1")
 """The runs at other settings of the task (:data:`tailmiss.studies.runs.SETTINGS_FAMILIES`) that the section reads:
 each joins when the evidence archive holds all of it, and leaves the study's pending families then (full report
 only, :mod:`tailmiss.studies.narrowing.settings`)."""
@@ -60,10 +61,9 @@ FINAL_LABELS = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO γ=0.5 N=8", "F-GRP
 BY_TYPE_FAMILIES = ("narrowing", "narrowing-controls")
 """The sweeps whose final models are scored again by prompt type."""
 ATTRIBUTED = (("narrowing", 5), (PLATEAU, 0))
-"""The sweeps whose final models' steps are attributed to their groups
-(:mod:`tailmiss.experiments.attribution`), with the batches drawn from the SFT model (both sweeps start from the
-same one): GRPO and F-GRPO γ = 1 at N = 8 (:data:`.attribution_text.ARMS`), the sweep's first
-``ATTRIBUTED_SEEDS`` seeds, ``ATTRIBUTED_BATCHES`` batches per run."""
+"""The sweeps whose final models' steps are attributed to their groups (:mod:`tailmiss.experiments.attribution`),
+with the batches drawn from the SFT model (both start from one): GRPO and F-GRPO γ = 1 at N = 8
+(:data:`.attribution_text.ARMS`), the first ``ATTRIBUTED_SEEDS`` seeds, ``ATTRIBUTED_BATCHES`` batches per run."""
 ATTRIBUTED_SEEDS = 5
 ATTRIBUTED_BATCHES = 2
 
@@ -94,12 +94,9 @@ class NarrowingData:
     ladder : dict
         Rung name (``table-adamw-lr0.1``, ...) -> :func:`~tailmiss.experiments.prompt_types.by_type` of its runs on
         the training pool, which is the ladder's evaluation set.
-    tasks : dict
-        Family -> its task (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`).
-    minority : dict
-        Family -> boolean mask of its evaluation prompts' minority.
-    names : dict
-        Family -> the preset that ran (quick or full).
+    tasks, minority, names : dict
+        Family -> its task (:class:`~tailmiss.llm.tasks.narrowing.NarrowingTask`), the boolean mask of its
+        evaluation prompts' minority, the preset that ran (quick or full).
     quick : bool
     """
 
@@ -129,6 +126,8 @@ class NarrowingData:
     attribution: pd.DataFrame | None = None
     """One step's groups attributed at the SFT model and at the final models of :data:`ATTRIBUTED`, per checkpoint,
     arm and seed (``attribution_table``; None in the first look and without ``finals``)."""
+    counterfactual: pd.DataFrame | None = None
+    """The counterfactual pool's held-out metrics by prompt type (:func:`by_type`; None as ``attribution``)."""
 
 
 def final_labels(sweep) -> tuple[str, ...]:
@@ -368,6 +367,7 @@ def narrowing_data(ctx: Context, finals: bool = True, plateau: bool = True, endp
         **(_long_runs(ctx, END_POINT, "endpoint") if plateau and endpoint and not ctx.quick else {}),
         settings=_settings(ctx) if plateau and endpoint and not ctx.quick else {},
         attribution=attribution_table(attribution_rows(ctx)) if finals and plateau and not ctx.quick else None,
+        counterfactual=_long(ctx, COUNTERFACTUAL)[1] if finals and plateau and not ctx.quick else None,
     )
 
 

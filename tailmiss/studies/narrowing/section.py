@@ -13,6 +13,7 @@ from tailmiss.studies.context import Context
 from tailmiss.studies.narrowing import claims as nc
 from tailmiss.studies.narrowing.attribution_text import attribution_lines
 from tailmiss.studies.narrowing.controls_text import controls_lines
+from tailmiss.studies.narrowing.counterfactual import counterfactual_part
 from tailmiss.studies.narrowing.data import narrowing_data
 from tailmiss.studies.narrowing.end_point_text import answer_lines, end_point_lines
 from tailmiss.studies.narrowing.frontier_text import frontier_lines
@@ -392,6 +393,7 @@ def narrowing_text(c: nc.NarrowingClaims) -> Section:
         *_typed(c),
         *sharing_lines(c),
         *attribution_lines(c.attribution),
+        *counterfactual_part(c.counterfactual),
     ]
     return Section("\n".join(parts), _record(c))
 
